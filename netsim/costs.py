@@ -1,0 +1,66 @@
+"""Predicted time and energy of one synchronous epoch, for policies to plan with.
+
+The same formulas the engine executes (architecture spec, "Epoch semantics"), evaluated
+without contention: each participant downloads the variant (bytes over its route's bottleneck
+plus latency), trains its samples at its FLOP/s, uploads the update; the aggregator then
+averages (2 x params x participants FLOP). Energy: busy power x compute time, route J/bit x bits
+both ways, and idle power of *every* device for the epoch's non-busy time (devices stay on for
+the whole run). Where transfers share a bottleneck the engine's epoch is longer than predicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.devices import DeviceTable
+from netsim.scenario.schema import ModelSpec
+
+
+@dataclass(frozen=True)
+class EpochEstimate:
+    """Predicted epoch: duration (s), energy (J) by category, per-device finish time (s)."""
+
+    time_s: float
+    energy_compute_j: float
+    energy_comm_j: float
+    energy_idle_j: float
+    device_time_s: np.ndarray
+
+    @property
+    def energy_j(self) -> float:
+        """Total predicted energy (J)."""
+        return self.energy_compute_j + self.energy_comm_j + self.energy_idle_j
+
+
+def device_epoch_times(table: DeviceTable, model: ModelSpec, variant: int,
+                       samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-device (transfer_s, compute_s, comm_j) for the given samples (0 = not taking part).
+
+    transfer_s is download + upload time; comm_j the energy of both transfers.
+    """
+    bits = 8.0 * model.model_bytes(variant)
+    active = samples > 0
+    transfer = np.where(active, bits / table.down_bps + table.down_latency_s
+                        + bits / table.up_bps + table.up_latency_s, 0.0)
+    compute = samples * model.flop_per_sample(variant) / table.flop_per_s
+    comm = np.where(active, bits * (table.down_j_per_bit + table.up_j_per_bit), 0.0)
+    return transfer, compute, comm
+
+
+def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
+                   samples: np.ndarray) -> EpochEstimate:
+    """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out)."""
+    samples = np.asarray(samples, dtype=float)
+    transfer, compute, comm = device_epoch_times(table, model, variant, samples)
+    finish = transfer + compute
+    n_part = int(np.count_nonzero(samples))
+    agg = table.aggregator
+    agg_s = 2.0 * model.params * model.variants[variant].params_fraction * n_part / table.flop_per_s[agg]
+    time_s = float(finish.max(initial=0.0)) + agg_s
+    busy = compute.copy()
+    busy[agg] += agg_s
+    e_compute = float(np.dot(busy, table.power_busy_w))
+    e_idle = float(np.dot(np.maximum(time_s - busy, 0.0), table.power_idle_w))
+    return EpochEstimate(time_s, e_compute, float(comm.sum()), e_idle, finish)

@@ -1,0 +1,74 @@
+"""Checking a policy's Decision before anything runs."""
+
+from __future__ import annotations
+
+import math
+
+from policies.base import Decision, InvalidDecision, Observation
+
+
+def _problems(decision: Decision, obs: Observation) -> list[str]:
+    table, model, out = obs.devices, obs.model, []
+    n_variants = len(model.variants)
+    if not isinstance(decision.variant, int) or not 0 <= decision.variant < n_variants:
+        return [f"variant: {decision.variant!r} is not a variant index (0..{n_variants - 1})"]
+    if decision.stop:
+        return out
+    need = model.model_bytes(decision.variant) * obs.training.memory_overhead
+    index = table.index
+    for dev, samples in decision.participants.items():
+        where = f"participants[{dev!r}]"
+        i = index.get(dev)
+        if i is None:
+            out.append(f"{where}: unknown device")
+            continue
+        if not isinstance(samples, int) or isinstance(samples, bool):
+            out.append(f"{where}: samples must be an integer, got {samples!r}")
+        elif not 1 <= samples <= table.samples[i]:
+            out.append(f"{where}: samples {samples} outside 1..{int(table.samples[i])} (what it holds)")
+        if not obs.available[i]:
+            out.append(f"{where}: device is not available this epoch")
+        if need > table.memory_bytes[i]:
+            out.append(f"{where}: the variant needs {need:.3g} bytes (model x memory_overhead), "
+                       f"the device has {table.memory_bytes[i]:.3g}")
+    for c, cluster in enumerate(decision.clusters):
+        out += _cluster_problems(c, cluster, decision, obs, need)
+    if not decision.participants and not decision.clusters:
+        out.append("participants: no participant and no cluster (use stop=True to end training)")
+    return out
+
+
+def _cluster_problems(c, cluster, decision, obs, need) -> list[str]:
+    table, out, where = obs.devices, [], f"clusters[{c}]"
+    if len(cluster.devices) != len(cluster.flop_share) or not cluster.devices:
+        return [f"{where}.flop_share: one share per device needed"]
+    if not math.isclose(sum(cluster.flop_share), 1.0, rel_tol=1e-6) or min(cluster.flop_share) < 0:
+        out.append(f"{where}.flop_share: shares must be >= 0 and sum to 1")
+    held = 0
+    for j, dev in enumerate(cluster.devices):
+        i = table.index.get(dev)
+        if i is None:
+            out.append(f"{where}.devices[{j}]: unknown device {dev!r}")
+            continue
+        if dev in decision.participants:
+            out.append(f"{where}.devices[{j}]: {dev!r} is also a data-parallel participant")
+        if not obs.available[i]:
+            out.append(f"{where}.devices[{j}]: {dev!r} is not available this epoch")
+        if need * cluster.flop_share[j] > table.memory_bytes[i]:
+            out.append(f"{where}.devices[{j}]: its share needs {need * cluster.flop_share[j]:.3g} "
+                       f"bytes, {dev!r} has {table.memory_bytes[i]:.3g}")
+        held += int(table.samples[i])
+    if not 1 <= cluster.samples <= held:
+        out.append(f"{where}.samples: {cluster.samples} outside 1..{held} (what its devices hold)")
+    return out
+
+
+def validate_decision(decision: Decision, obs: Observation, policy_name: str) -> None:
+    """Raise :class:`InvalidDecision` naming the policy and every bad field; else return."""
+    if not isinstance(decision, Decision):
+        raise InvalidDecision(f"policy {policy_name!r} returned {type(decision).__name__}, "
+                              "not a Decision")
+    problems = _problems(decision, obs)
+    if problems:
+        raise InvalidDecision(f"policy {policy_name!r} returned an invalid decision: "
+                              + "; ".join(problems))

@@ -1,0 +1,90 @@
+"""The static per-device view a policy plans with: arrays indexed like the scenario's devices.
+
+Built once per run from the resolved network and its routes to and from the aggregator; policies
+read it through the Observation (or build it in ``reset``) and never touch SimPy objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netsim.network import Topology
+from netsim.scenario.schema import Scenario
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """Per-device figures (arrays of length ``n``; the aggregator is one of the devices).
+
+    Routes are those between the device and the aggregator: ``down_*`` from the aggregator to
+    the device, ``up_*`` back; ``*_bps`` the route's bottleneck bandwidth (bit/s), ``*_latency_s``
+    its total latency (s), ``*_j_per_bit`` the energy of one bit over the whole route (J/bit).
+    """
+
+    ids: tuple[str, ...]
+    aggregator: int
+    flop_per_s: np.ndarray
+    memory_bytes: np.ndarray
+    power_busy_w: np.ndarray
+    power_idle_w: np.ndarray
+    samples: np.ndarray
+    availability: np.ndarray
+    down_bps: np.ndarray
+    down_latency_s: np.ndarray
+    down_j_per_bit: np.ndarray
+    up_bps: np.ndarray
+    up_latency_s: np.ndarray
+    up_j_per_bit: np.ndarray
+    device_class: tuple[str | None, ...]
+    index: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of devices (aggregator included)."""
+        return len(self.ids)
+
+    @property
+    def trainers(self) -> np.ndarray:
+        """Indices of devices that can train (hold samples), aggregator excluded."""
+        mask = self.samples > 0
+        mask[self.aggregator] = False
+        return np.flatnonzero(mask)
+
+
+def build_device_table(scenario: Scenario, topology: Topology | None = None) -> DeviceTable:
+    """The device table of a *resolved* scenario (explicit devices, links and aggregator)."""
+    devices, links = scenario.devices or [], scenario.links or []
+    if topology is None:
+        ids = [d.id for d in devices]
+        extra = [e for link in links for e in (link.a, link.b)]
+        topology = Topology(list(dict.fromkeys(ids + extra)), links)
+    agg = str(scenario.aggregator)
+    n = len(devices)
+    cols = {k: np.zeros(n) for k in ("down_bps", "down_latency_s", "down_j_per_bit",
+                                     "up_bps", "up_latency_s", "up_j_per_bit")}
+    for i, d in enumerate(devices):
+        if d.id == agg:
+            for k in ("down_bps", "up_bps"):
+                cols[k][i] = np.inf
+            continue
+        down, up = topology.route(agg, d.id), topology.route(d.id, agg)
+        cols["down_bps"][i], cols["up_bps"][i] = down.bottleneck_bps, up.bottleneck_bps
+        cols["down_latency_s"][i], cols["up_latency_s"][i] = down.latency_s, up.latency_s
+        cols["down_j_per_bit"][i] = down.total_energy_j_per_bit
+        cols["up_j_per_bit"][i] = up.total_energy_j_per_bit
+    ids = tuple(d.id for d in devices)
+    return DeviceTable(
+        ids=ids,
+        aggregator=ids.index(agg),
+        flop_per_s=np.array([d.flop_per_s for d in devices]),
+        memory_bytes=np.array([d.memory_bytes for d in devices]),
+        power_busy_w=np.array([d.power_busy_w for d in devices]),
+        power_idle_w=np.array([d.power_idle_w for d in devices]),
+        samples=np.array([d.samples for d in devices], dtype=np.int64),
+        availability=np.array([d.availability for d in devices]),
+        device_class=tuple(d.device_class for d in devices),
+        index={d: i for i, d in enumerate(ids)},
+        **cols,
+    )

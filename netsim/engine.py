@@ -1,0 +1,224 @@
+"""The World (SimPy environment, devices, network, meters) and the run loop.
+
+One synchronous epoch (architecture spec): every participant, concurrently, downloads the
+variant from the aggregator, trains its samples, and uploads its update; the aggregator then
+averages (2 x params x participants FLOP). The epoch ends when aggregation ends. SimPy events per
+participant-epoch: the process start, the two transfers' completions, the compute timeout and
+the process end (pinned by tests/test_engine.py), plus shared network wake-ups.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from netsim.decisions import validate_decision
+from netsim.devices import DeviceTable, build_device_table
+from netsim.energy import EnergyMeter, EnergySnapshot
+from netsim.network import FlowNetwork, Topology
+from netsim.results.recorder import Recorder
+from netsim.scenario.loading import ResolvedNetwork, resolve_network
+from netsim.scenario.schema import ModelSpec, Scenario
+from netsim.training.models import resolve_model
+from policies.base import ClusterDecision, Decision, InvalidDecision, Observation, Policy
+
+
+def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
+    """The scenario with its network made explicit and its model a full spec (for policies)."""
+    net = resolve_network(scenario, seed)
+    return scenario.model_copy(update={
+        "devices": net.devices, "links": net.links, "aggregator": net.aggregator,
+        "generate": None, "model": resolve_model(scenario.model)})
+
+
+@dataclass(frozen=True)
+class EpochOutcome:
+    """What one executed epoch cost: its interval (s) and the energy it used, per node."""
+
+    start_s: float
+    end_s: float
+    energy: EnergySnapshot
+
+
+class World:
+    """Everything one run simulates; two Worlds never share state."""
+
+    def __init__(self, scenario: Scenario, availability_rng: np.random.Generator) -> None:
+        self.scenario = scenario
+        self.model: ModelSpec = scenario.model  # type: ignore[assignment]
+        net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
+                              str(scenario.aggregator))
+        self.node_ids = net.node_ids
+        n_dev = len(net.devices)
+        pad = [0.0] * (len(self.node_ids) - n_dev)
+        self.env = simpy.Environment()
+        self.topology = Topology(self.node_ids, net.links)
+        self.meter = EnergyMeter([d.power_busy_w for d in net.devices] + pad,
+                                 [d.power_idle_w for d in net.devices] + pad)
+        self.network = FlowNetwork(self.env, self.topology, self.meter)
+        self.devices: DeviceTable = build_device_table(scenario, self.topology)
+        self._flops = [float(x) for x in self.devices.flop_per_s]
+        self._agg_id = net.aggregator
+        self._agg = self.devices.aggregator
+        self._rng = availability_rng
+        self._always = bool(np.all(self.devices.availability >= 1.0))
+        self._all_true = np.ones(n_dev, dtype=bool)
+        self._all_true.setflags(write=False)
+
+    @property
+    def now_s(self) -> float:
+        """Simulated time now (s)."""
+        return float(self.env.now)
+
+    def draw_availability(self) -> np.ndarray:
+        """Which devices are available this epoch (each with its ``availability`` probability)."""
+        if self._always:
+            return self._all_true
+        return self._rng.random(self.devices.n) < self.devices.availability
+
+    def run_epoch(self, decision: Decision) -> EpochOutcome:
+        """Execute one validated decision; returns the epoch's interval and energy."""
+        env, model, v = self.env, self.model, decision.variant
+        start = env.now
+        before = self.meter.snapshot(start)
+        model_bytes = model.model_bytes(v)
+        flop_per_sample = model.flop_per_sample(v)
+        barrier = env.event()
+        pending = [len(decision.participants) + len(decision.clusters)]
+        index = self.devices.index
+        for dev, samples in decision.participants.items():
+            env.process(self._participant(index[dev], dev, samples * flop_per_sample,
+                                          model_bytes, barrier, pending))
+        for cluster in decision.clusters:
+            env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier, pending))
+        env.run(until=barrier)
+        n_part = len(decision.participants) + len(decision.clusters)
+        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_part
+        self.meter.set_busy(self._agg, env.now)
+        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
+        self.meter.set_idle(self._agg, env.now)
+        end = env.now
+        return EpochOutcome(start, end, self.meter.snapshot(end) - before)
+
+    def _participant(self, i: int, dev: str, flop: float, nbytes: float, barrier: simpy.Event,
+                     pending: list[int]) -> Generator[simpy.Event, Any, None]:
+        env = self.env
+        yield self.network.transfer(self._agg_id, dev, nbytes)
+        self.meter.set_busy(i, env.now)
+        yield env.timeout(flop / self._flops[i])
+        self.meter.set_idle(i, env.now)
+        yield self.network.transfer(dev, self._agg_id, nbytes)
+        pending[0] -= 1
+        if pending[0] == 0:
+            barrier.succeed()
+
+    def _cluster(self, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
+                 barrier: simpy.Event, pending: list[int]) -> Generator[simpy.Event, Any, None]:
+        env, head = self.env, cluster.devices[0]
+        yield self.network.transfer(self._agg_id, head, nbytes)
+        flop = cluster.samples * flop_per_sample
+        act = cluster.samples * cluster.activation_bytes_per_sample / 2.0
+        members = [env.process(self._member(dev, share * flop, act, head))
+                   for dev, share in zip(cluster.devices, cluster.flop_share, strict=True)]
+        yield env.all_of(members)
+        yield self.network.transfer(head, self._agg_id, nbytes)
+        pending[0] -= 1
+        if pending[0] == 0:
+            barrier.succeed()
+
+    def _member(self, dev: str, flop: float, act_bytes: float,
+                head: str) -> Generator[simpy.Event, Any, None]:
+        env, i = self.env, self.devices.index[dev]
+        if dev != head and act_bytes > 0:
+            yield self.network.transfer(head, dev, act_bytes)
+        self.meter.set_busy(i, env.now)
+        yield env.timeout(flop / self._flops[i])
+        self.meter.set_idle(i, env.now)
+        if dev != head and act_bytes > 0:
+            yield self.network.transfer(dev, head, act_bytes)
+
+
+def _make_backend(resolved: Scenario, rng: np.random.Generator):
+    model, training = resolved.model, resolved.training
+    if training.backend == "real":
+        from netsim.training.real import RealBackend
+
+        ids = [d.id for d in resolved.devices or []]
+        samples = [d.samples for d in resolved.devices or []]
+        return RealBackend(model, ids, samples, training, rng)
+    from netsim.training.loss import SurrogateLoss
+
+    return SurrogateLoss(model, training, rng)  # type: ignore[arg-type]
+
+
+def _samples_by_device(decision: Decision) -> dict[str, int]:
+    if not decision.clusters:
+        return dict(decision.participants)
+    out = dict(decision.participants)
+    for cluster in decision.clusters:
+        out[cluster.devices[0]] = out.get(cluster.devices[0], 0) + cluster.samples
+    return out
+
+
+def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
+        progress: Any = None, raise_errors: bool = False) -> None:
+    """Simulate one run of ``policy`` on ``scenario`` with ``seed``, recording into ``recorder``.
+
+    Failures inside the run (an invalid decision, a policy error) end the run with status
+    ``failed`` and the error; they are recorded, and re-raised only if ``raise_errors``.
+    """
+    wall0 = time.perf_counter()
+    streams = np.random.SeedSequence([seed, 0x6E73]).spawn(4)
+    policy_rng, loss_rng, avail_rng, _spare = (np.random.default_rng(s) for s in streams)
+    status, error = "target_missed", ""
+    world = None
+    try:
+        resolved = resolve_scenario(scenario, seed)
+        world = World(resolved, avail_rng)
+        training = resolved.training
+        recorder.start(world.node_ids, world.devices)
+        backend = _make_backend(resolved, loss_rng)
+        policy.reset(resolved, policy_rng)
+        history = [backend.initial_loss()]
+        variant: int | None = None
+        recorder.initial_loss = history[0]
+        for epoch in range(training.max_epochs):
+            if world.now_s >= training.deadline_s:
+                status = "deadline"
+                break
+            obs = Observation(epoch, world.now_s, training.deadline_s, recorder.energy_j,
+                              tuple(history), variant, world.devices, world.draw_availability(),
+                              world.model, training, resolved)
+            decision = policy.decide(obs)
+            validate_decision(decision, obs, policy.name)
+            if decision.stop:
+                status, error = "target_missed", decision.reason
+                break
+            outcome = world.run_epoch(decision)
+            step = backend.advance(_samples_by_device(decision), decision.variant)
+            history.append(step.loss)
+            variant = decision.variant
+            recorder.epoch(epoch, outcome, step, decision, world.model)
+            if progress is not None:
+                progress(epoch, world.now_s)
+            if world.now_s > training.deadline_s:
+                status = "deadline"
+                break
+            if step.loss <= training.target_loss:
+                status = "ok"
+                break
+    except InvalidDecision as exc:
+        status, error = "failed", str(exc)
+        if raise_errors:
+            raise
+    except Exception as exc:  # a policy or backend bug: recorded, the caller decides
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        if raise_errors:
+            raise
+    finally:
+        recorder.finish(status, error, world, time.perf_counter() - wall0)

@@ -1,0 +1,110 @@
+"""Recording a run into the three result tables (column names are part of the contract).
+
+- runs: run_id, scenario, policy, seed, status, error, epochs, time_s, energy_j, final_loss,
+  target_reached, wall_s  (+ policy_params, target_loss, deadline_s, initial_loss,
+  final_accuracy)
+- epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
+  variant, participants, samples  (+ variant_name, accuracy, participant_ids, info)
+- devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
+  bytes_received  (+ device_class, network_node)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+RUN_COLUMNS = ["run_id", "scenario", "policy", "seed", "status", "error", "epochs", "time_s",
+               "energy_j", "final_loss", "target_reached", "wall_s"]
+EPOCH_COLUMNS = ["run_id", "epoch", "start_s", "end_s", "energy_compute_j", "energy_comm_j",
+                 "energy_idle_j", "loss", "variant", "participants", "samples"]
+DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "energy_idle_j",
+                  "busy_s", "bytes_sent", "bytes_received"]
+STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
+
+
+class Recorder:
+    """Collects one run's rows; :meth:`tables` returns them as DataFrames."""
+
+    def __init__(self, run_id: str, scenario: str, policy: str, seed: int,
+                 policy_params: dict[str, Any], target_loss: float, deadline_s: float) -> None:
+        self.run_id, self.scenario, self.policy, self.seed = run_id, scenario, policy, seed
+        self.policy_params = json.dumps(policy_params, sort_keys=True)
+        self.target_loss, self.deadline_s = target_loss, deadline_s
+        self.initial_loss = math.nan
+        self.energy_j = 0.0
+        self._epochs: list[dict[str, Any]] = []
+        self._run: dict[str, Any] = {}
+        self._devices: pd.DataFrame | None = None
+        self._node_ids: list[str] = []
+        self._classes: list[str | None] = []
+
+    def start(self, node_ids: list[str], devices) -> None:
+        """The run's nodes (devices first, then network nodes)."""
+        self._node_ids = list(node_ids)
+        self._classes = list(devices.device_class) + [None] * (len(node_ids) - devices.n)
+        self._n_devices = devices.n
+
+    def epoch(self, epoch: int, outcome, step, decision, model) -> None:
+        """Record one finished epoch."""
+        e = outcome.energy
+        compute, comm, idle = float(e.compute_j.sum()), float(e.communication_j.sum()), float(e.idle_j.sum())
+        self.energy_j += compute + comm + idle
+        ids = list(decision.participants) + [d for c in decision.clusters for d in c.devices]
+        samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
+        self._epochs.append({
+            "run_id": self.run_id, "epoch": epoch, "start_s": outcome.start_s,
+            "end_s": outcome.end_s, "energy_compute_j": compute, "energy_comm_j": comm,
+            "energy_idle_j": idle, "loss": float(step.loss), "variant": int(decision.variant),
+            "participants": len(ids), "samples": int(samples),
+            "variant_name": model.variants[decision.variant].name,
+            "accuracy": math.nan if step.accuracy is None else float(step.accuracy),
+            "participant_ids": ids,
+            "info": json.dumps(dict(decision.info), sort_keys=True, default=str),
+        })
+
+    def finish(self, status: str, error: str, world, wall_s: float) -> None:
+        """Close the run: totals per device and the run row."""
+        last = self._epochs[-1] if self._epochs else None
+        final_loss = last["loss"] if last else self.initial_loss
+        time_s = last["end_s"] if last else 0.0
+        reached = bool(last is not None and final_loss <= self.target_loss
+                       and time_s <= self.deadline_s)
+        if world is not None:
+            snap = world.meter.snapshot(world.now_s)
+            net = world.network
+            n = len(self._node_ids)
+            self._devices = pd.DataFrame({
+                "run_id": [self.run_id] * n, "device": self._node_ids,
+                "energy_compute_j": snap.compute_j, "energy_comm_j": snap.communication_j,
+                "energy_idle_j": snap.idle_j, "busy_s": snap.busy_s,
+                "bytes_sent": net.bytes_sent, "bytes_received": net.bytes_received,
+                "device_class": self._classes,
+                "network_node": [i >= self._n_devices for i in range(n)],
+            })
+            self.energy_j = snap.total_j
+        self._run = {
+            "run_id": self.run_id, "scenario": self.scenario, "policy": self.policy,
+            "seed": self.seed, "status": status, "error": error, "epochs": len(self._epochs),
+            "time_s": float(time_s), "energy_j": float(self.energy_j),
+            "final_loss": float(final_loss), "target_reached": reached, "wall_s": wall_s,
+            "policy_params": self.policy_params, "target_loss": self.target_loss,
+            "deadline_s": self.deadline_s, "initial_loss": float(self.initial_loss),
+            "final_accuracy": last["accuracy"] if last else math.nan,
+        }
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """(runs, epochs, devices) DataFrames of this run."""
+        runs = pd.DataFrame([self._run])
+        epochs = pd.DataFrame(self._epochs) if self._epochs else _empty_epochs()
+        devices = self._devices if self._devices is not None else pd.DataFrame(columns=DEVICE_COLUMNS)
+        return runs, epochs, devices
+
+
+def _empty_epochs() -> pd.DataFrame:
+    cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"]
+    return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith(("_s", "_j")) or c in
+                                      {"loss", "accuracy"} else "object") for c in cols})

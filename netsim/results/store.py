@@ -1,0 +1,58 @@
+"""Result storage: one Parquet file per run and table, written atomically.
+
+Layout under an output folder DIR::
+
+    DIR/epochs/<run_id>.parquet
+    DIR/devices/<run_id>.parquet
+    DIR/runs/<run_id>.parquet      written last: a run is complete iff this file exists
+
+Each file is written to a temporary name in the same folder and renamed into place (atomic on
+POSIX), so a killed process never leaves a half-written result, and a rerun skips finished
+runs. Each table folder reads back as one Parquet dataset (pandas, pyarrow, DuckDB).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+TABLES = ("epochs", "devices", "runs")  # runs last: its file marks the run complete
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(out_dir: str | Path, runs: pd.DataFrame, epochs: pd.DataFrame,
+              devices: pd.DataFrame) -> None:
+    """Store one run's three tables under ``out_dir`` (the runs file last)."""
+    run_id = str(runs["run_id"].iloc[0])
+    out = Path(out_dir)
+    for name, df in zip(TABLES, (epochs, devices, runs), strict=True):
+        _atomic_parquet(df, out / name / f"{run_id}.parquet")
+
+
+def completed_runs(out_dir: str | Path) -> set[str]:
+    """Run ids whose results are complete under ``out_dir``."""
+    folder = Path(out_dir) / "runs"
+    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
+
+
+def read_table(out_dir: str | Path, table: str) -> pd.DataFrame:
+    """One table over every complete run under ``out_dir`` (empty if none)."""
+    done = completed_runs(out_dir)
+    files = sorted(p for p in (Path(out_dir) / table).glob("*.parquet") if p.stem in done)
+    if not files:
+        return pd.DataFrame()
+    return pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)

@@ -1,0 +1,179 @@
+"""Scenario schema: typed, validated objects for everything a run needs.
+
+Every field that has a unit carries it in its name; numbers are in that SI unit and strings
+with units are converted (see :mod:`netsim.units`). Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, JoulesPerBit, Seconds, Watts
+
+Positive = Field(gt=0)
+NonNegative = Field(ge=0)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class DeviceSpec(_Strict):
+    """A device that can compute: FLOP/s, memory (bytes), power (W), local samples."""
+
+    id: Annotated[str, Field(min_length=1)]
+    flop_per_s: Annotated[FlopPerSecond, Positive]
+    memory_bytes: Annotated[Bytes, Positive]
+    power_busy_w: Annotated[Watts, NonNegative]
+    power_idle_w: Annotated[Watts, NonNegative]
+    samples: Annotated[int, NonNegative] = 0
+    availability: Annotated[float, Field(gt=0, le=1)] = 1.0
+    device_class: str | None = None
+
+
+class LinkSpec(_Strict):
+    """A full-duplex link; bandwidth is per direction (bit/s), latency one way (s)."""
+
+    a: Annotated[str, Field(min_length=1)]
+    b: Annotated[str, Field(min_length=1)]
+    bandwidth_bps: Annotated[BitsPerSecond, Positive]
+    latency_s: Annotated[Seconds, NonNegative] = 0.0
+    energy_j_per_bit: Annotated[JoulesPerBit, NonNegative] = 0.0
+    link_type: str | None = None
+
+
+class VariantSpec(_Strict):
+    """A model version: the fractions of the full model's parameters and FLOP it keeps."""
+
+    name: Annotated[str, Field(min_length=1)]
+    params_fraction: Annotated[float, Field(gt=0, le=1)]
+    flop_fraction: Annotated[float, Field(gt=0, le=1)]
+
+
+class LossParams(_Strict):
+    """Parameters of the surrogate loss model (formula in :mod:`netsim.training.loss`)."""
+
+    initial_loss: Annotated[float, Positive]
+    floor_full: Annotated[float, NonNegative]
+    floor_prune: Annotated[float, NonNegative] = 0.0
+    floor_exponent: Annotated[float, Positive] = 2.0
+    samples_half: Annotated[float, Positive]
+    exponent: Annotated[float, Positive]
+    prune_progress_loss: Annotated[float, NonNegative] = 1.0
+    heterogeneity: Annotated[float, NonNegative] = 0.0
+    noise_run_sigma: Annotated[float, NonNegative] = 0.0
+    noise_epoch_sigma: Annotated[float, NonNegative] = 0.0
+    variants: dict[str, VariantLossParams] = Field(default_factory=dict)
+    source: str = ""
+
+
+class VariantLossParams(_Strict):
+    """Per-variant overrides of the surrogate's curve (from a per-variant fit)."""
+
+    floor: Annotated[float, NonNegative] | None = None
+    samples_half: Annotated[float, Positive] | None = None
+    exponent: Annotated[float, Positive] | None = None
+
+
+class ModelSpec(_Strict):
+    """A trainable model: size, training cost per sample, and its variants (index 0 = full)."""
+
+    name: str = "custom"
+    params: Annotated[float, Positive]
+    bytes_per_param: Annotated[float, Positive] = 4.0
+    train_flop_per_sample: Annotated[float, Positive]
+    variants: Annotated[list[VariantSpec], Field(min_length=1)] = Field(
+        default_factory=lambda: [VariantSpec(name="full", params_fraction=1.0, flop_fraction=1.0)]
+    )
+    loss: LossParams | None = None
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _full_first(self) -> ModelSpec:
+        first = self.variants[0]
+        if first.params_fraction != 1.0 or first.flop_fraction != 1.0:
+            raise ValueError("variants[0] must be the full model (params_fraction = flop_fraction = 1)")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError("variant names must be unique")
+        return self
+
+    def model_bytes(self, variant: int) -> float:
+        """Bytes of the given variant's parameters (what a download or upload moves)."""
+        return self.params * self.variants[variant].params_fraction * self.bytes_per_param
+
+    def flop_per_sample(self, variant: int) -> float:
+        """Training FLOP per sample (forward + backward) of the given variant."""
+        return self.train_flop_per_sample * self.variants[variant].flop_fraction
+
+
+class RealTrainingSpec(_Strict):
+    """Hyper-parameters of the real-training backend (federated averaging on a shipped dataset)."""
+
+    learning_rate: Annotated[float, Positive] = 0.1
+    batch_size: Annotated[int, Positive] = 32
+    local_epochs: Annotated[int, Field(ge=1, le=100)] = 1
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    hidden_units: Annotated[int, Field(ge=1, le=4096)] = 64
+
+
+class TrainingSpec(_Strict):
+    """Training goal and limits."""
+
+    backend: Literal["surrogate", "real"] = "surrogate"
+    target_loss: Annotated[float, Positive]
+    deadline_s: Annotated[Seconds, Positive]
+    max_epochs: Annotated[int, Field(ge=1, le=1_000_000)] = 200
+    target_probability: Annotated[float, Field(gt=0, lt=1)] | None = None
+    dirichlet_alpha: Annotated[float, Positive] | None = None
+    truth_sample_efficiency: Annotated[float, Field(gt=0, le=10)] = 1.0
+    memory_overhead: Annotated[float, Field(ge=1, le=100)] = 3.0
+    real: RealTrainingSpec = Field(default_factory=RealTrainingSpec)
+
+
+class GenerateSpec(_Strict):
+    """A seeded heterogeneous edge network (see :mod:`netsim.scenario.generator`)."""
+
+    n_devices: Annotated[int, Field(ge=1, le=200_000)]
+    mix: dict[str, Annotated[float, NonNegative]] = Field(
+        default_factory=lambda: {"phone": 0.5, "sbc": 0.2, "jetson": 0.15, "laptop": 0.15}
+    )
+    access: dict[str, Annotated[float, NonNegative]] = Field(
+        default_factory=lambda: {"wifi": 0.5, "lte": 0.3, "5g": 0.2}
+    )
+    aggregator_class: str = "edge-server"
+    devices_per_cell: Annotated[int, Field(ge=1, le=100_000)] = 32
+    backhaul: str = "fibre"
+    samples_mean: Annotated[float, NonNegative] = 600.0
+    samples_spread: Annotated[float, Field(ge=0, le=5)] = 0.5
+    seed: Annotated[int, NonNegative] | None = None
+
+
+class Scenario(_Strict):
+    """A whole scenario: network (explicit or generated), model, training goal, policy params."""
+
+    name: str = "scenario"
+    seed: Annotated[int, NonNegative] = 0
+    devices: list[DeviceSpec] | None = None
+    links: list[LinkSpec] | None = None
+    generate: GenerateSpec | None = None
+    aggregator: str | None = None
+    model: str | ModelSpec
+    training: TrainingSpec
+    policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _network_given_once(self) -> Scenario:
+        explicit = self.devices is not None or self.links is not None
+        if explicit and self.generate is not None:
+            raise ValueError("give either devices/links or generate, not both")
+        if not explicit and self.generate is None:
+            raise ValueError("a scenario needs devices and links, or generate")
+        if explicit and (not self.devices or self.links is None):
+            raise ValueError("devices (at least one) and links must both be given")
+        return self
+
+
+LossParams.model_rebuild()

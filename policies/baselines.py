@@ -1,0 +1,120 @@
+"""Baseline policies: fedavg-all, random-k, fastest-k and greedy-energy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from netsim.costs import device_epoch_times, estimate_epoch
+from netsim.scenario.schema import Scenario
+from netsim.training.loss import LossPredictor, LossState
+from policies.base import Decision, NoParams, Observation, register
+
+
+def available_trainers(obs: Observation) -> np.ndarray:
+    """Indices of devices that hold samples, are not the aggregator and are available now."""
+    t = obs.devices.trainers
+    return t[obs.available[t]]
+
+
+def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
+    """Participants ``idx`` each training on all its samples."""
+    ids, samples = obs.devices.ids, obs.devices.samples
+    return {ids[i]: int(samples[i]) for i in idx}
+
+
+@register("fedavg-all", "Federated averaging: every available device, full model, all its samples")
+class FedAvgAll:
+    def __init__(self, params: NoParams) -> None:
+        self.name, self.params = "fedavg-all", params
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        pass
+
+    def decide(self, obs: Observation) -> Decision:
+        return Decision(participants=all_samples(obs, available_trainers(obs)), variant=0)
+
+
+class KParams(BaseModel):
+    """k: how many devices take part each epoch (fewer if fewer are available)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    k: Annotated[int, Field(ge=1)] = 10
+
+
+@register("random-k", "k devices drawn at random each epoch, full model, all their samples", KParams)
+class RandomK:
+    def __init__(self, params: KParams) -> None:
+        self.name, self.params = "random-k", params
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def decide(self, obs: Observation) -> Decision:
+        idx = available_trainers(obs)
+        if len(idx) > self.params.k:
+            idx = np.sort(self._rng.choice(idx, size=self.params.k, replace=False))
+        return Decision(participants=all_samples(obs, idx), variant=0)
+
+
+@register("fastest-k", "the k devices with the shortest predicted epoch time, full model", KParams)
+class FastestK:
+    def __init__(self, params: KParams) -> None:
+        self.name, self.params = "fastest-k", params
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        pass
+
+    def decide(self, obs: Observation) -> Decision:
+        idx = available_trainers(obs)
+        transfer, compute, _ = device_epoch_times(obs.devices, obs.model, 0, obs.devices.samples)
+        order = idx[np.argsort((transfer + compute)[idx], kind="stable")]
+        return Decision(participants=all_samples(obs, order[: self.params.k]), variant=0)
+
+
+@register("greedy-energy", "each epoch, the participants and variant with the lowest predicted "
+          "energy per unit of predicted loss drop")
+class GreedyEnergy:
+    """Myopic: candidates are, per variant, the k devices cheapest per sample (k = 1, 2, 4, ...);
+    the predictor (policy-side, anchored on the observed loss) rates each candidate's loss drop."""
+
+    def __init__(self, params: NoParams) -> None:
+        self.name, self.params = "greedy-energy", params
+        self._predictor: LossPredictor | None = None
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._predictor = None
+
+    def decide(self, obs: Observation) -> Decision:
+        if self._predictor is None:
+            self._predictor = LossPredictor(obs.model, obs.training)
+        pred, table = self._predictor, obs.devices
+        idx = available_trainers(obs)
+        current = obs.variant if obs.variant is not None else 0
+        n_eff = pred.curves[current].samples_for(obs.loss) if obs.epoch else 0.0
+        state = LossState(0.0 if not np.isfinite(n_eff) else n_eff, obs.variant)
+        best, best_score = None, np.inf
+        for v in range(len(obs.model.variants)):
+            transfer, compute, comm = device_epoch_times(table, obs.model, v, table.samples)
+            per_sample = (comm + compute * table.power_busy_w) / np.maximum(table.samples, 1)
+            order = idx[np.argsort(per_sample[idx], kind="stable")]
+            k = 1
+            while True:
+                chosen = order[:k]
+                samples = np.zeros(table.n)
+                samples[chosen] = table.samples[chosen]
+                est = estimate_epoch(table, obs.model, v, samples)
+                drop = pred.mean(state) - pred.mean(pred.step(state, samples.sum(), v))
+                score = est.energy_j / drop if drop > 0 else np.inf
+                if score < best_score:
+                    best, best_score = (v, chosen), score
+                if k >= len(order):
+                    break
+                k = min(2 * k, len(order))
+        if best is None:
+            return Decision(participants=all_samples(obs, idx), variant=current)
+        v, chosen = best
+        return Decision(participants=all_samples(obs, chosen), variant=v)

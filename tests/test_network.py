@@ -1,0 +1,113 @@
+"""Flow-level network: analytic transfer times, max-min fairness, energy per bit."""
+
+from types import SimpleNamespace
+
+import pytest
+import simpy
+
+from netsim.energy import EnergyMeter
+from netsim.network import FlowNetwork, Topology
+
+
+def link(a, b, bw, lat=0.0, epb=0.0):
+    return SimpleNamespace(a=a, b=b, bandwidth_bps=bw, latency_s=lat, energy_j_per_bit=epb)
+
+
+def make(nodes, links):
+    env = simpy.Environment()
+    meter = EnergyMeter([0.0] * len(nodes), [0.0] * len(nodes))
+    return env, meter, FlowNetwork(env, Topology(nodes, links), meter)
+
+
+def finish_times(env, net, transfers, starts=None):
+    out = {}
+
+    def one(name, src, dst, size, start):
+        yield env.timeout(start)
+        yield net.transfer(src, dst, size)
+        out[name] = env.now
+
+    for i, (name, src, dst, size) in enumerate(transfers):
+        env.process(one(name, src, dst, size, starts[i] if starts else 0.0))
+    env.run()
+    return out
+
+
+@pytest.mark.parametrize("size_bytes,bw,lat", [(1e6, 1e7, 0.02), (12345.0, 3.3e6, 0.0), (5e8, 1e9, 0.5)])
+def test_single_transfer_takes_8S_over_B_plus_latency(size_bytes, bw, lat):
+    env, _, net = make(["a", "b"], [link("a", "b", bw, lat)])
+    t = finish_times(env, net, [("x", "a", "b", size_bytes)])["x"]
+    assert t == pytest.approx(8 * size_bytes / bw + lat, rel=1e-12)
+
+
+def test_route_uses_bottleneck_and_sums_latency():
+    env, _, net = make(["a", "sw", "b"], [link("a", "sw", 1e8, 0.01), link("sw", "b", 2e7, 0.03)])
+    t = finish_times(env, net, [("x", "a", "b", 1e6)])["x"]
+    assert t == pytest.approx(8e6 / 2e7 + 0.04, rel=1e-12)
+
+
+def test_two_equal_transfers_share_the_link():
+    env, _, net = make(["a", "b"], [link("a", "b", 1e7, 0.01)])
+    out = finish_times(env, net, [("x", "a", "b", 1e6), ("y", "a", "b", 1e6)])
+    assert out["x"] == pytest.approx(2 * 8e6 / 1e7 + 0.01, rel=1e-12)
+    assert out["y"] == pytest.approx(out["x"], rel=1e-12)
+
+
+def test_opposite_directions_do_not_share():
+    env, _, net = make(["a", "b"], [link("a", "b", 1e7, 0.0)])
+    out = finish_times(env, net, [("x", "a", "b", 1e6), ("y", "b", "a", 1e6)])
+    assert out["x"] == pytest.approx(0.8) and out["y"] == pytest.approx(0.8)
+
+
+def test_max_min_fair_rates_on_shared_bottleneck():
+    # f1: a->c over a-s (10 Mb/s) and s-c (30 Mb/s); f2, f3: b->c over b-s (100) and s-c.
+    # Max-min: f1 limited to 10 by its access link; f2 and f3 share the remaining 20: 10 each.
+    # Then all three get 10 Mb/s; sizes chosen so that f1 finishes first at 0.8 s, after which
+    # f2 and f3 share 30: 15 each.
+    nodes = ["a", "b", "s", "c"]
+    links = [link("a", "s", 1e7), link("b", "s", 1e8), link("s", "c", 3e7)]
+    env, _, net = make(nodes, links)
+    out = finish_times(env, net, [("f1", "a", "c", 1e6), ("f2", "b", "c", 2e6), ("f3", "b", "c", 2e6)])
+    assert out["f1"] == pytest.approx(0.8)
+    # f2 sent 8e6 bits by 0.8 s; 8e6 bits left at 15 Mb/s.
+    assert out["f2"] == pytest.approx(0.8 + 8e6 / 1.5e7)
+    assert out["f3"] == pytest.approx(out["f2"])
+
+
+def test_unequal_caps_water_filling():
+    # Three flows share a 30 Mb/s link; their private caps are 5, 20 and 50 Mb/s.
+    # Max-min: 5, 12.5, 12.5.
+    nodes = ["x", "y", "z", "s", "d"]
+    links = [link("x", "s", 5e6), link("y", "s", 2e7), link("z", "s", 5e7), link("s", "d", 3e7)]
+    env, _, net = make(nodes, links)
+    size = 1e5  # 8e5 bits
+    out = finish_times(env, net, [("x", "x", "d", size), ("y", "y", "d", size), ("z", "z", "d", size)])
+    t_y = 8e5 / 1.25e7
+    assert out["y"] == pytest.approx(t_y) and out["z"] == pytest.approx(t_y)
+    # x ran at 5 Mb/s throughout (its cap stays the bottleneck after the others leave).
+    assert out["x"] == pytest.approx(8e5 / 5e6)
+
+
+def test_late_arrival_slows_running_transfer():
+    env, _, net = make(["a", "b"], [link("a", "b", 1e7)])
+    out = finish_times(env, net, [("x", "a", "b", 1e6), ("y", "a", "b", 1e6)], starts=[0.0, 0.4])
+    # x alone 0.4 s (4e6 bits), then shares: 4e6 bits at 5e6 -> +0.8 s.
+    assert out["x"] == pytest.approx(1.2)
+    # y: 4e6 bits by 1.2 s, then alone 4e6 bits at 1e7 -> +0.4 s.
+    assert out["y"] == pytest.approx(1.6)
+
+
+def test_communication_energy_charged_to_sender_of_each_hop():
+    nodes = ["a", "s", "b"]
+    env, meter, net = make(nodes, [link("a", "s", 1e8, 0, 1e-7), link("s", "b", 1e8, 0, 3e-7)])
+    finish_times(env, net, [("x", "a", "b", 1000.0)])
+    comm = meter.snapshot(env.now).communication_j
+    assert comm[0] == pytest.approx(8000 * 1e-7)
+    assert comm[1] == pytest.approx(8000 * 3e-7)
+    assert comm[2] == 0.0
+
+
+def test_zero_byte_transfer_takes_latency_and_local_transfer_is_instant():
+    env, _, net = make(["a", "b"], [link("a", "b", 1e6, 0.05)])
+    out = finish_times(env, net, [("z", "a", "b", 0.0), ("l", "a", "a", 1e9)])
+    assert out["z"] == pytest.approx(0.05) and out["l"] == 0.0
