@@ -1,0 +1,65 @@
+"""The ``netsim`` command line. Each command lives in a module of netsim/commands/ exposing
+``register(subparsers)``; the parser it adds sets ``func`` (args -> exit code).
+
+Exit codes: 0 success; 2 invalid input (the message names the field path and what is allowed,
+no traceback); 1 any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from netsim.scenario.errors import ScenarioError
+
+COMMAND_MODULES = [
+    "netsim.commands.run",
+    "netsim.commands.info",
+    "netsim.commands.calibrate",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own usage errors: exit 2 too
+        self.print_usage(sys.stderr)
+        print(f"netsim: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, every command registered."""
+    parser = _Parser(prog="netsim", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (also used as the process's)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ScenarioError as exc:
+        print(f"netsim: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("netsim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"netsim: error: {type(exc).__name__}: {exc} (run with --debug for details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``netsim validate``, ``netsim policies``, ``netsim scenarios [show NAME]``, ``netsim models``."""
+
+from __future__ import annotations
+
+import argparse
+
+from netsim.scenario.loading import builtin_scenarios, load_scenario, scenario_data
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the information commands."""
+    p = sub.add_parser("validate", help="check a scenario file; print each problem with its path")
+    p.add_argument("scenario", help="scenario file or built-in name")
+    p.set_defaults(func=_validate)
+    p = sub.add_parser("policies", help="list registered policies")
+    p.set_defaults(func=_policies)
+    p = sub.add_parser("scenarios", help="list built-in scenarios, or show one as YAML")
+    p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    p.add_argument("name", nargs="?", help="scenario to show")
+    p.set_defaults(func=_scenarios)
+    p = sub.add_parser("models", help="list built-in models")
+    p.set_defaults(func=_models)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from netsim.engine import resolve_scenario
+
+    sc = load_scenario(args.scenario)
+    resolved = resolve_scenario(sc, sc.seed)
+    n_links = len(resolved.links or [])
+    model = resolved.model
+    print(f"ok: {sc.name}: {len(resolved.devices or [])} devices, {n_links} links, "
+          f"model {model.name} ({len(model.variants)} variants), "
+          f"target loss {sc.training.target_loss}, deadline {sc.training.deadline_s:g} s")
+    return 0
+
+
+def _policies(args: argparse.Namespace) -> int:
+    from policies.base import registered
+
+    entries = registered()
+    width = max(len(n) for n in entries)
+    for name, entry in entries.items():
+        print(f"{name:<{width}}  {entry.description}")
+    return 0
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    builtins = builtin_scenarios()
+    if args.action == "show":
+        if not args.name or args.name not in builtins:
+            from netsim.scenario.errors import Problem, ScenarioError
+
+            raise ScenarioError([Problem("name", f"one of: {', '.join(sorted(builtins))}")])
+        print(builtins[args.name].read_text(encoding="utf-8"), end="")
+        return 0
+    for name in sorted(builtins):
+        text = builtins[name].read_text(encoding="utf-8")
+        first = next((ln[1:].strip() for ln in text.splitlines() if ln.startswith("#")), "")
+        data = scenario_data(name)
+        size = data.get("generate", {}).get("n_devices") or len(data.get("devices", []))
+        print(f"{name:<14} {size:>6} devices  {first}")
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from netsim.training.models import builtin_models
+
+    for name, m in builtin_models().items():
+        variants = ", ".join(v.name for v in m.variants)
+        print(f"{name:<12} {m.params:>12,.0f} params  {m.train_flop_per_sample:.3g} FLOP/sample  "
+              f"[{variants}]")
+    return 0

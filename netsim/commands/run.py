@@ -1,0 +1,108 @@
+"""``netsim run [SCENARIO] [--policy NAME ...] [--seed N ...] [--out DIR]``.
+
+Runs each policy with each seed, prints a summary table (energy J, time s, final loss, target
+reached), writes the tables (Parquet, one file per run and table, atomically) and one figure
+(loss and cumulative energy vs simulated time) to the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from netsim.scenario.errors import Problem, ScenarioError
+from netsim.scenario.loading import load_scenario
+from netsim.yamlio import safe_load
+
+DEFAULT_POLICIES = ["fedavg-all", "greedy-energy"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``netsim run``."""
+    p = sub.add_parser("run", help="simulate policies on a scenario (default: built-in 'default')")
+    p.add_argument("scenario", nargs="?", default="default", help="scenario file or built-in name")
+    p.add_argument("--policy", action="append", metavar="NAME",
+                   help="policy to run (repeatable; default: the scenario's 'policies' block, "
+                        f"else {', '.join(DEFAULT_POLICIES)})")
+    p.add_argument("--seed", action="append", type=int, metavar="N",
+                   help="seed (repeatable; default: the scenario's seed)")
+    p.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
+                   help="a policy parameter, e.g. pact.epsilon=0.05 (repeatable)")
+    p.add_argument("--out", default="netsim-out", help="output folder (default ./netsim-out)")
+    p.add_argument("--no-figure", action="store_true", help="skip the figure")
+    p.set_defaults(func=run_command)
+
+
+def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``["pact.epsilon=0.05"]`` -> ``{"pact": {"epsilon": 0.05}}`` (values read as YAML)."""
+    out: dict[str, dict[str, Any]] = {}
+    problems = []
+    for i, item in enumerate(items):
+        key, sep, value = item.partition("=")
+        policy, dot, name = key.partition(".")
+        if not sep or not dot or not policy or not name:
+            problems.append(Problem(f"--param[{i}]", f"expected POLICY.KEY=VALUE, got {item!r}"))
+            continue
+        out.setdefault(policy, {})[name] = safe_load(value)
+    if problems:
+        raise ScenarioError(problems, "command line")
+    return out
+
+
+def summary_table(runs: pd.DataFrame) -> str:
+    """The per-run summary printed by ``netsim run``."""
+    cols = ["policy", "seed", "status", "epochs", "energy_j", "time_s", "final_loss",
+            "target_reached"]
+    table = runs[cols].copy()
+    return table.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Validate everything first, then simulate; returns the exit code."""
+    from netsim.simulate import resolve_policy, simulate
+
+    scenario = load_scenario(args.scenario)
+    params = parse_params(args.param)
+    names = args.policy or list(scenario.policies) or DEFAULT_POLICIES
+    for name in params:
+        if name not in names:
+            raise ScenarioError([Problem("--param", f"policy {name!r} is not being run")],
+                                "command line")
+    for name in names:  # fail fast on unknown policies or bad parameters
+        resolve_policy(scenario, name, params.get(name))
+    seeds = args.seed or [scenario.seed]
+    out = Path(args.out)
+    results = []
+    with tqdm(total=len(names) * len(seeds), desc="runs", unit="run", delay=1.0,
+              file=sys.stderr) as bar:
+        for name in names:
+            for seed in seeds:
+                bar.set_postfix_str(f"{name} seed {seed}")
+
+                def progress(epoch: int, now_s: float) -> None:
+                    bar.set_postfix_str(f"{name} seed {seed} epoch {epoch} t={now_s:.0f}s",
+                                        refresh=False)
+
+                policy = resolve_policy(scenario, name, params.get(name))
+                results.append(simulate(scenario, policy, seed=seed, out=out, progress=progress))
+                bar.update()
+    runs = pd.concat([r.runs for r in results], ignore_index=True)
+    epochs = pd.concat([r.epochs for r in results], ignore_index=True)
+    print(f"scenario {scenario.name}: target loss {scenario.training.target_loss}, "
+          f"deadline {scenario.training.deadline_s:g} s")
+    print(summary_table(runs))
+    for run in runs[runs["error"] != ""].itertuples():
+        print(f"  {run.policy} seed {run.seed}: {run.status}: {run.error}")
+    print(f"tables: {out}/{{runs,epochs,devices}}/")
+    if not args.no_figure:
+        from plots.timeline import plot_timeline
+
+        paths = plot_timeline(runs, epochs, out / "figures" / "timeline",
+                              target_loss=scenario.training.target_loss)
+        print(f"figure: {paths[0]}")
+    return 1 if (runs["status"] == "failed").any() else 0

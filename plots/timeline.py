@@ -1,0 +1,62 @@
+"""Loss and cumulative energy vs simulated time, one line per policy (``netsim run``'s figure).
+
+Reads the runs and epochs tables; never simulates. With several seeds per policy the line is
+the mean over seeds on a common time grid and the band its 95% interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from plots.style import figure, save, style_for
+
+
+def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for run in runs.itertuples():
+        ep = epochs[epochs["run_id"] == run.run_id].sort_values("epoch")
+        t = np.concatenate([[0.0], ep["end_s"].to_numpy()])
+        if column == "loss":
+            y = np.concatenate([[run.initial_loss], ep["loss"].to_numpy()])
+        else:
+            e = (ep["energy_compute_j"] + ep["energy_comm_j"] + ep["energy_idle_j"]).to_numpy()
+            y = np.concatenate([[0.0], np.cumsum(e)])
+        out.setdefault(run.policy, []).append((t, y))
+    return out
+
+
+def _mean_band(curves: list[tuple], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ys = np.array([np.interp(grid, t, y, right=np.nan) for t, y in curves])
+    mean = np.nanmean(ys, axis=0)
+    n = np.sum(~np.isnan(ys), axis=0)
+    sd = np.nanstd(ys, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    half = stats.t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1))
+    return mean, mean - half, mean + half
+
+
+def plot_timeline(runs: pd.DataFrame, epochs: pd.DataFrame, out_base: str | Path,
+                  target_loss: float | None = None) -> list[Path]:
+    """Two panels (loss; cumulative energy in J) vs simulated time (s); returns file paths."""
+    fig, (ax_loss, ax_energy) = figure(ncols=2)
+    styles = style_for(sorted(runs["policy"].unique()))
+    for ax, column in ((ax_loss, "loss"), (ax_energy, "energy")):
+        for policy, curves in _curves(runs, epochs, column).items():
+            st = {k: v for k, v in styles[policy].items() if k != "marker"}
+            if len(curves) == 1:
+                ax.plot(*curves[0], label=policy, **st)
+                continue
+            grid = np.linspace(0.0, max(t[-1] for t, _ in curves), 200)
+            mean, lo, hi = _mean_band(curves, grid)
+            ax.plot(grid, mean, label=f"{policy} (mean of {len(curves)})", **st)
+            ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.2, linewidth=0)
+    if target_loss is not None:
+        ax_loss.axhline(target_loss, color="grey", linewidth=0.8, linestyle=":", label="target")
+    ax_loss.set(xlabel="simulated time (s)", ylabel="test loss (nats)", yscale="log")
+    ax_energy.set(xlabel="simulated time (s)", ylabel="cumulative energy (J)")
+    ax_loss.legend(loc="upper right")
+    fig.tight_layout()
+    return save(fig, out_base)
