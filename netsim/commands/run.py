@@ -82,11 +82,11 @@ def run_command(args: argparse.Namespace) -> int:
               file=sys.stderr) as bar:
         for name in names:
             for seed in seeds:
-                bar.set_postfix_str(f"{name} seed {seed}")
+                label = f"{name} seed {seed}"
+                bar.set_postfix_str(label)
 
-                def progress(epoch: int, now_s: float) -> None:
-                    bar.set_postfix_str(f"{name} seed {seed} epoch {epoch} t={now_s:.0f}s",
-                                        refresh=False)
+                def progress(epoch: int, now_s: float, label: str = label) -> None:
+                    bar.set_postfix_str(f"{label} epoch {epoch} t={now_s:.0f}s", refresh=False)
 
                 policy = resolve_policy(scenario, name, params.get(name))
                 results.append(simulate(scenario, policy, seed=seed, out=out, progress=progress))
