@@ -7,10 +7,11 @@ total latency D moves S bytes in ``8*S/B + D`` seconds: the bits drain at the fl
 the last bit takes the route's latency to arrive.
 
 Cost per transfer: one SimPy event (the transfer's own completion), plus one shared wake-up per
-distinct completion time and one shared recomputation per simulated instant at which flows
-start or end. Recomputation takes a fast path when a change cannot move any other flow's rate
-(the changed flow's bottleneck is a link it has to itself and every shared link on its route is
-unsaturated); otherwise it runs progressive filling over all active flows.
+distinct completion time. A start or end takes a fast path, inline and without an event, when
+it cannot move any other flow's rate (the changed flow's bottleneck is a link it has to itself
+and every shared link on its route is unsaturated); otherwise the flows starting at that instant
+are rated together by one progressive-filling pass over all active flows (one shared event), so
+many transfers starting at once cost one pass, not one each.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class FlowNetwork:
         self._link_flows: list[set[_Flow]] = [set() for _ in range(n_dir)]
         self._active: set[_Flow] = set()
         self._added: list[_Flow] = []
-        self._removed: list[_Flow] = []
+        self._force_full = False
         self._heap: list[tuple[float, int, int, _Flow]] = []
         self._seq = itertools.count()
         self._recompute_pending = False
@@ -204,8 +205,11 @@ class FlowNetwork:
         self._active.add(flow)
         for h in flow.hops:
             self._link_flows[h].add(flow)
-        self._added.append(flow)
-        self._request_recompute()
+        if self._recompute_pending or not self._fast_add(flow, self.env.now):
+            self._added.append(flow)  # rated with the others at this instant, in one pass
+            self._request_recompute()
+        else:
+            self._schedule_wakeup()
         return done
 
     @property
@@ -256,28 +260,26 @@ class FlowNetwork:
         self.fast_path_updates += 1
         return True
 
-    def _fast_remove(self, flow: _Flow) -> bool:
+    def _leaving_frees_capacity_for_others(self, leaving: list[_Flow]) -> bool:
+        """Whether flows about to end (still on their links) leave a saturated shared link:
+        then other flows there may speed up and rates must be recomputed."""
         cap, alloc, link_flows = self._cap, self._alloc, self._link_flows
-        for h in flow.hops:  # the flow is already off its links; was any shared one saturated?
-            if link_flows[h] and cap[h] - alloc[h] - flow.rate_bps <= cap[h] * _REL_TOL:
-                return False
-        return True
+        count: dict[int, int] = {}
+        for flow in leaving:
+            for h in flow.hops:
+                count[h] = count.get(h, 0) + 1
+        return any(len(link_flows[h]) > n and cap[h] - alloc[h] <= cap[h] * _REL_TOL
+                   for h, n in count.items())
 
     def _recompute(self, _event: simpy.Event) -> None:
         self._recompute_pending = False
         now = self.env.now
-        added, removed = self._added, self._removed
-        self._added, self._removed = [], []
-        need_full = False
-        for flow in removed:
-            if not self._fast_remove(flow):
-                need_full = True
-                break
+        added, self._added = self._added, []
+        need_full, self._force_full = self._force_full, False
         if not need_full:
-            for i, flow in enumerate(added):
-                if flow.rate_bps == 0.0 and flow in self._active and not self._fast_add(flow, now):
+            for flow in added:
+                if flow in self._active and flow.rate_bps == 0.0 and not self._fast_add(flow, now):
                     need_full = True
-                    added = added[i:]
                     break
         if need_full:
             self._progressive_filling(now)
@@ -338,17 +340,20 @@ class FlowNetwork:
         if self._wakeup_at <= now:
             self._wakeup_at = float("inf")
         heap = self._heap
-        finished = False
+        due = []
         while heap and heap[0][0] <= now * (1.0 + 1e-12) + 1e-12:
             _, _, version, flow = heapq.heappop(heap)
-            if version != flow.version or flow not in self._active:
-                continue
-            self._finish(flow, now)
-            finished = True
-        if finished:
-            self._request_recompute()
-        else:
-            self._schedule_wakeup()
+            if version == flow.version and flow in self._active:
+                due.append(flow)
+        if due:
+            full = self._leaving_frees_capacity_for_others(due)
+            for flow in due:
+                self._finish(flow, now)
+            if full and self._recompute_pending:
+                self._force_full = True  # the pass already scheduled at this instant does it
+            elif full:
+                self._progressive_filling(now)
+        self._schedule_wakeup()
 
     def _finish(self, flow: _Flow, now: float) -> None:
         self._active.discard(flow)
@@ -358,5 +363,4 @@ class FlowNetwork:
             self._alloc[h] = self._alloc[h] - flow.rate_bps if flows else 0.0
         flow.remaining_bits = 0.0
         flow.version += 1
-        self._removed.append(flow)
         _fire_after(self.env, flow.done, flow.latency_s)

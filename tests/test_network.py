@@ -111,3 +111,78 @@ def test_zero_byte_transfer_takes_latency_and_local_transfer_is_instant():
     env, _, net = make(["a", "b"], [link("a", "b", 1e6, 0.05)])
     out = finish_times(env, net, [("z", "a", "b", 0.0), ("l", "a", "a", 1e9)])
     assert out["z"] == pytest.approx(0.05) and out["l"] == 0.0
+
+
+def test_simultaneous_ends_on_a_saturated_link_release_capacity():
+    # A and B (equal) and C share a 30 Mb/s link at 10 Mb/s each; when A and B end together
+    # at 0.8 s, C (8e6 bits sent) must speed up to 30 Mb/s for its remaining 8e6 bits.
+    nodes = ["a", "b", "c", "s", "d"]
+    links = [link("a", "s", 1e9), link("b", "s", 1e9), link("c", "s", 1e9), link("s", "d", 3e7)]
+    env, _, net = make(nodes, links)
+    out = finish_times(env, net, [("A", "a", "d", 1e6), ("B", "b", "d", 1e6), ("C", "c", "d", 2e6)])
+    assert out["A"] == pytest.approx(0.8) and out["B"] == pytest.approx(0.8)
+    assert out["C"] == pytest.approx(0.8 + 8e6 / 3e7)
+
+
+def _reference_max_min(flows, caps):
+    """Naive progressive filling (the definition), for cross-checking."""
+    rates, active = {}, set(flows)
+    residual = dict(caps)
+    while active:
+        share = {h: residual[h] / sum(1 for f in active if h in flows[f]) for h in residual
+                 if any(h in flows[f] for f in active)}
+        h_min = min(share, key=share.get)
+        for f in [f for f in active if h_min in flows[f]]:
+            rates[f] = share[h_min]
+            active.discard(f)
+            for h in flows[f]:
+                residual[h] -= share[h_min]
+    return rates
+
+
+def _reference_finish_times(topology, transfers, starts):
+    """Fluid simulation recomputing every rate from scratch at each arrival or completion."""
+    caps = dict(enumerate(topology.capacity_bps))
+    routes = [topology.route(src, dst) for _, src, dst, _ in transfers]
+    remaining = {i: 8.0 * t[3] for i, t in enumerate(transfers)}
+    pending = sorted(range(len(transfers)), key=lambda i: starts[i])
+    active, now, done = set(), 0.0, {}
+    while pending or active:
+        rates = _reference_max_min({i: routes[i].hops for i in active}, caps) if active else {}
+        t_next_start = starts[pending[0]] if pending else float("inf")
+        t_next_end = min((now + remaining[i] / rates[i] for i in active), default=float("inf"))
+        t = min(t_next_start, t_next_end)
+        for i in active:
+            remaining[i] -= rates[i] * (t - now)
+        now = t
+        for i in [i for i in active if remaining[i] <= 1e-6 * 8.0 * transfers[i][3]]:
+            active.discard(i)
+            done[transfers[i][0]] = now + routes[i].latency_s
+        while pending and starts[pending[0]] <= now:
+            active.add(pending.pop(0))
+    return done
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_naive_max_min_reference_on_random_shared_networks(seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    nodes = ["srv", "core", "ap1", "ap2"] + [f"d{i}" for i in range(n)]
+    links = [link("srv", "core", float(rng.uniform(2e7, 2e8)), 0.001),
+             link("core", "ap1", float(rng.uniform(1e7, 1e8)), 0.002),
+             link("core", "ap2", float(rng.uniform(1e7, 1e8)), 0.002)]
+    links += [link(f"d{i}", "ap1" if i % 2 else "ap2", float(rng.uniform(5e6, 5e7)), 0.01)
+              for i in range(n)]
+    transfers, starts = [], []
+    for k in range(2 * n):
+        i = int(rng.integers(n))
+        src, dst = ("srv", f"d{i}") if rng.random() < 0.5 else (f"d{i}", "srv")
+        transfers.append((f"t{k}", src, dst, float(rng.uniform(1e4, 2e6))))
+        starts.append(float(rng.choice([0.0, 0.0, rng.uniform(0, 0.5)])))
+    env, _, net = make(nodes, links)
+    got = finish_times(env, net, transfers, starts)
+    want = _reference_finish_times(net.topology, transfers, starts)
+    for name, t in want.items():
+        assert got[name] == pytest.approx(t, rel=1e-6, abs=1e-9), name

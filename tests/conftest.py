@@ -1,0 +1,42 @@
+"""Shared fixtures: small explicit scenarios built as plain mappings."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+STAR = {
+    "name": "star",
+    "seed": 0,
+    "devices": [
+        {"id": "server", "flop_per_s": 1.0e12, "memory_bytes": 6.4e10, "power_busy_w": 200.0,
+         "power_idle_w": 50.0},
+        {"id": "d1", "flop_per_s": 2.0e9, "memory_bytes": 4.0e9, "power_busy_w": 5.0,
+         "power_idle_w": 1.0, "samples": 500},
+        {"id": "d2", "flop_per_s": 1.0e9, "memory_bytes": 4.0e9, "power_busy_w": 4.0,
+         "power_idle_w": 0.5, "samples": 300},
+        {"id": "d3", "flop_per_s": 4.0e9, "memory_bytes": 4.0e9, "power_busy_w": 8.0,
+         "power_idle_w": 2.0, "samples": 800},
+    ],
+    "links": [
+        {"a": "server", "b": "d1", "bandwidth_bps": 2.0e7, "latency_s": 0.01, "energy_j_per_bit": 1e-7},
+        {"a": "server", "b": "d2", "bandwidth_bps": 1.0e7, "latency_s": 0.03, "energy_j_per_bit": 2e-7},
+        {"a": "server", "b": "d3", "bandwidth_bps": 5.0e7, "latency_s": 0.02, "energy_j_per_bit": 1e-7},
+    ],
+    "aggregator": "server",
+    "model": {
+        "params": 1.0e6, "bytes_per_param": 4, "train_flop_per_sample": 6.0e6,
+        "variants": [
+            {"name": "full", "params_fraction": 1.0, "flop_fraction": 1.0},
+            {"name": "pruned-50", "params_fraction": 0.5, "flop_fraction": 0.5},
+        ],
+    },
+    "training": {"target_loss": 0.3, "deadline_s": 3600, "max_epochs": 30},
+}
+
+
+@pytest.fixture
+def star() -> dict:
+    """A server and three devices on direct links (no shared link: contention-free)."""
+    return copy.deepcopy(STAR)

@@ -1,0 +1,59 @@
+"""Energy meters: power integrated over piecewise-constant states."""
+
+import numpy as np
+import pytest
+
+from netsim.energy import EnergyMeter
+
+
+def test_busy_for_t_seconds_at_P_watts_meters_P_times_t():
+    meter = EnergyMeter([7.5], [0.0])
+    meter.set_busy(0, 2.0)
+    meter.set_idle(0, 5.5)
+    snap = meter.snapshot(10.0)
+    assert snap.compute_j[0] == pytest.approx(7.5 * 3.5)
+    assert snap.busy_s[0] == pytest.approx(3.5)
+
+
+def test_idle_counts_only_non_busy_time_and_categories_sum():
+    meter = EnergyMeter([10.0, 3.0], [2.0, 1.0])
+    meter.set_busy(0, 1.0)
+    meter.set_idle(0, 4.0)
+    meter.add_communication(1, 0.25)
+    snap = meter.snapshot(10.0)
+    assert snap.idle_j[0] == pytest.approx(2.0 * 7.0)
+    assert snap.idle_j[1] == pytest.approx(1.0 * 10.0)
+    assert snap.total_j == pytest.approx(10.0 * 3 + 14.0 + 10.0 + 0.25)
+
+
+def test_snapshot_while_busy_includes_the_running_part():
+    meter = EnergyMeter([4.0], [1.0])
+    meter.set_busy(0, 0.0)
+    mid = meter.snapshot(2.0)
+    assert mid.compute_j[0] == pytest.approx(8.0) and mid.idle_j[0] == 0.0
+    meter.set_idle(0, 3.0)
+    delta = meter.snapshot(5.0) - mid
+    assert delta.compute_j[0] == pytest.approx(4.0) and delta.idle_j[0] == pytest.approx(2.0)
+
+
+def test_one_job_at_a_time():
+    meter = EnergyMeter([1.0], [1.0])
+    meter.set_busy(0, 0.0)
+    with pytest.raises(RuntimeError):
+        meter.set_busy(0, 1.0)
+
+
+def test_energy_never_negative_under_random_schedules():
+    rng = np.random.default_rng(3)
+    meter = EnergyMeter(rng.uniform(0, 10, 5), rng.uniform(0, 2, 5))
+    t = 0.0
+    for _ in range(200):
+        i = int(rng.integers(5))
+        t += float(rng.exponential(1.0))
+        meter.set_busy(i, t)
+        t += float(rng.exponential(1.0))
+        meter.set_idle(i, t)
+        meter.add_communication(i, float(rng.uniform(0, 1)))
+    snap = meter.snapshot(t)
+    for arr in (snap.compute_j, snap.communication_j, snap.idle_j):
+        assert (arr >= 0).all()
