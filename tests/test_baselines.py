@@ -1,0 +1,65 @@
+"""Baseline policies and the registry."""
+
+import numpy as np
+import pytest
+
+import netsim
+from netsim.costs import device_epoch_times, estimate_epoch
+from netsim.engine import World, resolve_scenario
+from netsim.scenario import ScenarioError, load_scenario
+from policies.base import make_policy, registered
+
+
+def test_registry_lists_the_baselines_with_descriptions():
+    entries = registered()
+    for name in ("fedavg-all", "random-k", "fastest-k", "greedy-energy"):
+        assert name in entries and entries[name].description
+
+
+def test_unknown_policy_and_bad_params_name_the_field():
+    with pytest.raises(ScenarioError, match="unknown policy"):
+        make_policy("nope")
+    with pytest.raises(ScenarioError) as err:
+        make_policy("random-k", {"k": 0})
+    assert err.value.problems[0].path == "policies.random-k.k"
+    with pytest.raises(ScenarioError) as err:
+        make_policy("random-k", {"kk": 3})
+    assert err.value.problems[0].path == "policies.random-k.kk"
+
+
+def test_fedavg_all_uses_every_device_and_all_samples(star):
+    res = netsim.simulate(star, "fedavg-all", seed=0)
+    assert (res.epochs["participants"] == 3).all() and (res.epochs["samples"] == 1600).all()
+    assert (res.epochs["variant"] == 0).all()
+
+
+def test_random_k_and_fastest_k(star):
+    rk = netsim.simulate(star, "random-k", seed=0, params={"k": 2})
+    assert (rk.epochs["participants"] == 2).all()
+    assert len({tuple(sorted(x)) for x in rk.epochs["participant_ids"]}) > 1
+    fk = netsim.simulate(star, "fastest-k", seed=0, params={"k": 1})
+    sc = resolve_scenario(load_scenario(star), 0)
+    table = World(sc, np.random.default_rng(0)).devices
+    t, c, _ = device_epoch_times(table, sc.model, 0, table.samples)
+    fastest = table.ids[int(np.argmin(np.where(table.samples > 0, t + c, np.inf)))]
+    assert all(list(x) == [fastest] for x in fk.epochs["participant_ids"])
+
+
+def test_greedy_energy_spends_less_than_fedavg_on_default():
+    greedy = netsim.simulate("default", "greedy-energy", seed=0).runs.iloc[0]
+    fedavg = netsim.simulate("default", "fedavg-all", seed=0).runs.iloc[0]
+    assert greedy["target_reached"] and fedavg["target_reached"]
+    assert greedy["energy_j"] < fedavg["energy_j"]
+
+
+def test_cost_estimate_matches_the_engine_without_contention(star):
+    sc = resolve_scenario(load_scenario(star), 0)
+    world = World(sc, np.random.default_rng(0))
+    samples = np.array([0, 500, 300, 0])
+    est = estimate_epoch(world.devices, sc.model, 1, samples)
+    from policies.base import Decision
+
+    out = world.run_epoch(Decision(participants={"d1": 500, "d2": 300}, variant=1))
+    assert out.end_s - out.start_s == pytest.approx(est.time_s)
+    assert out.energy.total_j == pytest.approx(est.energy_j)
+    assert out.energy.communication_j.sum() == pytest.approx(est.energy_comm_j)
