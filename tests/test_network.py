@@ -163,26 +163,51 @@ def _reference_finish_times(topology, transfers, starts):
     return done
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_matches_naive_max_min_reference_on_random_shared_networks(seed):
+def _random_case(seed, core_bps):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 9))
+    n = int(rng.integers(6, 30))  # one transfer per device, as in an epoch
     nodes = ["srv", "core", "ap1", "ap2"] + [f"d{i}" for i in range(n)]
-    links = [link("srv", "core", float(rng.uniform(2e7, 2e8)), 0.001),
+    links = [link("srv", "core", core_bps if core_bps else float(rng.uniform(2e7, 2e8)), 0.001),
              link("core", "ap1", float(rng.uniform(1e7, 1e8)), 0.002),
              link("core", "ap2", float(rng.uniform(1e7, 1e8)), 0.002)]
     links += [link(f"d{i}", "ap1" if i % 2 else "ap2", float(rng.uniform(5e6, 5e7)), 0.01)
               for i in range(n)]
     transfers, starts = [], []
-    for k in range(2 * n):
-        i = int(rng.integers(n))
+    for k in range(n):
+        i = k
         src, dst = ("srv", f"d{i}") if rng.random() < 0.5 else (f"d{i}", "srv")
         transfers.append((f"t{k}", src, dst, float(rng.uniform(1e4, 2e6))))
         starts.append(float(rng.choice([0.0, 0.0, rng.uniform(0, 0.5)])))
+    if core_bps is None:  # a second wave reusing devices: their own links can bind too
+        for k in range(n // 2):
+            transfers.append((f"u{k}", "srv", f"d{k}", float(rng.uniform(1e4, 2e6))))
+            starts.append(float(rng.uniform(0, 0.3)))
+    return nodes, links, transfers, starts
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("core_bps", [None, 1e12], ids=["mixed", "decomposed"])
+def test_matches_naive_max_min_reference_on_random_shared_networks(seed, core_bps):
+    """Random cells behind a core: with a huge core link only the access points can bind
+    (each flow crosses at most one unsafe link: the incremental water-filling alone); with a
+    small one flows may cross two unsafe links and the fallback pass runs too."""
+    nodes, links, transfers, starts = _random_case(seed, core_bps)
     env, _, net = make(nodes, links)
     got = finish_times(env, net, transfers, starts)
     want = _reference_finish_times(net.topology, transfers, starts)
     for name, t in want.items():
         assert got[name] == pytest.approx(t, rel=1e-6, abs=1e-9), name
+    if core_bps:
+        assert net.full_recomputations == 0
+
+
+def test_the_fallback_regime_is_exercised_by_the_mixed_cases():
+    fallback = 0
+    for seed in range(16):
+        nodes, links, transfers, starts = _random_case(seed, None)
+        env, _, net = make(nodes, links)
+        finish_times(env, net, transfers, starts)
+        fallback += net.full_recomputations > 0
+    assert fallback > 8  # and the 'decomposed' cases above assert it never ran there

@@ -1,0 +1,119 @@
+"""Engine benchmark: cost per device-epoch against a bare SimPy skeleton, scaling, contention.
+
+Run: python benchmarks/engine.py [--quick]
+
+(a) the bare skeleton of the same epochs (a process per participant with three timeouts, then a
+    barrier and an aggregation timeout) vs the full engine (fedavg-all: flow network, meters,
+    policy, validation, loss model, recorder), wall time per device-epoch; target <= 4x.
+(b) 1,000 devices x 100 epochs; target under 3 s.
+(c) 100 / 1,000 / 10,000 devices: cost per device-epoch; target at 10,000 within 1.5x of 100.
+(d) N devices sharing one access link (max-min recomputation): 1,000 vs 4,000; target within 2x.
+Times are medians of repeats measured in this run; ratios are what the README quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import simpy
+
+import netsim
+from netsim.scenario.loading import load_scenario
+
+
+def generated(n: int, epochs: int) -> dict:
+    return {"name": f"bench-{n}", "seed": 0,
+            "generate": {"n_devices": n, "devices_per_cell": 32, "seed": 1},
+            "model": "small-cnn",
+            "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": epochs}}
+
+
+def shared_link(n: int, epochs: int) -> dict:
+    """n identical devices behind one access point whose uplink all transfers share."""
+    devices = [{"id": "srv", "flop_per_s": 1e13, "memory_bytes": 1e11, "power_busy_w": 250,
+                "power_idle_w": 70}]
+    links = [{"a": "srv", "b": "ap", "bandwidth_bps": 1e9, "latency_s": 0.002,
+              "energy_j_per_bit": 1e-9}]
+    for i in range(n):
+        devices.append({"id": f"d{i}", "flop_per_s": 2e10, "memory_bytes": 4e9,
+                        "power_busy_w": 5, "power_idle_w": 0.8, "samples": 100})
+        links.append({"a": f"d{i}", "b": "ap", "bandwidth_bps": 1e8, "latency_s": 0.005,
+                      "energy_j_per_bit": 3e-7})
+    return {"name": f"shared-{n}", "devices": devices, "links": links, "aggregator": "srv",
+            "model": "small-cnn",
+            "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": epochs}}
+
+
+def engine_seconds(scenario: dict) -> tuple[float, int]:
+    """Wall time of one full simulate() (validation and setup included) and device-epochs."""
+    sc = load_scenario(scenario)
+    t0 = time.perf_counter()
+    res = netsim.simulate(sc, "fedavg-all", seed=0, raise_errors=True)
+    wall = time.perf_counter() - t0
+    return wall, int(res.epochs["participants"].sum())
+
+
+def skeleton_seconds(n: int, epochs: int) -> float:
+    """The same epochs in bare SimPy: three timeouts per participant, a barrier, aggregation."""
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+
+    def participant(env, delays, barrier, pending):
+        for d in delays:
+            yield env.timeout(d)
+        pending[0] -= 1
+        if pending[0] == 0:
+            barrier.succeed()
+
+    for _ in range(epochs):
+        barrier, pending = env.event(), [n]
+        for i in range(n):
+            env.process(participant(env, (0.1 + i * 1e-6, 0.2, 0.1 + i * 1e-6), barrier, pending))
+        env.run(until=barrier)
+        env.run(until=env.timeout(0.001))
+    return time.perf_counter() - t0
+
+
+def median(fn, repeats: int) -> float:
+    return statistics.median(fn() for _ in range(repeats))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    args = parser.parse_args()
+    repeats = 1 if args.quick else 3
+    netsim.simulate("two-phones", "fedavg-all")  # warm imports and pint
+
+    n, epochs = (300, 30) if args.quick else (1000, 100)
+    eng = median(lambda: engine_seconds(generated(n, epochs))[0], repeats)
+    skel = median(lambda: skeleton_seconds(n, epochs), repeats)
+    per = n * epochs
+    print(f"(a) skeleton {skel / per * 1e6:.2f} us/device-epoch, engine {eng / per * 1e6:.2f} "
+          f"us/device-epoch: ratio {eng / skel:.2f}x (target <= 4x)")
+    print(f"(b) {n} devices x {epochs} epochs: {eng:.2f} s (target < 3 s at 1000 x 100)")
+
+    sizes = (100, 1000, 3000) if args.quick else (100, 1000, 10000)
+    per_de = {}
+    for size in sizes:
+        ep = max(3, 20000 // size) if not args.quick else max(2, 5000 // size)
+        wall = median(lambda size=size, ep=ep: engine_seconds(generated(size, ep))[0], repeats)
+        per_de[size] = wall / (size * ep)
+        print(f"(c) {size:>6} devices x {ep:>3} epochs: {per_de[size] * 1e6:.2f} us/device-epoch")
+    print(f"(c) cost per device-epoch at {sizes[-1]} / at {sizes[0]}: "
+          f"{per_de[sizes[-1]] / per_de[sizes[0]]:.2f}x (target <= 1.5x)")
+
+    shared = {}
+    for size in (1000, 4000) if not args.quick else (500, 2000):
+        wall = median(lambda size=size: engine_seconds(shared_link(size, 10))[0], repeats)
+        shared[size] = wall / (size * 10)
+        print(f"(d) {size} devices sharing one link: {shared[size] * 1e6:.2f} us/device-epoch")
+    a, b = sorted(shared)
+    print(f"(d) per device-epoch at {b} / at {a} sharing devices: {shared[b] / shared[a]:.2f}x "
+          "(target <= 2x)")
+
+
+if __name__ == "__main__":
+    main()
