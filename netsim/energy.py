@@ -61,7 +61,8 @@ class EnergyMeter:
         n = len(power_busy_w)
         self._busy_s = [0.0] * n
         self._busy_since: list[float | None] = [None] * n
-        self._comm_j = [0.0] * n
+        #: cumulative communication energy per node (J); the network adds to it in place
+        self.communication_j = [0.0] * n
 
     @property
     def n_nodes(self) -> int:
@@ -84,7 +85,7 @@ class EnergyMeter:
 
     def add_communication(self, node: int, energy_j: float) -> None:
         """Charge ``energy_j`` (J) of communication to ``node``."""
-        self._comm_j[node] += energy_j
+        self.communication_j[node] += energy_j
 
     def snapshot(self, now_s: float) -> EnergySnapshot:
         """Cumulative energy per node and category from time 0 to ``now_s`` (s)."""
@@ -94,4 +95,4 @@ class EnergyMeter:
             busy[i] += extra
         compute = busy * self.power_busy_w
         idle = np.maximum(now_s - busy, 0.0) * self.power_idle_w
-        return EnergySnapshot(now_s, busy, compute, np.asarray(self._comm_j, dtype=float), idle)
+        return EnergySnapshot(now_s, busy, compute, np.asarray(self.communication_j, dtype=float), idle)

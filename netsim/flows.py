@@ -120,10 +120,10 @@ class FlowNetwork:
         route = self.topology.route(src, dst)
         bits = 8.0 * float(size_bytes)
         self.bytes_sent[route.senders[0]] += size_bytes
-        self.bytes_received[self.topology.index[dst]] += size_bytes
-        charge = self.meter.add_communication
-        for sender, epb in zip(route.senders, route.energy_j_per_bit, strict=True):
-            charge(sender, bits * epb)
+        self.bytes_received[route.receiver] += size_bytes
+        comm = self.meter.communication_j
+        for sender, epb in route.charges:
+            comm[sender] += bits * epb
         if bits <= 0.0:
             _fire_after(self.env, done, route.latency_s)
             return done
@@ -131,12 +131,14 @@ class FlowNetwork:
         flow = _Flow(route.hops, route.bottleneck_bps, bits, route.latency_s, done, now)
         self._active.add(flow)
         newly_unsafe = []
+        link_flows, cap_sum, cap, groups, c = self._link_flows, self._cap_sum, self._cap, \
+            self._groups, flow.cap
         for h in flow.hops:
-            self._link_flows[h].add(flow)
-            self._cap_sum[h] += flow.cap
-            if h in self._groups:
+            link_flows[h].add(flow)
+            cap_sum[h] += c
+            if h in groups:
                 flow.n_unsafe += 1
-            elif self._cap_sum[h] > self._cap[h] * (1.0 + _TOL):
+            elif cap_sum[h] > cap[h] * (1.0 + _TOL):
                 newly_unsafe.append(h)
         if flow.n_unsafe > 1:
             self._multi_unsafe += 1

@@ -37,6 +37,8 @@ class Route:
     energy_j_per_bit: tuple[float, ...]
     bottleneck_bps: float
     latency_s: float
+    receiver: int = -1
+    charges: tuple[tuple[int, float], ...] = ()
 
     @property
     def total_energy_j_per_bit(self) -> float:
@@ -116,7 +118,8 @@ class Topology:
             epb.append(float(link.energy_j_per_bit))
             bottleneck = min(bottleneck, float(link.bandwidth_bps))
             latency += float(link.latency_s)
-        route = Route(tuple(nodes), tuple(hops), tuple(senders), tuple(epb), bottleneck, latency)
+        route = Route(tuple(nodes), tuple(hops), tuple(senders), tuple(epb), bottleneck, latency,
+                      self.index[dst], tuple(zip(senders, epb, strict=True)))
         self._routes[key] = route
         return route
 
