@@ -65,7 +65,7 @@ def save(fig, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
-        path = base.with_suffix(f".{fmt}")
+        path = base.with_name(f"{base.name}.{fmt}")  # names may contain dots (x=0.3)
         fig.savefig(path)
         paths.append(path)
     plt.close(fig)

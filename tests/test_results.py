@@ -3,8 +3,14 @@
 import pandas as pd
 
 import netsim
-from netsim.results import DEVICE_COLUMNS, EPOCH_COLUMNS, RUN_COLUMNS, completed_runs, read_table
-from netsim.results import store
+from netsim.results import (
+    DEVICE_COLUMNS,
+    EPOCH_COLUMNS,
+    RUN_COLUMNS,
+    completed_runs,
+    read_table,
+    store,
+)
 
 
 def test_tables_have_the_contract_columns(star):

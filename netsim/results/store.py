@@ -22,7 +22,8 @@ import pandas as pd
 TABLES = ("epochs", "devices", "runs")  # runs last: its file marks the run complete
 
 
-def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
+def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
+    """Write ``df`` to ``path`` via a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -40,7 +41,7 @@ def write_run(out_dir: str | Path, runs: pd.DataFrame, epochs: pd.DataFrame,
     run_id = str(runs["run_id"].iloc[0])
     out = Path(out_dir)
     for name, df in zip(TABLES, (epochs, devices, runs), strict=True):
-        _atomic_parquet(df, out / name / f"{run_id}.parquet")
+        write_parquet_atomic(df, out / name / f"{run_id}.parquet")
 
 
 def completed_runs(out_dir: str | Path) -> set[str]:
