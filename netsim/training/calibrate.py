@@ -1,0 +1,374 @@
+"""Calibration: measure real-training loss curves over a grid, fit the surrogate to them.
+
+The grid varies one factor at a time around a base configuration (10 nodes with equal
+data, full model, all data every epoch, IID shards, 30 epochs):
+
+* pruning level from the start (params_fraction 0.5, 0.25, 0.1),
+* fraction of each node's data used per epoch (0.5, 0.25),
+* number of nodes (5, 20),
+* Dirichlet label skew (alpha 1.0, 0.1),
+* pruning at a later epoch (to 0.5 or 0.25 after epoch 15),
+
+each with ``seeds`` seeds (default 25; the fit uses the first 20, the rest are held out).
+Seed s is the same ``numpy.random.default_rng(s)`` in every configuration (common random
+numbers: same test split and initial weights), so configurations differ by their factor.
+
+Calibration devices declare as samples their share of the training split, so that declared
+samples equal the samples trained on (the surrogate counts declared samples).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from netsim.training.real import RealBackend, RealTrainingConfig
+
+#: Where the measured curves live in the repository.
+CURVES_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "curves.parquet")
+MODEL_NAME = "mlp-digits"
+#: Seeds below this are used by the fit; the rest are held out for validation.
+FIT_SEEDS = 20
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One calibration configuration.
+
+    Attributes
+    ----------
+    config: label of the configuration.
+    params_fraction: variant used from epoch 1 (1.0 = full model).
+    data_fraction: fraction of each node's samples used every epoch, in (0, 1].
+    n_nodes: number of training nodes, equal declared samples.
+    dirichlet_alpha: label-skew concentration, None for IID.
+    prune_epoch: after this epoch the model is pruned to ``prune_fraction`` (None: never).
+    prune_fraction: params_fraction after the late pruning.
+    """
+
+    config: str
+    params_fraction: float = 1.0
+    data_fraction: float = 1.0
+    n_nodes: int = 10
+    dirichlet_alpha: float | None = None
+    prune_epoch: int | None = None
+    prune_fraction: float | None = None
+
+
+def default_grid(prune_epoch: int = 15) -> list[GridPoint]:
+    """The default one-factor-at-a-time grid (12 configurations)."""
+    points = [GridPoint("base")]
+    points += [GridPoint(f"prune-{f:g}", params_fraction=f) for f in (0.5, 0.25, 0.1)]
+    points += [GridPoint(f"data-{f:g}", data_fraction=f) for f in (0.5, 0.25)]
+    points += [GridPoint(f"nodes-{n}", n_nodes=n) for n in (5, 20)]
+    points += [GridPoint(f"alpha-{a:g}", dirichlet_alpha=a) for a in (1.0, 0.1)]
+    points += [
+        GridPoint(f"late-prune-{f:g}", prune_epoch=prune_epoch, prune_fraction=f)
+        for f in (0.5, 0.25)
+    ]
+    return points
+
+
+def quick_grid(prune_epoch: int = 5) -> list[GridPoint]:
+    """A tiny grid for smoke tests: base, one pruning level, one late pruning."""
+    return [
+        GridPoint("base"),
+        GridPoint("prune-0.25", params_fraction=0.25),
+        GridPoint("late-prune-0.25", prune_epoch=prune_epoch, prune_fraction=0.25),
+    ]
+
+
+def run_point(
+    point: GridPoint, seed: int, epochs: int, config: RealTrainingConfig | None = None
+) -> list[dict]:
+    """Run the real backend on one configuration and seed; one row per epoch (0 = initial).
+
+    Row fields: the grid point's fields, ``seed``, ``epoch``, ``loss`` (nats),
+    ``accuracy``, ``variant_fraction`` (params_fraction in force), ``samples`` (trained
+    this epoch) and ``cumulative_samples``.
+    """
+    config = config or RealTrainingConfig()
+    rng = np.random.default_rng(seed)
+    n_train = _train_size(config)
+    declared = [n_train // point.n_nodes] * point.n_nodes
+    for i in range(n_train % point.n_nodes):
+        declared[i] += 1
+    second = point.prune_fraction if point.prune_epoch is not None else point.params_fraction
+    model = {
+        "name": MODEL_NAME,
+        "variants": [{"params_fraction": 1.0}, {"params_fraction": float(second)}],
+    }
+    ids = [f"n{i}" for i in range(point.n_nodes)]
+    training = {"dirichlet_alpha": point.dirichlet_alpha, "real": config}
+    backend = RealBackend(model, ids, declared, training, rng)
+    plan = {d: max(1, round(point.data_fraction * s)) for d, s in zip(ids, declared, strict=True)}
+    per_epoch = int(sum(plan.values()))
+    base = asdict(point)
+    rows = [dict(base, seed=seed, epoch=0, loss=backend.initial_loss(), accuracy=math.nan,
+                 variant_fraction=1.0, samples=0, cumulative_samples=0)]
+    for epoch in range(1, epochs + 1):
+        if point.prune_epoch is None:
+            variant = 1 if point.params_fraction < 1.0 else 0
+        else:
+            variant = 1 if epoch > point.prune_epoch else 0
+        progress = backend.advance(plan, variant)
+        rows.append(dict(base, seed=seed, epoch=epoch, loss=progress.loss,
+                         accuracy=progress.accuracy, variant_fraction=backend.params_fraction,
+                         samples=per_epoch, cumulative_samples=per_epoch * epoch))
+    return rows
+
+
+def _train_size(config: RealTrainingConfig) -> int:
+    from netsim.training.real import _digits, stratified_split
+
+    _, y = _digits()
+    return len(stratified_split(y, config.test_fraction, np.random.default_rng(0))[0])
+
+
+def _run_task(task: tuple[GridPoint, int, int, RealTrainingConfig]) -> list[dict]:
+    return run_point(*task)
+
+
+def run_grid(
+    points: Sequence[GridPoint],
+    seeds: Iterable[int],
+    epochs: int,
+    *,
+    jobs: int = 1,
+    config: RealTrainingConfig | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run every (point, seed) pair; returns the long curves table (one row per epoch).
+
+    ``jobs`` > 1 fans runs out to a process pool; results do not depend on ``jobs``.
+    """
+    from tqdm import tqdm
+
+    config = config or RealTrainingConfig()
+    tasks = [(p, s, epochs, config) for p in points for s in seeds]
+    bar = tqdm(total=len(tasks), desc="calibration runs", unit="run", disable=not progress)
+    rows: list[dict] = []
+    if jobs <= 1:
+        for task in tasks:
+            rows.extend(_run_task(task))
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for result in pool.map(_run_task, tasks, chunksize=4):
+                rows.extend(result)
+                bar.update()
+    bar.close()
+    table = pd.DataFrame(rows)
+    table["dirichlet_alpha"] = table["dirichlet_alpha"].astype(float)
+    table["prune_epoch"] = table["prune_epoch"].astype("Int64")
+    table["prune_fraction"] = table["prune_fraction"].astype(float)
+    return table.sort_values(["config", "seed", "epoch"], kind="stable").reset_index(drop=True)
+
+
+# --- fitting the surrogate (formula: netsim/training/loss.py) -----------------------------
+
+#: Variant name of each calibrated params_fraction (names of models.yaml's mlp-digits).
+VARIANT_NAMES = {1.0: "full", 0.5: "pruned-50", 0.25: "pruned-75", 0.1: "pruned-90"}
+
+
+@dataclass(frozen=True)
+class SurrogateFit:
+    """Fitted surrogate constants (the fields of loss_params.yaml) and goodness of fit.
+
+    ``variants`` maps a variant name to its (floor, samples_half, exponent) curve.
+    ``report`` has one row per configuration: R² of the mean curve and RMS log-residual
+    on the fit seeds and on the held-out seeds.
+    """
+
+    initial_loss: float
+    variants: dict[str, tuple[float, float, float]]
+    floor_full: float
+    floor_prune: float
+    floor_exponent: float
+    prune_progress_loss: float
+    heterogeneity: float
+    participant_exponent: float
+    noise_run_sigma: float
+    noise_epoch_sigma: float
+    report: pd.DataFrame
+
+    def loss_params(self, source: str) -> dict:
+        """The loss_params.yaml entry (plain types)."""
+        full = self.variants["full"]
+        return {
+            "initial_loss": _r(self.initial_loss), "floor_full": _r(self.floor_full),
+            "floor_prune": _r(self.floor_prune), "floor_exponent": _r(self.floor_exponent),
+            "samples_half": _r(full[1]), "exponent": _r(full[2]),
+            "prune_progress_loss": _r(self.prune_progress_loss),
+            "heterogeneity": _r(self.heterogeneity),
+            **({"participant_exponent": _r(self.participant_exponent)}
+               if self.participant_exponent else {}),
+            "noise_run_sigma": _r(self.noise_run_sigma),
+            "noise_epoch_sigma": _r(self.noise_epoch_sigma),
+            "variants": {name: {"floor": _r(c[0]), "samples_half": _r(c[1]), "exponent": _r(c[2])}
+                         for name, c in self.variants.items() if name != "full"},
+            "source": source,
+        }
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def surrogate_mean(
+    schedule: pd.DataFrame, initial_loss: float, curves: dict[float, tuple[float, float, float]],
+    prune_progress_loss: float, heterogeneity: float, participant_exponent: float = 0.0,
+) -> np.ndarray:
+    """The surrogate's mean loss (nats) after each epoch of one run's schedule.
+
+    ``schedule`` has per epoch (>= 1, in order) ``samples``, ``variant_fraction``,
+    ``dirichlet_alpha`` (NaN = IID) and ``n_nodes`` (participants); ``curves`` maps
+    params_fraction -> (floor, samples_half, exponent). Same formula as
+    :class:`netsim.training.loss.LossPredictor`; ``participant_exponent`` b > 0 is the
+    proposed extension counting ``samples * participants ** -b`` per epoch (0: as now).
+    """
+    alpha = schedule["dirichlet_alpha"].iloc[0]
+    iid = alpha is None or math.isnan(float(alpha))
+    eff = 1.0 if iid else 1.0 / (1.0 + heterogeneity / float(alpha))
+    n, f_prev, out = 0.0, None, []
+    for samples, f, nodes in zip(schedule["samples"], schedule["variant_fraction"],
+                                 schedule["n_nodes"], strict=True):
+        if f_prev is not None and f != f_prev:
+            n *= math.exp(-prune_progress_loss * abs(f - f_prev))
+        n += samples * eff * float(nodes) ** -participant_exponent
+        floor, half, exponent = curves[f]
+        out.append(floor + (initial_loss - floor) * (1.0 + n / half) ** -exponent)
+        f_prev = f
+    return np.asarray(out)
+
+
+SCHEDULE_COLUMNS = ["samples", "variant_fraction", "dirichlet_alpha", "n_nodes"]
+
+
+def _schedules(table: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Per config: its epoch schedule (epochs >= 1) and its rows (epochs >= 1)."""
+    trained = table[table["epoch"] >= 1]
+    return {config: (grp.groupby("epoch")[SCHEDULE_COLUMNS].first(), grp)
+            for config, grp in trained.groupby("config", sort=True)}
+
+
+def _fit_curves(
+    targets: dict, initial_loss: float, n_per_epoch: float, fit_beta: bool
+) -> tuple[dict, float, float, float]:
+    """Least squares on log loss: (curves by fraction, prune_progress_loss, heterogeneity,
+    participant_exponent). Floors are parametrised as increments, so a more pruned variant
+    never has a lower floor than a less pruned one."""
+    from scipy.optimize import least_squares
+
+    fractions = sorted({f for s, _ in targets.values() for f in s["variant_fraction"]},
+                       reverse=True)
+
+    def unpack(x: np.ndarray) -> tuple[dict, float, float, float]:
+        e = np.exp(x)
+        floors = np.cumsum(e[0 : 3 * len(fractions) : 3])  # more pruned, floor no lower
+        curves = {f: (float(floors[i]), float(e[3 * i + 1]), float(e[3 * i + 2]))
+                  for i, f in enumerate(fractions)}
+        beta = float(x[-1]) if fit_beta else 0.0
+        return curves, float(e[3 * len(fractions)]), float(e[3 * len(fractions) + 1]), beta
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        curves, ppl, het, beta = unpack(x)
+        return np.concatenate([
+            np.log(surrogate_mean(s, initial_loss, curves, ppl, het, beta)) - y
+            for s, y in targets.values()])
+
+    per = [(0.05, 5 * n_per_epoch, 1.0), (1e-4, 10.0, 0.1), (initial_loss, 1e9, 4.0)]
+    x0, lower, upper = ([np.log(v) for _ in fractions for v in b] for b in per)
+    x0 += [0.0, np.log(0.2)] + ([0.0] if fit_beta else [])
+    lower += [np.log(1e-3), np.log(1e-4)] + ([-1.0] if fit_beta else [])
+    upper += [np.log(50.0), np.log(100.0)] + ([2.0] if fit_beta else [])
+    sol = least_squares(residuals, np.array(x0), bounds=(lower, upper))
+    return unpack(sol.x)
+
+
+def fit_surrogate(
+    table: pd.DataFrame, fit_seeds: int = FIT_SEEDS, fit_participant_exponent: bool = False
+) -> SurrogateFit:
+    """Fit the surrogate's constants to a curves table with scipy.optimize.least_squares.
+
+    Mean curves: least squares on the log of the loss (the surrogate's noise is
+    multiplicative) against the seed-mean log loss of each configuration and epoch, seeds
+    < ``fit_seeds`` only; unknowns: (floor, samples_half, exponent) per variant,
+    prune_progress_loss and heterogeneity. The surrogate counts total samples whatever
+    the number of participants, so unless ``fit_participant_exponent`` the fit uses only
+    the configurations with the base node count. Then floor(f) = floor_full + floor_prune
+    * (1 - f) ** floor_exponent is fitted to the variants' floors. Noise: detrended
+    log-loss z (minus the configuration's seed-mean at that epoch); per-epoch sigma from
+    var(z_k - z_{k-1}) / 2, per-run sigma from the rest of var(z) over the last half of
+    the epochs.
+    """
+    from scipy.optimize import least_squares
+
+    fit = table[table["seed"] < fit_seeds]
+    initial_loss = float(np.exp(np.log(fit.loc[fit["epoch"] == 0, "loss"]).mean()))
+    base_nodes = GridPoint("base").n_nodes
+    targets = {c: (s, np.log(g["loss"]).groupby(g["epoch"]).mean().to_numpy())
+               for c, (s, g) in _schedules(fit).items()
+               if fit_participant_exponent or (s["n_nodes"] == base_nodes).all()}
+    n_per_epoch = float(np.median(fit.loc[fit["epoch"] >= 1, "samples"]))
+    curves, ppl, het, beta = _fit_curves(targets, initial_loss, n_per_epoch,
+                                         fit_participant_exponent)
+    floor_full = curves[1.0][0]
+    prune_f = [f for f in curves if f < 1.0]
+
+    def floor_res(p: np.ndarray) -> np.ndarray:
+        return np.array([floor_full + p[0] * (1 - f) ** p[1] - curves[f][0] for f in prune_f])
+
+    floor_sol = least_squares(floor_res, [0.5, 2.0], bounds=([0.0, 0.05], [100.0, 20.0]))
+    sigma_run, sigma_epoch = _noise_sigmas(fit)
+    return SurrogateFit(
+        initial_loss=initial_loss,
+        variants={VARIANT_NAMES.get(f, f"pf-{f:g}"): c for f, c in curves.items()},
+        floor_full=floor_full, floor_prune=float(floor_sol.x[0]),
+        floor_exponent=float(floor_sol.x[1]), prune_progress_loss=ppl, heterogeneity=het,
+        participant_exponent=beta, noise_run_sigma=sigma_run, noise_epoch_sigma=sigma_epoch,
+        report=fit_report(table, initial_loss, curves, ppl, het, beta, fit_seeds),
+    )
+
+
+def _noise_sigmas(table: pd.DataFrame) -> tuple[float, float]:
+    """(per-run, per-epoch) sigma of the log loss around each configuration's seed mean."""
+    t = table[table["epoch"] >= 1].copy()
+    logs = np.log(t["loss"])
+    t["z"] = logs - logs.groupby([t["config"], t["epoch"]]).transform("mean")
+    t = t.sort_values(["config", "seed", "epoch"])
+    dz = t.groupby(["config", "seed"])["z"].diff().dropna()
+    var_epoch = 0.5 * float(np.mean(dz**2))
+    late = t[t["epoch"] > t["epoch"].max() / 2]
+    n_seeds = t["seed"].nunique()
+    var_total = float(np.mean(late["z"] ** 2)) * n_seeds / max(1, n_seeds - 1)
+    return math.sqrt(max(0.0, var_total - var_epoch)), math.sqrt(var_epoch)
+
+
+def fit_report(
+    table: pd.DataFrame, initial_loss: float, curves: dict, ppl: float, het: float,
+    beta: float, fit_seeds: int,
+) -> pd.DataFrame:
+    """Per configuration: R² of the seed-mean curve (loss scale) and RMS log-residual, on fit
+    seeds and on held-out seeds (NaN where there are none); sd of the log final loss."""
+    rows = []
+    for config, (schedule, grp) in _schedules(table).items():
+        pred = surrogate_mean(schedule, initial_loss, curves, ppl, het, beta)
+        row: dict = {"config": config}
+        for part, sel in (("fit", grp["seed"] < fit_seeds), ("held_out", grp["seed"] >= fit_seeds)):
+            if not sel.any():
+                row[f"r2_{part}"] = row[f"rms_log_{part}"] = math.nan
+                continue
+            mean = grp[sel].groupby("epoch")["loss"].mean().to_numpy()
+            row[f"r2_{part}"] = 1.0 - np.sum((mean - pred) ** 2) / np.sum((mean - mean.mean()) ** 2)
+            row[f"rms_log_{part}"] = float(np.sqrt(np.mean((np.log(pred) - np.log(mean)) ** 2)))
+        final = grp[grp["epoch"] == grp["epoch"].max()]["loss"]
+        row["final_log_sd"] = float(np.log(final).std(ddof=1)) if len(final) > 1 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)

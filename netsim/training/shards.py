@@ -1,0 +1,123 @@
+"""Partition a labelled training split among devices: IID or Dirichlet label skew.
+
+Shard mapping (netsim's convention)
+-----------------------------------
+The training split is partitioned among the scenario's devices in proportion to each
+device's ``samples`` (the number of local samples the scenario declares; a device with 0
+samples gets an empty shard).
+
+* IID (``dirichlet_alpha=None``): one random permutation of the split is cut into
+  consecutive pieces whose sizes are proportional to the weights (largest remainder).
+* Non-IID (``dirichlet_alpha=a``): for each class c the class's samples are split over the
+  devices with proportions ``p_c ~ Dirichlet(a * N * w)``, where ``w`` are the devices'
+  normalised weights and ``N`` the number of devices with weight > 0. The mean share of
+  device i is ``w_i`` for every class, and for equal weights this is the usual
+  ``Dirichlet(a)`` label skew (a=0.1 strongly skewed, a=100 close to IID). Shard sizes are
+  then proportional to the weights only in expectation.
+
+Every device with weight > 0 receives at least one sample (moved from the largest shard
+when a draw leaves it empty). Each shard's order is shuffled once and then fixed for the
+run: a device that uses a fraction of its data in an epoch trains on a prefix of its shard
+(see :func:`prefix_length`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
+    """Integer counts summing to ``total``, proportional to ``weights`` (largest remainder)."""
+    share = total * weights / weights.sum()
+    counts = np.floor(share).astype(int)
+    remainder = total - int(counts.sum())
+    if remainder > 0:
+        order = np.argsort(-(share - counts), kind="stable")
+        counts[order[:remainder]] += 1
+    return counts
+
+
+def partition(
+    labels: np.ndarray,
+    weights: Sequence[float],
+    dirichlet_alpha: float | None,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    """Split the indices ``0..len(labels)-1`` into one shard per device.
+
+    Parameters
+    ----------
+    labels:
+        Integer class label of each training sample.
+    weights:
+        Per device, a non-negative weight (its declared sample count); shards are
+        proportional to these. At least one must be > 0.
+    dirichlet_alpha:
+        None for IID shards, else the Dirichlet concentration (> 0) of the label skew.
+    rng:
+        Source of every random draw.
+
+    Returns
+    -------
+    One index array per device, in device order; disjoint, covering every sample.
+
+    Raises
+    ------
+    ValueError
+        If weights are negative or all zero, or ``dirichlet_alpha <= 0``.
+    """
+    w = np.asarray(weights, dtype=float)
+    if (w < 0).any() or w.sum() <= 0:
+        raise ValueError("device sample weights must be >= 0 with at least one > 0")
+    if dirichlet_alpha is not None and dirichlet_alpha <= 0:
+        raise ValueError(f"dirichlet_alpha must be > 0 or None, got {dirichlet_alpha}")
+    n = len(labels)
+    active = np.flatnonzero(w > 0)
+    if dirichlet_alpha is None:
+        perm = rng.permutation(n)
+        counts = _proportional_counts(n, w)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        shards = [perm[bounds[i] : bounds[i + 1]] for i in range(len(w))]
+    else:
+        w_active = w[active] / w[active].sum()
+        concentration = dirichlet_alpha * len(active) * w_active
+        pieces: list[list[np.ndarray]] = [[] for _ in range(len(w))]
+        for c in np.unique(labels):
+            members = rng.permutation(np.flatnonzero(labels == c))
+            p = rng.dirichlet(concentration)
+            counts = _proportional_counts(len(members), p)
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            for j, dev in enumerate(active):
+                pieces[dev].append(members[bounds[j] : bounds[j + 1]])
+        shards = [
+            np.concatenate(p) if p else np.empty(0, dtype=int) for p in pieces
+        ]
+    shards = _ensure_nonempty(shards, active)
+    return [rng.permutation(s) for s in shards]
+
+
+def _ensure_nonempty(shards: list[np.ndarray], active: np.ndarray) -> list[np.ndarray]:
+    """Give every active device at least one sample, taken from the largest shard."""
+    shards = [np.asarray(s, dtype=int) for s in shards]
+    for dev in active:
+        if len(shards[dev]) == 0:
+            donor = int(np.argmax([len(s) for s in shards]))
+            if len(shards[donor]) < 2:
+                raise ValueError("more devices with samples than training samples")
+            shards[dev] = shards[donor][-1:]
+            shards[donor] = shards[donor][:-1]
+    return shards
+
+
+def prefix_length(samples_used: int, samples_declared: int, shard_size: int) -> int:
+    """How many shard samples a device trains on when it uses ``samples_used`` of its
+    ``samples_declared``: ``max(1, round(samples_used / samples_declared * shard_size))``,
+    capped at the shard size; 0 when ``samples_used`` is 0.
+    """
+    if samples_used <= 0 or shard_size == 0:
+        return 0
+    if samples_declared <= 0:
+        raise ValueError("a device with 0 declared samples cannot train")
+    return min(shard_size, max(1, int(round(samples_used / samples_declared * shard_size))))
