@@ -1,0 +1,1 @@
+"""Baechi placement experiments (see README.md)."""

@@ -1,0 +1,146 @@
+"""Devices and cost models for placing and executing operator graphs.
+
+Two modes:
+
+- ``faithful``: Baechi's model. Identical devices running each operator for its profiled
+  reference time; a transfer of b bytes between any two devices takes
+  ``FAITHFUL_S_PER_BYTE * b + FAITHFUL_LATENCY_S`` (their fitted GPU-to-GPU line,
+  0.0001754 us/byte + 134 us), and each device has one channel serialising its sends and
+  receives.
+- ``heterogeneous`` (netsim's extension): an operator takes ``flop / flop_per_s`` on each device;
+  a transfer takes ``8 b / bottleneck_bps + latency_s`` over the scenario's route (planning
+  estimate); execution moves tensors through the engine's flow network (max-min sharing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import networkx as nx
+import numpy as np
+
+from netsim.opgraph.graph import (
+    REFERENCE_FLOP_PER_S,
+    node_reference_time_s,
+    node_time_s,
+    send_bytes,
+)
+
+FAITHFUL_S_PER_BYTE = 0.0001754e-6
+FAITHFUL_LATENCY_S = 134e-6
+MODES = ("faithful", "heterogeneous")
+
+
+class DeviceLike(Protocol):
+    """What placement needs of a device (the scenario's devices fit)."""
+
+    id: str
+    memory_bytes: float
+
+
+@dataclass(frozen=True)
+class PlacementDevice:
+    """A device for placement: id, memory (bytes), speed (FLOP/s), power busy/idle (W)."""
+
+    id: str
+    memory_bytes: float
+    flop_per_s: float = REFERENCE_FLOP_PER_S
+    power_busy_w: float = 0.0
+    power_idle_w: float = 0.0
+
+
+def identical_devices(n: int, memory_bytes: float, **kwargs: float) -> list[PlacementDevice]:
+    """``n`` identical devices ``gpu0..gpu{n-1}`` of ``memory_bytes`` each (bytes)."""
+    return [PlacementDevice(f"gpu{i}", float(memory_bytes), **kwargs) for i in range(n)]
+
+
+class IndexedGraph:
+    """A graph's operators in topological order with array attributes (for the placers).
+
+    Attributes: ``nodes`` (index -> node), ``index`` (node -> index), ``preds``/``succs``
+    (index lists), ``time_ref_s``, ``memory_bytes``, ``temporary_bytes``, ``output_bytes``,
+    ``send_bytes`` (lists), ``group`` (index -> colocation group id or -1).
+    """
+
+    def __init__(self, graph: nx.DiGraph) -> None:
+        self.graph = graph
+        self.nodes = list(nx.topological_sort(graph))
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        idx = self.index
+        self.preds = [[idx[u] for u in graph.predecessors(n)] for n in self.nodes]
+        self.succs = [[idx[v] for v in graph.successors(n)] for n in self.nodes]
+        attrs = [graph.nodes[n] for n in self.nodes]
+        self.time_ref_s = [node_reference_time_s(graph, n) for n in self.nodes]
+        self.memory_bytes = [float(a.get("memory_bytes", 0.0)) for a in attrs]
+        self.temporary_bytes = [float(a.get("temporary_bytes", 0.0)) for a in attrs]
+        self.output_bytes = [float(a.get("output_bytes", 0.0)) for a in attrs]
+        self.send_bytes = [send_bytes(graph, n) for n in self.nodes]
+        keys: dict[str, int] = {}
+        self.group = [keys.setdefault(a["colocation"], len(keys)) if "colocation" in a else -1 for a in attrs]
+        self.n_groups = len(keys)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+class CostModel:
+    """Compute and transfer times of an :class:`IndexedGraph` on a list of devices.
+
+    Parameters
+    ----------
+    ig
+        The indexed graph.
+    devices
+        Devices (``memory_bytes``; ``flop_per_s`` used in heterogeneous mode).
+    mode
+        ``"faithful"`` or ``"heterogeneous"``.
+    topology
+        A :class:`netsim.network.Topology` holding the device ids (heterogeneous mode only;
+        ``None`` there means all pairs at the faithful line's cost).
+
+    Raises
+    ------
+    ValueError
+        On an unknown mode or a device pair without a route.
+    """
+
+    def __init__(self, ig: IndexedGraph, devices: Sequence[DeviceLike], mode: str = "faithful", topology=None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode: must be one of {MODES}, got {mode!r}")
+        self.mode, self.n_devices = mode, len(devices)
+        self.memory_bytes = [float(d.memory_bytes) for d in devices]
+        n_dev = len(devices)
+        if mode == "faithful":
+            self.compute_s = [[t] * n_dev for t in ig.time_ref_s]
+        else:
+            speeds = [float(getattr(d, "flop_per_s", REFERENCE_FLOP_PER_S)) for d in devices]
+            self.compute_s = [[node_time_s(ig.graph, n, s) for s in speeds] for n in ig.nodes]
+        self.s_per_byte = np.full((n_dev, n_dev), FAITHFUL_S_PER_BYTE)
+        self.latency_s = np.full((n_dev, n_dev), FAITHFUL_LATENCY_S)
+        if mode == "heterogeneous" and topology is not None:
+            for a, da in enumerate(devices):
+                for b, db in enumerate(devices):
+                    if a != b:
+                        route = topology.route(da.id, db.id)
+                        self.s_per_byte[a, b] = 8.0 / route.bottleneck_bps
+                        self.latency_s[a, b] = route.latency_s
+        np.fill_diagonal(self.s_per_byte, 0.0)
+        np.fill_diagonal(self.latency_s, 0.0)
+        self._spb = self.s_per_byte.tolist()
+        self._lat = self.latency_s.tolist()
+
+    def comm_s(self, nbytes: float, src: int, dst: int) -> float:
+        """Time to move ``nbytes`` (bytes) from device ``src`` to ``dst`` when alone (s)."""
+        if src == dst:
+            return 0.0
+        return self._spb[src][dst] * nbytes + self._lat[src][dst]
+
+    def mean_comm_s(self, nbytes: float) -> float:
+        """Average over ordered device pairs of :meth:`comm_s` (s); 0 with one device."""
+        n = self.n_devices
+        if n < 2:
+            return 0.0
+        off = ~np.eye(n, dtype=bool)
+        return float(np.mean(self.s_per_byte[off] * nbytes + self.latency_s[off]))

@@ -1,0 +1,326 @@
+"""Memory-aware list scheduling: the engine under m-ETF, m-SCT and m-TOPO.
+
+Repeatedly picks the (ready operator, device) pair with the earliest possible start, ties by
+topological index. The start counts transfers of inputs from other devices, each reserving the
+sender's and the receiver's channel (one serialised channel per device, appended in order), and
+the device's live memory (see :mod:`policies.baechi.memory`): an operator needs its persistent
+bytes for the whole step, and temporary + output bytes plus received inputs from their
+allocation on; when they do not fit now the start is delayed to when they fit, and a device
+where they never fit is skipped until memory is freed there.
+
+Per device, ready operators sit in two priority queues: those whose inputs are ready by the
+time the device is free (keyed by topological index) and the others (keyed by a lower bound of
+their data-ready time, refreshed lazily). The device's best candidate is cached and recomputed
+only when that device, a channel it uses, or its memory changes: each step costs
+O(devices x log n) plus the in-degree of the operators re-evaluated.
+
+Options: ``fixed`` pins operators to devices (m-TOPO), ``favourite`` gives each operator a
+favourite child that runs on its parent's device, the device waiting for it once it is ready
+(m-SCT). Colocation groups (``IndexedGraph.group``) go to the device of their first operator.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+from netsim.opgraph.costs import CostModel, IndexedGraph
+from policies.baechi.memory import MemoryTimeline
+from policies.baechi.result import PlacementResult
+
+
+class _Scheduler:
+    def __init__(self, ig: IndexedGraph, cost: CostModel, fixed, favourite) -> None:
+        n, nd = len(ig), cost.n_devices
+        self.ig, self.cost, self.n, self.nd = ig, cost, n, nd
+        self.mem = [MemoryTimeline(m) for m in cost.memory_bytes]
+        self.dev_free = [0.0] * nd
+        self.chan_free = [0.0] * nd
+        self.dev = [-1] * n
+        self.start = [0.0] * n
+        self.end = [0.0] * n
+        self.pin = list(fixed) if fixed is not None else [-1] * n
+        self.fpin = [-1] * n  # favourite-child pins (m-SCT): released when memory forbids
+        self.fav = list(favourite) if favourite is not None else [-1] * n
+        self.group_dev = [-1] * ig.n_groups
+        self.missing = [len(p) for p in ig.preds]
+        self.left = [len(s) for s in ig.succs]
+        self.arrival: dict[int, float] = {}
+        self.targets: list[list[int]] = [[] for _ in range(n)]
+        self.local_end = [0.0] * n
+        self.remote_end: dict[int, float] = {}
+        self.out_end = [0.0] * n
+        self.now_q: list[list[int]] = [[] for _ in range(nd)]
+        self.later_q: list[list[tuple[float, int]]] = [[] for _ in range(nd)]
+        self.blocked: list[list[int]] = [[] for _ in range(nd)]
+        self.reserved = [-1] * nd
+        self.cache: list[tuple | None] = [None] * nd
+        self.order: list[int] = []
+        self.transfers: list[tuple[int, int, int, float, float]] = []
+        self.touched: set[int] = set()
+
+    # -- candidates -----------------------------------------------------------------------
+    def allowed(self, i: int, d: int) -> bool:
+        p = self.pin[i] if self.pin[i] >= 0 else self.fpin[i]
+        if p >= 0:
+            return p == d
+        g = self.ig.group[i]
+        return g < 0 or self.group_dev[g] < 0 or self.group_dev[g] == d
+
+    def devices_for(self, i: int) -> range | tuple[int]:
+        if self.pin[i] >= 0:
+            return (self.pin[i],)
+        if self.fpin[i] >= 0:
+            return (self.fpin[i],)
+        g = self.ig.group[i]
+        if g >= 0 and self.group_dev[g] >= 0:
+            return (self.group_dev[g],)
+        return range(self.nd)
+
+    def push(self, i: int, devices=None) -> None:
+        dev, end, arrival, nd = self.dev, self.end, self.arrival, self.nd
+        comm, sb = self.cost.comm_s, self.ig.send_bytes
+        for d in devices if devices is not None else self.devices_for(i):
+            dr = 0.0
+            for u in self.ig.preds[i]:
+                du = dev[u]
+                if du == d:
+                    a = end[u]
+                else:
+                    a = arrival.get(u * nd + d)
+                    if a is None:
+                        a = end[u] + comm(sb[u], du, d)
+                if a > dr:
+                    dr = a
+            if dr <= self.dev_free[d]:
+                heapq.heappush(self.now_q[d], i)
+                key = (self.dev_free[d], i)
+            else:
+                heapq.heappush(self.later_q[d], (dr, i))
+                key = (dr, i)
+            c = self.cache[d]
+            if c is not None and key < (c[0], c[1]):
+                self.cache[d] = None
+
+    def evaluate(self, i: int, d: int, floor: float = 0.0):
+        """(start, transfers, need, involved devices) of i on d, or None if it never fits."""
+        dev, end, nd, ig = self.dev, self.end, self.nd, self.ig
+        t = max(self.dev_free[d], floor)
+        cf: dict[int, float] = {}
+        xf = []
+        recv = 0.0
+        preds = ig.preds[i]
+        if len(preds) > 1:
+            preds = sorted(preds, key=end.__getitem__)
+        for u in preds:
+            du = dev[u]
+            if du == d:
+                if end[u] > t:
+                    t = end[u]
+                continue
+            a = self.arrival.get(u * nd + d)
+            if a is None:
+                s = max(end[u], floor, cf.get(du, self.chan_free[du]), cf.get(d, self.chan_free[d]))
+                a = s + self.cost.comm_s(ig.send_bytes[u], du, d)
+                cf[du] = cf[d] = a
+                xf.append((u, du, s, a))
+                recv += ig.send_bytes[u]
+            if a > t:
+                t = a
+        need = ig.temporary_bytes[i] + ig.output_bytes[i] + recv
+        m = self.mem[d]
+        if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
+            return (t, i, d, xf, set(cf))  # fits whatever the timeline (fast path)
+        t0 = min([t] + [x[2] for x in xf])
+        fit = m.fit_time(t0, need, ig.memory_bytes[i])
+        if fit == math.inf:
+            return None
+        if fit > t0 and floor < fit:
+            return self.evaluate(i, d, fit)
+        return (t, i, d, xf, set(cf))
+
+    def top(self, d: int):
+        if self.cache[d] is not None:
+            return self.cache[d]
+        dev, now_q, later_q = self.dev, self.now_q[d], self.later_q[d]
+        r = self.reserved[d]
+        if r >= 0 and dev[r] < 0 and self.missing[r] == 0:
+            c = self.evaluate(r, d)
+            if c is not None:
+                self.cache[d] = c
+                return c
+            self.unpin(r)
+        free = self.dev_free[d]
+        while later_q and later_q[0][0] <= free:
+            heapq.heappush(now_q, heapq.heappop(later_q)[1])
+        while now_q:
+            i = now_q[0]
+            if dev[i] >= 0 or not self.allowed(i, d):
+                heapq.heappop(now_q)
+                continue
+            c = self.evaluate(i, d)
+            heapq.heappop(now_q)
+            if c is None:
+                self.block(i, d)
+            elif c[0] > free:
+                heapq.heappush(later_q, (c[0], i))
+            else:
+                heapq.heappush(now_q, i)
+                self.cache[d] = c
+                return c
+        while later_q:
+            key, i = later_q[0]
+            if dev[i] >= 0 or not self.allowed(i, d):
+                heapq.heappop(later_q)
+                continue
+            c = self.evaluate(i, d)
+            if c is None:
+                heapq.heappop(later_q)
+                self.block(i, d)
+            elif c[0] > key:
+                heapq.heapreplace(later_q, (c[0], i))
+            else:
+                self.cache[d] = c
+                return c
+        return None
+
+    def block(self, i: int, d: int) -> None:
+        """i does not fit on d now: wait for frees there, or drop a favourite pin."""
+        if self.fpin[i] == d:
+            self.unpin(i)
+        else:
+            self.blocked[d].append(i)
+
+    def unpin(self, i: int) -> None:
+        d = self.fpin[i]
+        self.fpin[i] = -1
+        if d >= 0 and self.reserved[d] == i:
+            self.reserved[d] = -1
+        self.push(i)
+
+    # -- commitment -----------------------------------------------------------------------
+    def commit(self, c) -> None:
+        t, i, d, xf, involved = c
+        ig, nd, mem = self.ig, self.nd, self.mem[d]
+        changed = {d} | {x[1] for x in xf}
+        self.touched = set(changed)  # devices whose memory was freed or allocated
+        self.dev[i], self.start[i] = d, t
+        self.end[i] = e = t + self.cost.compute_s[i][d]
+        self.dev_free[d] = e
+        for u, du, s, a in xf:
+            self.chan_free[du] = max(self.chan_free[du], a)
+            self.chan_free[d] = max(self.chan_free[d], a)
+            self.arrival[u * nd + d] = a
+            self.targets[u].append(d)
+            self.out_end[u] = max(self.out_end[u], a)
+            self.transfers.append((u, du, d, s, a))
+            mem.allocate(s, ig.send_bytes[u])
+        mem.add_persistent(ig.memory_bytes[i])
+        mem.allocate(t, ig.temporary_bytes[i], until_s=e)
+        mem.allocate(t, ig.output_bytes[i])
+        if not ig.succs[i]:
+            mem.free(e, ig.output_bytes[i])
+        self.order.append(i)
+        for u in ig.preds[i]:
+            if self.dev[u] == d:
+                self.local_end[u] = max(self.local_end[u], e)
+            else:
+                k = u * nd + d
+                self.remote_end[k] = max(self.remote_end.get(k, 0.0), e)
+            self.left[u] -= 1
+            if self.left[u] == 0:
+                self.release(u)
+        g = ig.group[i]
+        if g >= 0 and self.group_dev[g] < 0:
+            self.group_dev[g] = d
+        if self.reserved[d] == i:
+            self.reserved[d] = -1
+        f = self.fav[i]
+        if f >= 0 and self.dev[f] < 0 and self.pin[f] < 0 and self.fpin[f] < 0 and self.allowed(f, d):
+            self.fpin[f] = self.reserved[d] = d
+        for x in self.touched:  # frees may unblock operators; they only make caches pessimistic
+            if self.blocked[x]:
+                for b in self.blocked[x]:
+                    if self.dev[b] < 0 and self.allowed(b, x):
+                        self.push(b, (x,))
+                self.blocked[x] = []
+        for x in range(nd):
+            cx = self.cache[x]
+            if cx is not None and (x in changed or cx[1] == i or cx[4] & changed or not self.allowed(cx[1], x)):
+                self.cache[x] = None
+        for v in ig.succs[i]:
+            self.missing[v] -= 1
+            if self.missing[v] == 0:
+                self.push(v)
+
+    def release(self, u: int) -> None:
+        du, ig, nd = self.dev[u], self.ig, self.nd
+        self.mem[du].free(max(self.end[u], self.local_end[u], self.out_end[u]), ig.output_bytes[u])
+        self.touched.add(du)
+        for d in self.targets[u]:
+            self.mem[d].free(self.remote_end.get(u * nd + d, self.arrival[u * nd + d]), ig.send_bytes[u])
+            self.touched.add(d)
+
+    # -- driver ---------------------------------------------------------------------------
+    def run(self) -> str:
+        for i in range(self.n):
+            if self.missing[i] == 0:
+                self.push(i)
+        for _ in range(self.n):
+            best = None
+            for d in range(self.nd):
+                c = self.top(d)
+                if c is not None and (best is None or (c[0], c[1]) < (best[0], best[1])):
+                    best = c
+            if best is None:
+                return self.why_stuck()
+            self.commit(best)
+        return ""
+
+    def why_stuck(self) -> str:
+        ig = self.ig
+        total = sum(ig.memory_bytes) + sum(ig.temporary_bytes) + sum(ig.output_bytes)
+        capacity = sum(self.cost.memory_bytes)
+        if sum(ig.memory_bytes) > capacity:
+            return (f"persistent memory of the graph ({sum(ig.memory_bytes):.4g} bytes) exceeds the "
+                    f"devices' total memory ({capacity:.4g} bytes)")
+        ready = [i for i in range(self.n) if self.dev[i] < 0 and self.missing[i] == 0]
+        i = ready[0] if ready else next(i for i in range(self.n) if self.dev[i] < 0)
+        free = [f"{m.limit_bytes - m.persistent_bytes - m.total_bytes:.4g}" for m in self.mem]
+        return (f"operator {ig.nodes[i]!r} (persistent {ig.memory_bytes[i]:.4g} bytes, temporary + "
+                f"output {ig.temporary_bytes[i] + ig.output_bytes[i]:.4g} bytes) fits on no allowed "
+                f"device; free memory per device (bytes): {', '.join(free)}; graph total "
+                f"{total:.4g} bytes, devices total {capacity:.4g} bytes")
+
+
+def list_schedule(
+    ig: IndexedGraph,
+    cost: CostModel,
+    algorithm: str,
+    fixed: Sequence[int] | None = None,
+    favourite: Sequence[int] | None = None,
+) -> PlacementResult:
+    """Schedule ``ig`` on the cost model's devices (see the module docstring).
+
+    Returns
+    -------
+    PlacementResult
+        Status ``"infeasible"`` with the reason when some operator can never be placed.
+    """
+    s = _Scheduler(ig, cost, fixed, favourite)
+    reason = s.run()
+    nodes = ig.nodes
+    placed = [i for i in s.order]
+    res = PlacementResult(algorithm=algorithm, mode=cost.mode, graph=ig.graph)
+    res.placement = {nodes[i]: s.dev[i] for i in placed}
+    res.order = {nodes[i]: k for k, i in enumerate(placed)}
+    res.start_s = {nodes[i]: s.start[i] for i in placed}
+    res.end_s = {nodes[i]: s.end[i] for i in placed}
+    res.transfer_order = [(nodes[u], dst) for u, _, dst, _, _ in s.transfers]
+    res.planned_peak_memory_bytes = [m.peak_bytes() for m in s.mem]
+    if reason:
+        res.status, res.reason = "infeasible", reason
+    else:
+        res.planned_step_s = max(s.end, default=0.0)
+    return res

@@ -1,0 +1,142 @@
+"""Baechi's pipeline: co-placement grouping and fusion, then a placement algorithm; and the
+choice of the best placement by simulated step time."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from netsim.opgraph.costs import CostModel, DeviceLike, IndexedGraph
+from netsim.opgraph.execution import StepResult, execute_placement
+from netsim.opgraph.grouping import group_and_fuse
+from policies.baechi.etf import m_etf
+from policies.baechi.listsched import list_schedule
+from policies.baechi.result import PlacementResult
+from policies.baechi.sct import m_sct
+from policies.baechi.topo import m_topo
+
+
+def single_device(
+    graph: nx.DiGraph, devices: Sequence[DeviceLike], mode: str = "faithful", topology=None
+) -> PlacementResult:
+    """Everything on one device: the fastest device whose memory holds the graph's schedule.
+
+    Returns an infeasible result (with the reason) when no single device can hold it.
+    """
+    t0 = time.perf_counter()
+    ig = IndexedGraph(graph)
+    cost = CostModel(ig, devices, mode, topology)
+    best, reason = None, ""
+    for d in range(len(devices)):
+        res = list_schedule(ig, cost, "single", fixed=[d] * len(ig))
+        if res.ok and (best is None or res.planned_step_s < best.planned_step_s):
+            best = res
+        elif not res.ok:
+            reason = res.reason
+    if best is None:
+        best = PlacementResult("single", mode, status="infeasible", graph=graph,
+                               reason=f"no single device holds the graph: {reason}")
+    best.placement_time_s = time.perf_counter() - t0
+    return best
+
+
+ALGORITHMS: dict[str, Callable[..., PlacementResult]] = {
+    "m-topo": m_topo,
+    "m-etf": m_etf,
+    "m-sct": m_sct,
+    "single": single_device,
+}
+
+
+def place(
+    graph: nx.DiGraph,
+    devices: Sequence[DeviceLike],
+    algorithm: str = "m-etf",
+    mode: str = "faithful",
+    topology=None,
+    group: bool = True,
+) -> PlacementResult:
+    """Group and fuse ``graph`` (when ``group``), then place it with ``algorithm``.
+
+    Parameters
+    ----------
+    algorithm
+        One of :data:`ALGORITHMS` (``m-topo``, ``m-etf``, ``m-sct``, ``single``).
+    group
+        Run co-placement grouping and fusion first (groups capped at the smallest device's
+        memory); the result's ``graph`` is then the fused graph and ``fused`` maps it back.
+
+    Returns
+    -------
+    PlacementResult
+        ``placement_time_s`` includes grouping.
+
+    Raises
+    ------
+    ValueError
+        On an unknown algorithm or mode.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    t0 = time.perf_counter()
+    fused = None
+    if group:
+        fused = group_and_fuse(graph, max_group_bytes=min(float(d.memory_bytes) for d in devices))
+        graph = fused.graph
+    res = ALGORITHMS[algorithm](graph, devices, mode, topology)
+    res.fused = fused
+    res.graph = graph
+    res.placement_time_s = time.perf_counter() - t0
+    return res
+
+
+def simulate(res: PlacementResult, devices: Sequence[DeviceLike], topology=None) -> StepResult:
+    """Execute a feasible placement for one step (on the graph it placed, in its planned order)."""
+    return execute_placement(res.graph, res.placement, devices, topology, res.mode,
+                             order=res.order, transfer_order=res.transfer_order)
+
+
+@dataclass
+class Candidate:
+    """One algorithm's placement and its simulated step (``step`` None when infeasible)."""
+
+    result: PlacementResult
+    step: StepResult | None
+
+    @property
+    def step_time_s(self) -> float:
+        """Simulated step time (s); inf when infeasible or out of memory."""
+        if self.step is None or self.step.status != "ok":
+            return math.inf
+        return self.step.step_time_s
+
+
+def best_placement(
+    graph: nx.DiGraph,
+    devices: Sequence[DeviceLike],
+    mode: str = "faithful",
+    topology=None,
+    algorithms: Sequence[str] = ("m-topo", "m-etf", "m-sct"),
+) -> tuple[Candidate, list[Candidate]]:
+    """Run each algorithm (plus ``single`` on the unfused graph), simulate each feasible
+    placement, and keep the shortest simulated step.
+
+    Returns
+    -------
+    (best, candidates)
+        ``best.result.status`` is infeasible when no candidate ran within memory.
+    """
+    candidates = []
+    for name in ("single", *algorithms):
+        res = place(graph, devices, name, mode, topology, group=name != "single")
+        step = simulate(res, devices, topology) if res.ok else None
+        candidates.append(Candidate(res, step))
+    best = min(candidates, key=lambda c: c.step_time_s)
+    if math.isinf(best.step_time_s):
+        reasons = "; ".join(f"{c.result.algorithm}: {c.result.reason or c.step.reason}" for c in candidates)
+        best = Candidate(PlacementResult("baechi", mode, status="infeasible", reason=reasons), None)
+    return best, candidates

@@ -1,0 +1,88 @@
+"""The ``baechi`` policy: model-parallel training of one replica placed by Baechi's algorithms.
+
+At ``reset`` it builds the training-step operator graph of the scenario's model (a chain of
+``n_layers`` equal layers from the model spec, with generated backward and update), takes the
+``max_devices`` fastest devices holding samples, runs m-TOPO, m-ETF and m-SCT (heterogeneous mode, the
+scenario's links) plus the best single device, simulates each feasible placement for one step
+and keeps the shortest step: never slower than not splitting when one device holds the graph.
+Each epoch it trains one model-parallel cluster on the chosen devices with all their samples
+(the engine's cluster model: compute shares from the simulated step's busy times).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from netsim.opgraph.backward import add_backward
+from netsim.opgraph.costs import PlacementDevice
+from netsim.opgraph.layers import LayerSpec, graph_from_layers
+from policies.baechi.place import Candidate, best_placement
+from policies.base import ClusterDecision, Decision, Observation, register
+
+
+class BaechiParams(BaseModel):
+    """Parameters of the baechi policy."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    n_layers: Annotated[int, Field(ge=1, le=512)] = 8
+    max_devices: Annotated[int, Field(ge=1, le=16)] = 4
+    batch_samples: Annotated[int, Field(ge=1, le=1_000_000)] = 32
+    activation_bytes_per_sample: Annotated[float, Field(gt=0)] = 65536.0
+
+
+def model_graph(params: float, bytes_per_param: float, train_flop_per_sample: float,
+                p: BaechiParams) -> object:
+    """Training-step graph of a model spec: ``n_layers`` equal layers for one batch.
+
+    Forward FLOP are a third of the training FLOP (backward is twice the forward).
+    """
+    per = params / p.n_layers
+    flop = train_flop_per_sample * p.batch_samples / 3.0 / p.n_layers
+    act = p.activation_bytes_per_sample * p.batch_samples
+    layers = [LayerSpec(f"layer{i}", flop, per, act, bytes_per_param) for i in range(p.n_layers)]
+    return add_backward(graph_from_layers(layers, name="model"))
+
+
+@register("baechi", "Model-parallel replica placed by Baechi (m-TOPO/m-ETF/m-SCT), shortest simulated step", BaechiParams)
+class BaechiPolicy:
+    def __init__(self, params: BaechiParams) -> None:
+        self.name, self.params = "baechi", params
+        self.best: Candidate | None = None
+        self.candidates: list[Candidate] = []
+        self.devices: list[str] = []
+
+    def reset(self, scenario, rng: np.random.Generator) -> None:
+        from netsim.network import Topology
+
+        trainers = [d for d in scenario.devices if d.samples > 0] or list(scenario.devices)
+        devs = sorted(trainers, key=lambda d: -d.flop_per_s)[: self.params.max_devices]
+        pdevs = [PlacementDevice(d.id, d.memory_bytes, d.flop_per_s, d.power_busy_w, d.power_idle_w) for d in devs]
+        ids = [d.id for d in scenario.devices]
+        ids += sorted({x for link in scenario.links for x in (link.a, link.b)} - set(ids))
+        topology = Topology(ids, scenario.links)
+        m = scenario.model
+        graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params)
+        self.best, self.candidates = best_placement(graph, pdevs, "heterogeneous", topology)
+        self.devices = [d.id for d in pdevs]
+
+    def decide(self, obs: Observation) -> Decision:
+        best = self.best
+        if best is None or best.step is None:
+            reason = best.result.reason if best is not None else "reset was not called"
+            return Decision(stop=True, reason=f"baechi: no feasible placement: {reason}")
+        step = best.step
+        used = [i for i, b in enumerate(step.busy_s) if b > 0]
+        members = tuple(self.devices[i] for i in used)
+        busy = np.array([step.busy_s[i] for i in used])
+        share = tuple(float(x) for x in busy / busy.sum())
+        idx = obs.devices.index
+        held = int(sum(obs.devices.samples[idx[d]] for d in members))
+        info = {"algorithm": best.result.algorithm, "step_time_s": step.step_time_s}
+        if held < 1:
+            return Decision(stop=True, reason="baechi: the chosen devices hold no samples", info=info)
+        act = step.bytes_moved / self.params.batch_samples
+        cluster = ClusterDecision(members, held, share, act)
+        return Decision(clusters=(cluster,), variant=0, info=info)

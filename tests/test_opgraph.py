@@ -1,0 +1,109 @@
+"""Operator graphs: loading, generators, backward pass, grouping and fusion."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from netsim.opgraph import (
+    LayerSpec,
+    add_backward,
+    chain_graph,
+    coplacement_groups,
+    graph_from_layers,
+    group_and_fuse,
+    inception_graph,
+    layered_dag,
+    load_graph,
+    save_profile,
+    total_memory_bytes,
+)
+
+
+@pytest.fixture(scope="module")
+def gnmt():
+    return load_graph("gnmt")
+
+
+def test_gnmt_profile_loads_with_units(gnmt):
+    assert gnmt.number_of_nodes() == 2494
+    assert gnmt.number_of_edges() == 4150
+    assert nx.is_directed_acyclic_graph(gnmt)
+    total_s = sum(a["time_s"] for _, a in gnmt.nodes(data=True))
+    assert total_s == pytest.approx(116762e-6)  # compute_us summed in the file, in seconds
+    assert sum(a["memory_bytes"] for _, a in gnmt.nodes(data=True)) == 292806656
+
+
+def test_gnmt_grouping_and_fusion_under_600(gnmt):
+    fused = group_and_fuse(gnmt)
+    assert fused.graph.number_of_nodes() < 600
+    assert nx.is_directed_acyclic_graph(fused.graph)
+    members = [op for ops in fused.members.values() for op in ops]
+    assert sorted(members) == sorted(gnmt.nodes)  # a partition of the operators
+    # fusion conserves work and persistent memory
+    assert sum(a["time_s"] for _, a in fused.graph.nodes(data=True)) == pytest.approx(116762e-6)
+    assert sum(a["memory_bytes"] for _, a in fused.graph.nodes(data=True)) == 292806656
+
+
+def test_colocation_respected_by_groups(gnmt):
+    groups = coplacement_groups(gnmt)
+    by_key = {}
+    for n, a in gnmt.nodes(data=True):
+        if "colocation" in a:
+            by_key.setdefault(a["colocation"], set()).add(groups[n])
+    assert by_key and all(len(g) == 1 for g in by_key.values())
+
+
+def test_single_consumer_joins_consumer_group_unless_capped():
+    g = chain_graph(5, np.random.default_rng(0))
+    assert len(set(coplacement_groups(g).values())) == 1
+    assert group_and_fuse(g).graph.number_of_nodes() == 1
+    size = {n: a["memory_bytes"] + a["temporary_bytes"] + a["output_bytes"] for n, a in g.nodes(data=True)}
+    cap = 1.01 * max(size.values())
+    groups = coplacement_groups(g, max_group_bytes=cap)
+    totals = {}
+    for n, r in groups.items():
+        totals[r] = totals.get(r, 0.0) + size[n]
+    assert len(totals) > 1 and max(totals.values()) <= cap
+
+
+def test_generators_are_seeded_and_acyclic():
+    for make in (lambda r: layered_dag(300, r), lambda r: inception_graph(5, r), lambda r: chain_graph(20, r)):
+        a, b = make(np.random.default_rng(3)), make(np.random.default_rng(3))
+        assert nx.is_directed_acyclic_graph(a)
+        assert list(a.nodes(data="time_s")) == list(b.nodes(data="time_s"))
+        assert list(a.edges) == list(b.edges)
+    assert layered_dag(300, np.random.default_rng(1)).number_of_nodes() == 300
+    assert layered_dag(300, np.random.default_rng(1)).edges != layered_dag(300, np.random.default_rng(2)).edges
+
+
+def test_layers_and_backward_make_a_training_step():
+    layers = [LayerSpec("a", 1e9, 1000, 4096), LayerSpec("b", 2e9, 0, 2048), LayerSpec("c", 1e9, 10, 64)]
+    fwd = graph_from_layers(layers)
+    assert fwd.nodes["a"]["memory_bytes"] == 4000 and fwd.edges["a", "b"]["bytes"] == 4096
+    train = add_backward(fwd)
+    assert nx.is_directed_acyclic_graph(train)
+    # forward, one grad per layer, one update per layer with weights (a, c)
+    assert train.number_of_nodes() == 3 + 3 + 2
+    assert train.nodes["grad:b"]["flop"] == 4e9
+    assert train.edges["grad:b", "grad:a"]["bytes"] == 4096  # gradient of a's output
+    assert train.has_edge("a", "grad:a") and train.has_edge("grad:a", "update:a")
+    assert nx.shortest_path_length(train, "a", "update:a") >= 2
+    assert "update:b" not in train
+    keys = {train.nodes[n]["colocation"] for n in ("a", "grad:a", "update:a")}
+    assert len(keys) == 1
+    # the step does forward + backward + update work
+    work = sum(train.nodes[n]["flop"] for n in train)
+    assert work == pytest.approx(3 * 4e9 + 2 * (4000 + 40) / 4)
+
+
+def test_profile_round_trip(tmp_path):
+    g = layered_dag(50, np.random.default_rng(0))
+    save_profile(g, tmp_path / "g.json")
+    h = load_graph(str(tmp_path / "g.json"))
+    assert h.number_of_nodes() == 50 and h.number_of_edges() == g.number_of_edges()
+    assert total_memory_bytes(h) == pytest.approx(total_memory_bytes(g))
+
+
+def test_unknown_graph_name_is_an_error():
+    with pytest.raises(ValueError, match="unknown graph"):
+        load_graph("no-such-graph")
