@@ -1,0 +1,144 @@
+"""DepL benchmark: cost against the baselines and the optimum, and planning time.
+
+Prints, measured in this run:
+
+1. per target probability pi, each policy's success rate over seeds and mean energy (J), and
+   DepL's saving against the cheapest baseline whose success rate meets pi (within two
+   binomial standard errors), beside the papers' ">27% vs the state of the art";
+2. DepL's plan cost over depl-optimum's on small instances (ratio, 1.0 = optimal);
+3. DepL's planning time for 100 devices, 3 models, a 200-epoch horizon (target < 5 s), and its
+   growth with the number of devices (log-log slope).
+
+Usage: python benchmarks/depl.py [--seeds N] [--default-seeds N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+import netsim
+from netsim.engine import resolve_scenario
+from netsim.scenario.loading import load_scenario
+from policies.base import make_policy
+
+SMALL = "experiments/depl/scenarios/small.yaml"
+BASELINES = ("depl-mean", "depl-margin", "full-model", "never-switch")
+PIS = (0.8, 0.9, 0.95)
+PAPER_SAVING = 0.27
+THREE_MODELS = [0, 1, 3]  # small-cnn: full, pruned-50, pruned-90
+
+
+def _runs(args: tuple[str, str, float, list[int]]) -> list[tuple[bool, float]]:
+    scenario, name, pi, seeds = args
+    sc = load_scenario(scenario)
+    policy = make_policy(name, {**sc.policies.get(name, {}), "target_probability": pi})
+    out = []
+    for s in seeds:
+        run = netsim.simulate(sc, policy=policy, seed=s).runs.iloc[0]
+        out.append((bool(run.target_reached), float(run.energy_j)))
+    return out
+
+
+def cost_table(scenario: str, n_seeds: int, pool: ProcessPoolExecutor) -> None:
+    """Success rate and energy per policy and pi; DepL's saving vs the cheapest that meets pi."""
+    print(f"\n== {scenario}: {n_seeds} seeds per policy and pi ==")
+    names = ("depl",) + BASELINES
+    chunks = np.array_split(np.arange(n_seeds), 2)
+    jobs = {(n, pi): [pool.submit(_runs, (scenario, n, pi, [int(s) for s in c])) for c in chunks]
+            for pi in PIS for n in names}
+    for pi in PIS:
+        se = math.sqrt(pi * (1 - pi) / n_seeds)
+        print(f"pi = {pi}: (meets = success >= pi - 2 SE = {pi - 2 * se:.3f})")
+        stats = {}
+        for n in names:
+            res = [r for f in jobs[(n, pi)] for r in f.result()]
+            rate, energy = np.mean([r[0] for r in res]), np.mean([r[1] for r in res])
+            stats[n] = (rate, energy, rate >= pi - 2 * se)
+            print(f"  {n:13s} success {rate:6.3f}  energy {energy:10.1f} J  "
+                  f"{'meets' if stats[n][2] else 'misses'}")
+        meeting = [(stats[n][1], n) for n in BASELINES if stats[n][2]]
+        if meeting:
+            cost, who = min(meeting)
+            saving = 1 - stats["depl"][1] / cost
+            print(f"  DepL saves {saving:.1%} vs the cheapest baseline meeting pi ({who}); "
+                  f"papers: >{PAPER_SAVING:.0%} vs the state of the art")
+            others = ", ".join(f"{n} {1 - stats['depl'][1] / stats[n][1]:.1%}"
+                               for n in BASELINES if stats[n][2])
+            print(f"  saving vs each baseline meeting pi: {others}")
+        else:
+            print("  no baseline meets pi")
+
+
+def optimum_ratios() -> None:
+    """DepL's plan cost over the optimum's on small instances."""
+    print("\n== DepL / optimum on small instances (plan cost, same predictor) ==")
+    base = load_scenario(SMALL)
+    fr = [0.25, 0.5, 0.75, 1.0]
+    ratios = []
+    for target, pi, rho in [(0.3, 0.8, 1.0), (0.3, 0.9, 1.0), (0.3, 0.95, 1.0),
+                            (0.35, 0.9, 0.3), (0.4, 0.9, 1.0), (0.3, 0.9, 3.0)]:
+        model = base.model.model_copy(update={"loss": base.model.loss.model_copy(
+            update={"prune_progress_loss": rho})})
+        training = base.training.model_copy(update={"target_loss": target, "max_epochs": 8,
+                                                    "target_probability": pi})
+        sc = resolve_scenario(base.model_copy(update={"model": model, "training": training}), 0)
+        d = make_policy("depl", {"data_fractions": fr, "epsilon": 0.01})
+        o = make_policy("depl-optimum", {"data_fractions": fr, "mc_draws": 200_000})
+        d.reset(sc, None)
+        o.reset(sc, None)
+        ratio = d.plan.cost_j / o.plan.cost_j
+        ratios.append(ratio)
+        print(f"  L*={target} pi={pi} switch-loss={rho}: DepL {d.plan.cost_j:8.1f} J, optimum "
+              f"{o.plan.cost_j:8.1f} J, ratio {ratio:.4f}  (planning {d.plan.planning_s:.3f} s "
+              f"vs {o.plan.planning_s:.3f} s)")
+    print(f"  worst ratio {max(ratios):.4f}")
+
+
+def planning_time(sizes: tuple[int, ...]) -> None:
+    """DepL's planning time vs devices (3 models, 200-epoch horizon)."""
+    print("\n== planning time: 3 models, 200-epoch horizon ==")
+    base = load_scenario("default")
+    from netsim.training.models import resolve_model
+
+    full = resolve_model(base.model)
+    model = full.model_copy(update={"variants": [full.variants[i] for i in THREE_MODELS]})
+    times = []
+    for n in sizes:
+        gen = base.generate.model_copy(update={"n_devices": n})
+        training = base.training.model_copy(update={"max_epochs": 200})
+        sc = resolve_scenario(base.model_copy(update={"generate": gen, "model": model,
+                                                      "training": training}), 0)
+        policy = make_policy("depl", {"target_probability": 0.9})
+        t0 = time.perf_counter()
+        policy.reset(sc, None)
+        elapsed = time.perf_counter() - t0
+        times.append(elapsed)
+        print(f"  {n:5d} devices: {elapsed:6.3f} s  ({policy.describe()})")
+    slope = np.polyfit(np.log(sizes), np.log(times), 1)[0]
+    at100 = times[sizes.index(100)] if 100 in sizes else float("nan")
+    print(f"  100 devices: {at100:.3f} s (target < 5 s); growth ~ devices^{slope:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=200, help="seeds on the small instance")
+    ap.add_argument("--default-seeds", type=int, default=40, help="seeds on the default one")
+    ap.add_argument("--quick", action="store_true", help="fewer seeds and sizes")
+    a = ap.parse_args()
+    if a.quick:
+        a.seeds, a.default_seeds = 60, 0
+    planning_time((25, 50, 100, 200) if a.quick else (25, 50, 100, 200, 400))
+    optimum_ratios()
+    with ProcessPoolExecutor(2) as pool:
+        cost_table(SMALL, a.seeds, pool)
+        if a.default_seeds:
+            cost_table("default", a.default_seeds, pool)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""DepL's expanded graph and its shortest path (netsim's formalization of the papers' graph).
+
+A vertex is (epoch, model variant, level of the planned loss quantile on a grid of step
+``epsilon``). From a vertex at epoch ``k`` with variant ``m``:
+
+* a *training edge* runs epoch ``k + 1`` with ``m`` on its cluster; its cost is the cluster's
+  predicted energy (J), and it moves the quantile down the variant's curve;
+* a *switch edge* ``m -> m'`` followed by training with ``m'``: the predictor's loss jump
+  (progress lost, ``n_eff * exp(-prune_progress_loss * |f' - f|)``) and ``switch_cost_j``.
+  The new model's transfer is the next epoch's download, which netsim charges to every
+  epoch on the training edge (each epoch's participants download the current variant).
+
+The planned level of a state is ``factor * mean(n_eff, m)``: ``factor = exp(q_pi)`` of the
+predictor's log-spread for DepL (the pi-quantile), 1 for expectation-driven planning.
+Labels carry their exact ``n_eff``; the grid only merges labels: in each vertex the cheapest
+label survives (so levels never stall below the grid step), then labels of one variant that
+are beaten on both cost and progress are dropped (lossless). The answer is the cheapest label
+whose level is <= the target, at any epoch up to the horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.training.loss import LossPredictor
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """The cheapest path: variant per epoch, its cost (J), its final level and mean loss."""
+
+    variants: tuple[int, ...]
+    cost_j: float
+    final_level: float
+    final_mean: float
+
+
+@dataclass(frozen=True)
+class GraphSearch:
+    """Outcome of one search: the path (None if no vertex meets the target) and the lowest
+    level any path reached within the horizon (to report how far an infeasible goal is)."""
+
+    path: PathResult | None
+    best_level: float
+    vertices: int
+
+
+def _curve_table(pred: LossPredictor) -> np.ndarray:
+    """Rows (initial_loss, floor, samples_half, exponent) per variant."""
+    return np.array([[c.initial_loss, c.floor, c.samples_half, c.exponent] for c in pred.curves])
+
+
+def _curve_means(curves: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Mean-curve loss of variant ``m[i]`` after ``n[i]`` effective samples (vectorised)."""
+    init, floor, half, expo = curves[m].T
+    return floor + (init - floor) * (1.0 + n / half) ** (-expo)
+
+
+def _pareto(m: np.ndarray, n: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Indices of labels not beaten, within their variant, on both cost and progress."""
+    order = np.lexsort((cost, -n, m))
+    ms, cs = m[order], cost[order]
+    shifted = cs - cs.min(initial=0.0)
+    span = float(shifted.max(initial=0.0)) + 1.0
+    seg = shifted - ms * span  # later variants sit below: the running min restarts per variant
+    run_min = np.minimum.accumulate(seg)
+    prev = np.concatenate([[np.inf], run_min[:-1]])
+    new_group = np.concatenate([[True], ms[1:] != ms[:-1]])
+    return order[new_group | (seg < prev)]
+
+
+def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch: float,
+           target_loss: float, horizon: int, factor: float = 1.0, epsilon: float = 0.005,
+           switch_cost_j: float = 0.0) -> GraphSearch:
+    """Cheapest sequence of variants whose planned level ends <= ``target_loss``.
+
+    Parameters
+    ----------
+    pred: the policy-side predictor (mean curves, switch losses, data efficiency).
+    epoch_cost_j: predicted energy of one epoch with each variant (J); inf = not usable.
+    samples_per_epoch: samples trained each epoch.
+    target_loss: the loss target the level must reach.
+    horizon: most epochs in a plan.
+    factor: level = factor x mean loss (exp of the pi-quantile of the log-spread for DepL).
+    epsilon: grid step of the level (loss units); 0 keeps every non-dominated label.
+    switch_cost_j: extra energy charged on a switch edge (J).
+    """
+    cost_m = np.asarray(epoch_cost_j, dtype=float)
+    curves = _curve_table(pred)
+    usable = np.flatnonzero(np.isfinite(cost_m))
+    fracs = np.array([v.params_fraction for v in pred.model.variants])
+    gain = samples_per_epoch * pred.efficiency
+    rho = pred.prune_progress_loss
+    m = usable.copy()
+    n = np.full(len(m), gain)
+    cost = cost_m[m]
+    layers: list[tuple[np.ndarray, np.ndarray]] = [(m, np.full(len(m), -1))]
+    best: tuple[float, int, int] | None = None  # cost, layer, index
+    best_level, vertices = math.inf, 0
+    for k in range(horizon):
+        level = factor * _curve_means(curves, m, n)
+        vertices += len(m)
+        if len(level):
+            best_level = min(best_level, float(level.min()))
+        done = level <= target_loss
+        if done.any():
+            j = np.flatnonzero(done)[np.argmin(cost[done])]
+            if best is None or cost[j] < best[0]:
+                best = (float(cost[j]), k, int(j))
+        if k == horizon - 1:
+            break
+        go = np.flatnonzero(~done & (cost < (best[0] if best else np.inf)))
+        if len(go) == 0 or len(usable) == 0:
+            break
+        src = np.repeat(go, len(usable))
+        dst = np.tile(usable, len(go))
+        keep_frac = np.exp(-rho * np.abs(fracs[dst] - fracs[m[src]]))
+        n2 = n[src] * keep_frac + gain
+        c2 = cost[src] + cost_m[dst] + switch_cost_j * (dst != m[src])
+        if epsilon > 0:
+            lvl = factor * _curve_means(curves, dst, n2)
+            key = dst * 10**9 + np.floor(lvl / epsilon).astype(np.int64)
+            order = np.lexsort((-n2, c2, key))
+            first = np.concatenate([[True], key[order][1:] != key[order][:-1]])
+            sel = order[first]
+        else:
+            sel = np.arange(len(n2))
+        sel = sel[_pareto(dst[sel], n2[sel], c2[sel])]
+        m, n, cost = dst[sel], n2[sel], c2[sel]
+        layers.append((m, src[sel]))
+    if best is None:
+        return GraphSearch(None, best_level, vertices)
+    return GraphSearch(_backtrack(pred, layers, best, factor, gain, rho, fracs),
+                       best_level, vertices)
+
+
+def _backtrack(pred: LossPredictor, layers, best, factor, gain, rho, fracs) -> PathResult:
+    cost, k, j = best
+    seq = []
+    while k >= 0:
+        m, parent = layers[k]
+        seq.append(int(m[j]))
+        j = int(parent[j])
+        k -= 1
+    seq.reverse()
+    n = 0.0
+    for i, v in enumerate(seq):
+        if i:
+            n *= math.exp(-rho * abs(fracs[v] - fracs[seq[i - 1]]))
+        n += gain
+    mean = float(pred.curves[seq[-1]].mean(n))
+    return PathResult(tuple(seq), cost, factor * mean, mean)

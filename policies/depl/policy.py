@@ -1,0 +1,219 @@
+"""DepL and its baselines as netsim policies (registered: depl, depl-mean, depl-margin,
+full-model, never-switch).
+
+All plan offline in ``reset`` with :func:`~policies.depl.planner.plan_training` and then
+follow the plan open-loop: epoch ``k`` runs the plan's variant on its cluster. When the plan is
+spent without the engine having seen the target, the policy stops (status ``target_missed``,
+reason "plan complete ..."); when no plan exists, it stops before the first epoch with the
+planner's reason ("infeasible before training: ..."). A planned member that is unavailable at
+run time is replaced by re-placing the epoch among the available devices.
+
+What differs between them is the goal (netsim's formalization of the papers' baselines):
+
+* ``depl``: the pi-quantile of the final loss <= L* (chance constraint P(loss <= L*) >= pi);
+* ``depl-mean``: the mean-curve loss <= L* (expectation-driven planning, the "state of the
+  art" that ignores the distribution);
+* ``depl-margin``: the mean-curve loss <= (1 - margin) L* (a fixed safety margin);
+* ``full-model``: DepL's goal with the full model only;
+* ``never-switch``: DepL's goal with the best single variant (no switches).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+import netsim
+from netsim.devices import build_device_table
+from netsim.scenario.schema import Scenario
+from policies.base import Decision, Observation, register
+from policies.depl.placement import eligible_trainers, place_epoch
+from policies.depl.planner import Goal, Plan, plan_training
+from policies.depl.predictor import (
+    DistributionalPredictor,
+    calibration_spread,
+    montecarlo_spread,
+)
+
+CALIBRATION_CURVES = str(Path(netsim.__file__).parent / "data" / "calibration" / "curves.parquet")
+DEFAULT_PI = 0.9  # used when neither the policy nor training.target_probability gives one
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class DepLParams(BaseModel):
+    """Parameters of DepL and its planning baselines.
+
+    target_probability: pi (default: the scenario's training.target_probability, else 0.9).
+    epsilon: grid step of the planned loss level (loss units, nats); 0 = exact labels.
+    data_fractions: the grid of per-epoch data fractions phi the outer loop searches.
+    data_rule: "cheapest" feasible phi (default) or the "smallest" feasible phi.
+    spread: "analytic" (log-normal), "montecarlo" (draws of the surrogate's noise) or
+        "empirical" (final-loss spread of the measured curves in netsim/data/calibration/).
+    mc_draws / mc_seed: size and seed of the Monte Carlo spread.
+    placement: cluster placement method ("auto", "greedy", "milp").
+    switch_cost_j: extra energy per model switch (J).
+    epoch_budget_s: time budget of one epoch (s); default deadline_s / max_epochs.
+    margin: relative lowering of L* (depl-margin only).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    target_probability: Annotated[float, Field(gt=0, lt=1)] | None = None
+    epsilon: Annotated[float, Field(ge=0, le=1)] = 0.005
+    data_fractions: Annotated[tuple[Fraction, ...], Field(min_length=1)] = (
+        0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+    data_rule: Literal["cheapest", "smallest"] = "cheapest"
+    spread: Literal["analytic", "montecarlo", "empirical"] = "analytic"
+    mc_draws: Annotated[int, Field(ge=100, le=10_000_000)] = 100_000
+    mc_seed: Annotated[int, Field(ge=0)] = 0
+    placement: Literal["auto", "greedy", "milp"] = "auto"
+    switch_cost_j: Annotated[float, Field(ge=0)] = 0.0
+    epoch_budget_s: Annotated[float, Field(gt=0)] | None = None
+    margin: Annotated[float, Field(ge=0, lt=1)] = 0.1
+
+
+def target_probability(params: DepLParams, scenario: Scenario) -> float:
+    """pi: the policy's parameter, else the scenario's training.target_probability, else 0.9."""
+    if params.target_probability is not None:
+        return params.target_probability
+    return scenario.training.target_probability or DEFAULT_PI
+
+
+class DepL:
+    """DepL (chance-constrained planning); subclasses change the goal or the variants."""
+
+    name = "depl"
+
+    def __init__(self, params: DepLParams) -> None:
+        self.params = params
+        self.plan: Plan | None = None
+        self._cache: dict[str, Plan] = {}
+
+    # -- what subclasses change -------------------------------------------------------
+    def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
+        """The planned level and target (DepL: the pi-quantile of the final loss <= L*)."""
+        pi = target_probability(self.params, scenario)
+        return Goal(scenario.training.target_loss, math.exp(pred.spread.quantile(pi)),
+                    f"{pi:g}-quantile")
+
+    def variant_sets(self, n_variants: int) -> list[list[int] | None]:
+        """The variant sets to plan with (None = all, switches allowed); cheapest wins."""
+        return [None]
+
+    # -- the Policy interface ---------------------------------------------------------
+    def predictor(self, scenario: Scenario) -> DistributionalPredictor:
+        """The policy's distributional predictor (analytic or Monte Carlo spread)."""
+        model, training = scenario.model, scenario.training
+        pred = DistributionalPredictor(model, training)  # type: ignore[arg-type]
+        if self.params.spread == "montecarlo":
+            rng = np.random.default_rng(self.params.mc_seed)
+            pred.spread = montecarlo_spread(pred.sigma_run, pred.sigma_epoch, rng,
+                                            self.params.mc_draws)
+        elif self.params.spread == "empirical":
+            pred.spread = calibration_spread(CALIBRATION_CURVES)
+        return pred
+
+    def make_plan(self, scenario: Scenario) -> Plan:
+        """Plan for a resolved scenario (no caching)."""
+        p = self.params
+        pred = self.predictor(scenario)
+        goal = self.goal(scenario, pred)
+        table = build_device_table(scenario)
+        model = scenario.model
+        best: Plan | None = None
+        for variants in self.variant_sets(len(model.variants)):  # type: ignore[union-attr]
+            plan = plan_training(table, model, scenario.training, goal, variants,  # type: ignore[arg-type]
+                                 p.data_fractions, p.epsilon, p.data_rule, p.switch_cost_j,
+                                 p.epoch_budget_s, p.placement, pred.base)
+            if best is None or (plan.feasible and plan.cost_j < best.cost_j):
+                best = plan
+        assert best is not None
+        return best
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        """Plan offline (plans are cached per resolved scenario on this instance)."""
+        key = scenario.model_dump_json()
+        if key not in self._cache:
+            self._cache = {key: self.make_plan(scenario)}
+        self.plan = self._cache[key]
+
+    def decide(self, obs: Observation) -> Decision:
+        """Follow the plan: epoch k's variant on its cluster; stop when it is spent."""
+        plan = self.plan
+        assert plan is not None, "reset() was not called"
+        if not plan.feasible:
+            return Decision(stop=True, reason=plan.reason, variant=0)
+        k = obs.epoch
+        if k >= len(plan.variants):
+            return Decision(stop=True, variant=0, reason=(
+                f"plan complete after {k} epochs: target {obs.training.target_loss:g} not "
+                f"reached (planned level {plan.final_level:.4g}, loss {obs.loss:.4g})"))
+        cluster = plan.clusters[k]
+        samples = cluster.samples
+        if not obs.available[cluster.members].all():
+            cand = eligible_trainers(obs.devices, obs.model, cluster.variant,
+                                     obs.training.memory_overhead, obs.available)
+            total = int(min(samples.sum(), obs.devices.samples[cand].sum()))
+            budget = self.params.epoch_budget_s or obs.deadline_s / obs.training.max_epochs
+            again = place_epoch(obs.devices, obs.model, cluster.variant, total, budget, cand,
+                                self.params.placement)
+            if again is None:
+                return Decision(stop=True, variant=0, reason="no available device can train")
+            samples = again.samples
+        ids = obs.devices.ids
+        parts = {ids[i]: int(samples[i]) for i in np.flatnonzero(samples)}
+        return Decision(participants=parts, variant=cluster.variant, info={
+            "planned_epochs": len(plan.variants), "data_fraction": plan.data_fraction,
+            "planned_level": plan.final_level, "switches": plan.switches})
+
+    def describe(self) -> str:
+        """The plan in one line (for logs and the benchmark)."""
+        plan = self.plan
+        if plan is None or not plan.feasible:
+            return plan.reason if plan else "no plan"
+        return (f"{len(plan.variants)} epochs, phi={plan.data_fraction:g}, "
+                f"{plan.switches} switches, {plan.cost_j:.4g} J")
+
+
+register("depl", "DepL: cheapest plan (data, model switches, clusters) whose final loss meets "
+         "L* with probability pi", DepLParams)(DepL)
+
+
+@register("depl-mean", "DepL's planner for the mean loss (expectation-driven baseline)",
+          DepLParams)
+class DepLMean(DepL):
+    name = "depl-mean"
+
+    def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
+        return Goal(scenario.training.target_loss, 1.0, "mean")
+
+
+@register("depl-margin", "DepL's planner for the mean loss with L* lowered by a fixed margin",
+          DepLParams)
+class DepLMargin(DepL):
+    name = "depl-margin"
+
+    def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
+        target = scenario.training.target_loss * (1.0 - self.params.margin)
+        return Goal(target, 1.0, f"mean (L* lowered by {self.params.margin:.0%})")
+
+
+@register("full-model", "DepL's chance-constrained planner with the full model only", DepLParams)
+class FullModel(DepL):
+    name = "full-model"
+
+    def variant_sets(self, n_variants: int) -> list[list[int] | None]:
+        return [[0]]
+
+
+@register("never-switch", "DepL's chance-constrained planner with the best single model "
+          "(no switches)", DepLParams)
+class NeverSwitch(DepL):
+    name = "never-switch"
+
+    def variant_sets(self, n_variants: int) -> list[list[int] | None]:
+        return [[v] for v in range(n_variants)]
+

@@ -1,0 +1,143 @@
+"""DepL's distributional loss predictor: quantiles of the final loss of a training trajectory.
+
+A trajectory is the model variant and the samples trained on in each epoch. Its final loss
+under netsim's surrogate is ``mean_K * exp(s_run * z_run + s_epoch * z_K)``
+(:mod:`netsim.training.loss`), with ``mean_K`` the predictor's mean curve after the
+trajectory (switch losses included) and ``z`` standard normal; so ``log(loss / mean_K)`` has a
+*spread* distribution that does not depend on the trajectory. Three sources of that spread:
+
+* ``analytic``: normal with sigma = hypot(s_run, s_epoch) (log-normal loss; the default);
+* ``montecarlo``: draws of the surrogate's noise, ``s_run * z_run + s_epoch * z_K``, from a
+  seeded generator (the same answer up to sampling error; the reference the optimum uses);
+* ``empirical``: log-residuals measured on repeated real runs (e.g. the calibration curves
+  in netsim/data/calibration/), each final loss over the mean of its configuration.
+
+netsim's formalization: the papers say DepL uses the loss *distribution*; they do not say how
+it is predicted. Quantiles here are of the loss after the last epoch of the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from netsim.scenario.schema import ModelSpec, TrainingSpec
+from netsim.training.loss import LossPredictor, LossState
+
+
+@dataclass(frozen=True)
+class LogSpread:
+    """The distribution of ``log(final loss / predicted mean)``.
+
+    ``sigma`` gives the analytic normal form; ``draws`` (sorted), when given, an empirical or
+    Monte Carlo form used instead.
+    """
+
+    sigma: float
+    draws: np.ndarray | None = None
+
+    def quantile(self, q: float) -> float:
+        """The ``q``-quantile of the log-ratio (dimensionless)."""
+        if self.draws is None:
+            return self.sigma * float(ndtri(q))
+        return float(np.quantile(self.draws, q))
+
+    def cdf(self, x: np.ndarray | float) -> np.ndarray:
+        """P(log-ratio <= x)."""
+        x = np.asarray(x, dtype=float)
+        if self.draws is None:
+            return ndtr(x / self.sigma) if self.sigma > 0 else (x >= 0).astype(float)
+        return np.searchsorted(self.draws, x, side="right") / len(self.draws)
+
+
+def montecarlo_spread(sigma_run: float, sigma_epoch: float, rng: np.random.Generator,
+                      n_draws: int = 100_000) -> LogSpread:
+    """Monte Carlo draws of the surrogate's noise on the final loss (seeded by ``rng``)."""
+    z = rng.standard_normal((2, n_draws))
+    draws = np.sort(sigma_run * z[0] + sigma_epoch * z[1])
+    return LogSpread(math.hypot(sigma_run, sigma_epoch), draws)
+
+
+def empirical_spread(final_losses: Sequence[Sequence[float]]) -> LogSpread:
+    """Spread from measured final losses: one sequence per configuration (repeated seeds).
+
+    Each loss is divided by its configuration's geometric mean; the log-ratios are pooled.
+    """
+    logs = [np.log(np.asarray(g, dtype=float)) for g in final_losses if len(g) > 1]
+    if not logs:
+        raise ValueError("empirical spread needs at least one configuration with 2+ runs")
+    draws = np.sort(np.concatenate([g - g.mean() for g in logs]))
+    return LogSpread(float(draws.std(ddof=1)), draws)
+
+
+class DistributionalPredictor:
+    """Quantiles and success probabilities of the final loss of a trajectory.
+
+    Wraps the policy-side :class:`~netsim.training.loss.LossPredictor` (mean curve, switch
+    losses) with a :class:`LogSpread`.
+    """
+
+    def __init__(self, model: ModelSpec, training: TrainingSpec,
+                 spread: LogSpread | None = None) -> None:
+        self.base = LossPredictor(model, training)
+        loss = model.loss
+        self.sigma_run = loss.noise_run_sigma if loss else 0.0
+        self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
+        self.spread = spread or LogSpread(self.base.sigma)
+
+    def final_state(self, variants: Sequence[int], samples: Sequence[float]) -> LossState:
+        """The predictor's state after training ``samples[k]`` samples with ``variants[k]``."""
+        state = LossState()
+        for v, s in zip(variants, samples, strict=True):
+            state = self.base.step(state, float(s), int(v))
+        return state
+
+    def final_mean(self, variants: Sequence[int], samples: Sequence[float]) -> float:
+        """The mean-curve loss after the trajectory (the median of the final loss)."""
+        return self.base.mean(self.final_state(variants, samples))
+
+    def quantile(self, variants: Sequence[int], samples: Sequence[float], q: float) -> float:
+        """The ``q``-quantile of the final loss (with this predictor's spread)."""
+        return self.final_mean(variants, samples) * math.exp(self.spread.quantile(q))
+
+    def analytic_quantile(self, variants: Sequence[int], samples: Sequence[float],
+                          q: float) -> float:
+        """The ``q``-quantile of the final loss, log-normal form."""
+        return self.final_mean(variants, samples) * math.exp(self.base.sigma * float(ndtri(q)))
+
+    def sample_final_losses(self, variants: Sequence[int], samples: Sequence[float],
+                            rng: np.random.Generator, n_draws: int = 10_000) -> np.ndarray:
+        """Monte Carlo draws of the final loss over the surrogate's noise."""
+        z = rng.standard_normal((2, n_draws))
+        noise = self.sigma_run * z[0] + self.sigma_epoch * z[1]
+        return self.final_mean(variants, samples) * np.exp(noise)
+
+    def montecarlo_quantile(self, variants: Sequence[int], samples: Sequence[float], q: float,
+                            rng: np.random.Generator, n_draws: int = 10_000) -> float:
+        """The ``q``-quantile of the final loss by Monte Carlo over the surrogate's noise."""
+        return float(np.quantile(self.sample_final_losses(variants, samples, rng, n_draws), q))
+
+    def success_probability(self, final_mean: np.ndarray | float,
+                            target_loss: float) -> np.ndarray:
+        """P(final loss <= ``target_loss``) for trajectories ending at ``final_mean``."""
+        mean = np.asarray(final_mean, dtype=float)
+        with np.errstate(divide="ignore"):
+            return self.spread.cdf(np.log(target_loss / mean))
+
+
+def calibration_spread(path: str, epoch: int | None = None) -> LogSpread:
+    """Empirical spread from measured curves (netsim/data/calibration/curves.parquet).
+
+    Columns used: ``config``, ``seed``, ``epoch``, ``loss``. For each configuration the losses
+    of all seeds at ``epoch`` (default: the last epoch) form one group of repeated runs.
+    """
+    import pandas as pd
+
+    curves = pd.read_parquet(path, columns=["config", "seed", "epoch", "loss"])
+    at = curves["epoch"].max() if epoch is None else epoch
+    final = curves[curves["epoch"] == at]
+    return empirical_spread([g["loss"].to_numpy() for _, g in final.groupby("config")])

@@ -1,0 +1,97 @@
+"""DepL's distributional predictor: analytic and Monte Carlo quantiles against the surrogate."""
+
+import math
+
+import numpy as np
+import pytest
+
+from netsim.scenario.loading import load_scenario
+from netsim.training.loss import SurrogateLoss
+from netsim.training.models import resolve_model
+from policies.depl.predictor import (
+    DistributionalPredictor,
+    LogSpread,
+    empirical_spread,
+    montecarlo_spread,
+)
+
+SMALL = "experiments/depl/scenarios/small.yaml"
+# a trajectory with two switches: pruned-90, then pruned-50, then full
+VARIANTS = [2, 2, 2, 1, 1, 0, 0]
+SAMPLES = [6000] * 7
+
+
+@pytest.fixture(scope="module")
+def setup():
+    sc = load_scenario(SMALL)
+    model = resolve_model(sc.model)
+    return model, sc.training, DistributionalPredictor(model, sc.training)
+
+
+def ground_truth_final_losses(model, training, n_runs):
+    out = np.empty(n_runs)
+    for s in range(n_runs):
+        truth = SurrogateLoss(model, training, np.random.default_rng(s))
+        for v, n in zip(VARIANTS, SAMPLES, strict=True):
+            loss = truth.advance({"d": n}, v).loss
+        out[s] = loss
+    return out
+
+
+def test_analytic_quantiles_match_the_surrogate(setup):
+    model, training, pred = setup
+    truth = ground_truth_final_losses(model, training, 4000)
+    for q in (0.1, 0.5, 0.8, 0.9, 0.95):
+        assert pred.analytic_quantile(VARIANTS, SAMPLES, q) == pytest.approx(
+            np.quantile(truth, q), rel=0.01)
+
+
+def test_montecarlo_agrees_with_analytic(setup):
+    _, _, pred = setup
+    rng = np.random.default_rng(3)
+    for q in (0.5, 0.9, 0.95):
+        mc = pred.montecarlo_quantile(VARIANTS, SAMPLES, q, rng, n_draws=50_000)
+        assert mc == pytest.approx(pred.analytic_quantile(VARIANTS, SAMPLES, q), rel=0.005)
+    spread = montecarlo_spread(pred.sigma_run, pred.sigma_epoch, rng, 200_000)
+    assert spread.quantile(0.9) == pytest.approx(LogSpread(pred.base.sigma).quantile(0.9), rel=0.02)
+
+
+def test_quantiles_increase_and_success_probability_is_consistent(setup):
+    _, _, pred = setup
+    qs = [pred.quantile(VARIANTS, SAMPLES, q) for q in (0.1, 0.5, 0.9, 0.99)]
+    assert all(a < b for a, b in zip(qs, qs[1:], strict=False))
+    mean = pred.final_mean(VARIANTS, SAMPLES)
+    assert qs[1] == pytest.approx(mean)  # the mean curve is the median of a log-normal
+    assert float(pred.success_probability(mean, pred.quantile(VARIANTS, SAMPLES, 0.9))) == \
+        pytest.approx(0.9, abs=1e-9)
+
+
+def test_switch_loses_progress(setup):
+    _, _, pred = setup
+    straight = pred.final_mean([1] * 4, [6000] * 4)
+    switched = pred.final_mean([0, 0, 1, 1], [6000] * 4)
+    assert switched > straight  # pruning mid-training loses progress: the loss jumps up
+
+
+def test_empirical_spread_from_repeated_runs():
+    rng = np.random.default_rng(0)
+    groups = [np.exp(0.07 * rng.standard_normal(300)) * m for m in (0.3, 0.5, 1.0)]
+    spread = empirical_spread(groups)
+    assert spread.sigma == pytest.approx(0.07, rel=0.1)
+    assert spread.quantile(0.9) == pytest.approx(0.07 * 1.2816, rel=0.15)
+    with pytest.raises(ValueError):
+        empirical_spread([[0.3]])
+    assert math.isclose(float(spread.cdf(np.inf)), 1.0)
+
+
+def test_calibration_spread_when_measured_curves_exist():
+    from pathlib import Path
+
+    from policies.depl.policy import CALIBRATION_CURVES
+    from policies.depl.predictor import calibration_spread
+
+    if not Path(CALIBRATION_CURVES).exists():
+        pytest.skip("no measured curves")
+    spread = calibration_spread(CALIBRATION_CURVES)
+    assert 0 < spread.sigma < 1
+    assert spread.quantile(0.1) < 0 < spread.quantile(0.9)
