@@ -1,0 +1,53 @@
+"""``netsim figures --results DIR --out FIGDIR [--only NAME ...]``.
+
+Redraws every figure registered in experiments/registry.py from the stored results in DIR
+(nothing is simulated) as PNG and PDF in FIGDIR. A figure whose runs are absent is skipped
+with a note; a figure whose plot function fails is reported and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``netsim figures``."""
+    p = sub.add_parser("figures", help="redraw the registered paper figures from stored results",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", required=True, metavar="DIR", help="results folder")
+    p.add_argument("--out", required=True, metavar="FIGDIR", help="folder for PNG and PDF files")
+    p.add_argument("--only", action="append", metavar="NAME", help="draw only this figure "
+                   "(repeatable; names from experiments/registry.py)")
+    p.set_defaults(func=figures_command)
+
+
+def figures_command(args: argparse.Namespace) -> int:
+    """Draw and save the figures; exit code 2 for a missing folder or unknown name."""
+    from experiments.registry import FIGURES, draw
+    from netsim.sweep.results import load_results
+    from plots.style import save
+
+    known = [e.name for e in FIGURES]
+    unknown = [n for n in args.only or [] if n not in known]
+    if unknown:
+        print(f"netsim: --only: unknown figure(s) {', '.join(unknown)} (registered: "
+              f"{', '.join(known)})", file=sys.stderr)
+        return 2
+    try:
+        results = load_results(args.results)
+    except FileNotFoundError as exc:
+        print(f"netsim: {exc}", file=sys.stderr)
+        return 2
+    out, failed, written = Path(args.out), 0, 0
+    for drawn in draw(results, only=args.only):
+        if drawn.figure is None:
+            failed += drawn.error
+            print(f"{'FAILED' if drawn.error else 'skipped'} {drawn.name}: {drawn.note}")
+            continue
+        paths = save(drawn.figure, out / drawn.name)
+        written += 1
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+    print(f"{written} figure(s) in {out}" + (f"; {failed} failed" if failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,72 @@
+"""``netsim sweep FILE --out DIR [--workers N | --scheduler tcp://HOST:PORT]``.
+
+Validates every point of the sweep file first (nothing runs on an invalid one, exit code 2),
+then runs every run not already stored under DIR: on N local processes (default: all cores),
+or on a Dask distributed cluster. Killed or interrupted, it resumes on the next call without
+recomputing a finished run. A run that fails is stored as ``failed`` with its error; the
+summary lists the failures. Exit code 0 even when runs failed (see ``--strict``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from netsim.scenario.errors import Problem, ScenarioError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``netsim sweep``."""
+    p = sub.add_parser("sweep", help="run a sweep file (points x policies x seeds), resumable",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="sweep file (YAML)")
+    p.add_argument("--out", required=True, help="results folder (runs already there are skipped)")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"local worker processes (default: all cores, here {os.cpu_count()})")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on this Dask distributed scheduler instead (needs netsim[dask])")
+    p.add_argument("--retry-failed", action="store_true", help="recompute runs stored as failed")
+    p.add_argument("--dry-run", action="store_true", help="validate and count runs; run nothing")
+    p.add_argument("--strict", action="store_true", help="exit code 1 if any run failed")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=sweep_command)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    problems = []
+    if args.workers is not None and not 1 <= args.workers <= 1024:
+        problems.append(Problem("--workers", f"must be in 1..1024 (got {args.workers})"))
+    if args.scheduler is not None and "://" not in args.scheduler:
+        problems.append(Problem("--scheduler", f"expected an address like tcp://HOST:PORT "
+                                               f"(got {args.scheduler!r})"))
+    if problems:
+        raise ScenarioError(problems, "command line")
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    """Validate, run what is missing, print the summary; returns the exit code."""
+    from netsim.sweep.dask_runner import DaskUnavailable
+    from netsim.sweep.plan import load_plan
+    from netsim.sweep.runner import run_sweep
+
+    _check_args(args)
+    plan = load_plan(args.file)
+    print(f"sweep {plan.name}: {plan.n_points} point(s), {len(plan.tasks)} runs"
+          + (f" ({plan.duplicates} duplicate runs merged)" if plan.duplicates else ""))
+    if args.dry_run:
+        return 0
+    workers = args.workers or os.cpu_count() or 1
+    try:
+        summary = run_sweep(plan, args.out, workers=workers, scheduler=args.scheduler,
+                            progress=not args.no_progress, retry_failed=args.retry_failed)
+    except DaskUnavailable as exc:
+        print(f"netsim: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"netsim: interrupted; finished runs are stored in {args.out}; "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
+    print(summary.text())
+    print(f"results in {args.out}  (netsim compare {args.out}; netsim report {args.out})")
+    return 1 if args.strict and summary.failures else 0

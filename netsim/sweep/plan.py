@@ -1,0 +1,173 @@
+"""Expanding a sweep into runs: every point validated, every run keyed by its run_id.
+
+A :class:`SweepPlan` lists the :class:`RunTask` s (plain data, cheap to send to a worker) and
+the manifest table that ties each run_id to its sweep, point and policy label (stored beside
+the results, see :mod:`netsim.sweep.results`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netsim.api import resolve_policy, run_id
+from netsim.scenario.errors import Problem, ScenarioError
+from netsim.scenario.loading import load_scenario
+from netsim.sweep.spec import PolicyEntry, SweepSpec, axis_points, base_data, read_sweep, set_path
+from policies.base import policy_params
+
+MANIFEST_COLUMNS = ["run_id", "sweep", "point", "point_label", "policy_label", "axes_json"]
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run of a sweep: everything a worker needs, as plain data."""
+
+    run_id: str
+    scenario: dict[str, Any]
+    policy: str
+    params: dict[str, Any]
+    seed: int
+    point: int = 0
+    point_label: str = ""
+    policy_label: str = ""
+    axes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A validated sweep: its name, the runs in order, and how many points it has."""
+
+    name: str
+    tasks: list[RunTask]
+    n_points: int
+    duplicates: int = 0
+
+    def manifest(self) -> pd.DataFrame:
+        """One row per run: run_id, sweep, point, point_label, policy_label, axes_json."""
+        rows = [{"run_id": t.run_id, "sweep": self.name, "point": t.point,
+                 "point_label": t.point_label, "policy_label": t.policy_label,
+                 "axes_json": json.dumps(t.axes, sort_keys=True, default=str)}
+                for t in self.tasks]
+        return pd.DataFrame(rows, columns=MANIFEST_COLUMNS)
+
+    def digest(self) -> str:
+        """A short hash of the plan's run ids (names the manifest file)."""
+        text = "\n".join(t.run_id for t in self.tasks)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def point_label(axes: dict[str, Any], base_name: str) -> str:
+    """A readable name for a point: ``n_devices=20, target_loss=0.3`` (short keys if unique)."""
+    if not axes:
+        return base_name
+    short = {k: k.replace("[", ".").split(".")[-1].rstrip("]") for k in axes}
+    unique = len(set(short.values())) == len(short)
+    return ", ".join(f"{short[k] if unique else k}={_fmt(v)}" for k, v in axes.items())
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def policy_labels(entries: list[PolicyEntry]) -> list[str]:
+    """Each entry's label: its own, else its name, plus its parameters where a name repeats."""
+    names = [e.name for e in entries]
+    out = []
+    for e in entries:
+        if e.label:
+            out.append(e.label)
+        elif names.count(e.name) > 1 and e.params:
+            inner = ",".join(f"{k}={_fmt(v)}" for k, v in sorted(e.params.items()))
+            out.append(f"{e.name}({inner})")
+        else:
+            out.append(e.name)
+    return out
+
+
+def _point_problems(exc: ScenarioError, index: int, label: str) -> list[Problem]:
+    where = f"point {index} ({label})"
+    return [Problem(f"{where} {p.path}".strip(), p.message) for p in exc.problems]
+
+
+def _policy_problems(exc: ScenarioError, j: int, entry: PolicyEntry) -> list[Problem]:
+    out = []
+    prefix = f"policies.{entry.name}"
+    for p in exc.problems:
+        if p.path == "policy":
+            out.append(Problem(f"policies[{j}].name", p.message))
+        else:
+            rest = p.path[len(prefix):] if p.path.startswith(prefix) else f".{p.path}"
+            out.append(Problem(f"policies[{j}].params{rest}", p.message))
+    return out
+
+
+def build_plan(spec: SweepSpec, folder: Path) -> SweepPlan:
+    """Validate every point and policy of ``spec``, and list its runs (point, policy, seed order).
+
+    Raises
+    ------
+    ScenarioError
+        (source ``sweep``) listing every problem: each names the point (index and axis values)
+        and the scenario field, or the policy entry and parameter.
+    """
+    base = base_data(spec, folder)
+    base_name = str(base.get("name", spec.base))
+    entries = spec.policy_entries()
+    labels = policy_labels(entries)
+    problems: list[Problem] = []
+    for j, lab in enumerate(labels):
+        if labels.index(lab) != j:
+            problems.append(Problem(f"policies[{j}].label", f"label {lab!r} is used twice "
+                                    f"(give each entry a distinct 'label')"))
+    tasks: list[RunTask] = []
+    seen: set[str] = set()
+    duplicates = 0
+    points = axis_points(spec)
+    for i, axes in enumerate(points):
+        label = point_label(axes, base_name)
+        data, broken = base, False
+        for path, value in axes.items():
+            try:
+                data = set_path(data, path, value)
+            except ValueError as exc:
+                where = "zip" if path in spec.zip else "grid"
+                problem = Problem(f"{where}.{path}", str(exc))
+                problems.extend([problem] if problem not in problems else [])
+                broken = True
+        if broken:
+            continue
+        try:
+            scenario = load_scenario(data)
+        except ScenarioError as exc:
+            problems.extend(_point_problems(exc, i, label))
+            continue
+        for j, (entry, plabel) in enumerate(zip(entries, labels, strict=True)):
+            try:
+                pol = resolve_policy(scenario, entry.name, entry.params)
+            except ScenarioError as exc:
+                problems.extend(q for q in _policy_problems(exc, j, entry) if q not in problems)
+                continue
+            pparams = policy_params(pol)
+            for seed in spec.seed_list():
+                rid = run_id(scenario, pol.name, pparams, seed)
+                if rid in seen:
+                    duplicates += 1
+                    continue
+                seen.add(rid)
+                tasks.append(RunTask(rid, data, entry.name, dict(entry.params), seed, i, label,
+                                     plabel, dict(axes)))
+    if problems:
+        raise ScenarioError(problems, "sweep")
+    return SweepPlan(str(spec.name), tasks, len(points), duplicates)
+
+
+def load_plan(path: str | Path) -> SweepPlan:
+    """Read, validate and expand a sweep file (see :func:`build_plan`)."""
+    spec, folder = read_sweep(path)
+    return build_plan(spec, folder)

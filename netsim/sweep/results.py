@@ -1,0 +1,122 @@
+"""Reading a results folder: the run tables (netsim.results.store) plus the sweeps' manifests.
+
+A sweep writes ``DIR/sweeps/<name>-<digest>.parquet`` (atomically, before any run) mapping each
+run_id to its sweep, point, point label, policy label and axis values. Runs written by
+``netsim run`` or ``netsim.simulate(out=...)`` have no manifest row: their point is their
+scenario name and their label their policy name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netsim.results.store import completed_runs, read_table, write_parquet_atomic
+from netsim.sweep.plan import MANIFEST_COLUMNS, SweepPlan
+
+
+@dataclass(frozen=True)
+class Results:
+    """A results folder's tables, runs joined with their sweep manifest.
+
+    ``runs`` gains: sweep, point (int), point_label, policy_label and one column per sweep
+    axis (its dotted path, e.g. ``generate.n_devices``). ``axes`` lists those axis columns.
+    """
+
+    runs: pd.DataFrame
+    epochs: pd.DataFrame
+    devices: pd.DataFrame
+    axes: tuple[str, ...] = ()
+
+    def select(self, mask: pd.Series) -> Results:
+        """The runs where ``mask`` (over ``runs``) holds, with their epochs and devices."""
+        runs = self.runs[mask.to_numpy()].reset_index(drop=True)
+        keep = set(runs["run_id"])
+        epochs = self.epochs[self.epochs["run_id"].isin(keep)] if len(self.epochs) else self.epochs
+        devices = self.devices[self.devices["run_id"].isin(keep)] if len(self.devices) \
+            else self.devices
+        return Results(runs, epochs.reset_index(drop=True), devices.reset_index(drop=True),
+                       self.axes)
+
+
+def write_manifest(out_dir: str | Path, plan: SweepPlan) -> Path:
+    """Store the plan's manifest under ``out_dir/sweeps/`` (atomically); returns its path."""
+    path = Path(out_dir) / "sweeps" / f"{plan.name}-{plan.digest()}.parquet"
+    if not path.exists():
+        write_parquet_atomic(plan.manifest(), path)
+    return path
+
+
+def read_manifest(out_dir: str | Path) -> pd.DataFrame:
+    """Every sweep manifest under ``out_dir`` (the newest entry per run_id wins)."""
+    files = sorted((Path(out_dir) / "sweeps").glob("*.parquet"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        return pd.DataFrame(columns=MANIFEST_COLUMNS)
+    table = pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)
+    return table.drop_duplicates("run_id", keep="last").reset_index(drop=True)
+
+
+def stored_status(out_dir: str | Path, run_ids: list[str]) -> pd.DataFrame:
+    """run_id, status and error of those of ``run_ids`` that are complete under ``out_dir``."""
+    done = completed_runs(out_dir)
+    files = [str(Path(out_dir) / "runs" / f"{r}.parquet") for r in run_ids if r in done]
+    if not files:
+        return pd.DataFrame(columns=["run_id", "status", "error"])
+    import pyarrow.dataset as ds
+
+    return ds.dataset(files, format="parquet").to_table(
+        columns=["run_id", "status", "error"]).to_pandas()
+
+
+def load_results(out_dir: str | Path) -> Results:
+    """The results under ``out_dir`` (every complete run), runs joined with their manifests.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``out_dir`` holds no complete run.
+    """
+    runs = read_table(out_dir, "runs")
+    if runs.empty:
+        raise FileNotFoundError(f"no complete runs under {out_dir} (expected {out_dir}/runs/)")
+    manifest = read_manifest(out_dir)
+    runs = runs.merge(manifest, on="run_id", how="left")
+    runs["sweep"] = runs["sweep"].fillna("")
+    runs["point_label"] = runs["point_label"].fillna(runs["scenario"])
+    runs["policy_label"] = runs["policy_label"].fillna(runs["policy"])
+    runs["point"] = _point_index(runs)
+    axes = _expand_axes(runs)
+    runs = runs.drop(columns=["axes_json"])
+    order = ["sweep", "point", "policy_label", "seed"]
+    runs = runs.sort_values(order, kind="stable").reset_index(drop=True)
+    return Results(runs, read_table(out_dir, "epochs"), read_table(out_dir, "devices"), axes)
+
+
+def _point_index(runs: pd.DataFrame) -> pd.Series:
+    """Manifest point indices; runs outside any sweep numbered by their scenario name."""
+    point = runs["point"].astype("float64")
+    missing = point.isna()
+    if missing.any():
+        names = sorted(runs.loc[missing, "point_label"].unique())
+        start = 0 if not (~missing).any() else int(point.max()) + 1
+        codes = {n: start + i for i, n in enumerate(names)}
+        point[missing] = runs.loc[missing, "point_label"].map(codes)
+    return point.astype(int)
+
+
+def _expand_axes(runs: pd.DataFrame) -> tuple[str, ...]:
+    parsed: list[dict[str, Any]] = [json.loads(a) if isinstance(a, str) else {}
+                                    for a in runs["axes_json"]]
+    keys: list[str] = []
+    for axes in parsed:
+        keys.extend(k for k in axes if k not in keys)
+    columns = []
+    for key in keys:
+        column = f"axis.{key}" if key in runs.columns else key  # e.g. the scenario's 'seed'
+        runs[column] = [a.get(key) for a in parsed]
+        columns.append(column)
+    return tuple(columns)

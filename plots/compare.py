@@ -1,0 +1,162 @@
+"""Generic comparison figures for any results folder: one series per policy label.
+
+Each function takes a :class:`netsim.sweep.results.Results` and returns a Matplotlib figure, a
+mapping ``suffix -> figure`` (one per scenario point or slice), or ``None`` when its data is
+absent. Means are over seeds, bands and error bars their 95 % Student-t intervals; failed runs
+are left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from netsim.sweep.results import Results
+from plots.common import axis_label, band, curves_on_grid, mean_band_by, numeric_axes
+from plots.style import figure, style_for
+
+
+def _styles(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+    return style_for(sorted(runs["policy_label"].unique()))
+
+
+def energy_by_policy(results: Results):
+    """Mean energy (J) per point and policy, bars with 95 % intervals over seeds."""
+    runs = results.runs
+    stats = mean_band_by(runs, "point", "energy_j")
+    if stats.empty:
+        return None
+    labels = runs.drop_duplicates("point").set_index("point")["point_label"]
+    points = sorted(stats["point"].unique())
+    policies = sorted(stats["policy_label"].unique())
+    styles = _styles(runs)
+    fig, ax = figure()
+    width = 0.8 / len(policies)
+    for k, policy in enumerate(policies):
+        s = stats[stats["policy_label"] == policy].set_index("point").reindex(points)
+        x = np.arange(len(points)) + (k - (len(policies) - 1) / 2) * width
+        err = np.vstack([s["mean"] - s["lo"], s["hi"] - s["mean"]])
+        ax.bar(x, s["mean"], width, yerr=np.nan_to_num(err), capsize=2, label=policy,
+               color=styles[policy]["color"], edgecolor="black", linewidth=0.4)
+    ax.set_xticks(np.arange(len(points)))
+    ax.set_xticklabels([labels[p] for p in points], rotation=30 if len(points) > 2 else 0,
+                       ha="right" if len(points) > 2 else "center")
+    ax.set(ylabel=axis_label("energy_j"), xlabel="scenario point")
+    ax.legend(loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def energy_time(results: Results):
+    """Mean time (s) vs mean energy (J) per policy and point, with 95 % intervals both ways."""
+    runs = results.runs
+    e = mean_band_by(runs, "point", "energy_j")
+    t = mean_band_by(runs, "point", "time_s")
+    if e.empty:
+        return None
+    both = e.merge(t, on=["policy_label", "point"], suffixes=("_e", "_t"))
+    styles = _styles(runs)
+    fig, ax = figure()
+    for policy, grp in both.groupby("policy_label", sort=True):
+        st = styles[policy]
+        ax.errorbar(grp["mean_t"], grp["mean_e"],
+                    xerr=np.nan_to_num([grp["mean_t"] - grp["lo_t"], grp["hi_t"] - grp["mean_t"]]),
+                    yerr=np.nan_to_num([grp["mean_e"] - grp["lo_e"], grp["hi_e"] - grp["mean_e"]]),
+                    fmt=st["marker"], color=st["color"], capsize=2, markersize=4, label=policy)
+    ax.set(xlabel="training time (s, simulated)", ylabel=axis_label("energy_j"))
+    ax.legend(loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def metric_vs_axis(results: Results, metric: str = "energy_j"):
+    """``metric`` vs each numeric sweep axis, a line per policy, mean and 95 % band over seeds.
+
+    One figure per (axis, combination of the other axes' values), keyed
+    ``<axis>[-<other>=<value>...]``.
+    """
+    runs = results.runs
+    axes = numeric_axes(runs, results.axes)
+    out = {}
+    styles = _styles(runs)
+    for axis in axes:
+        others = [a for a in results.axes if a != axis]
+        groups = runs.groupby(others, sort=True, dropna=False) if others else [((), runs)]
+        for key, part in groups:
+            key = key if isinstance(key, tuple) else (key,)
+            stats = mean_band_by(part.assign(**{axis: part[axis].astype(float)}), axis, metric)
+            if stats.empty:
+                continue
+            fig, ax = figure()
+            for policy, s in stats.groupby("policy_label", sort=True):
+                st = styles[policy]
+                ax.plot(s[axis], s["mean"], label=policy, **st, markersize=3)
+                ax.fill_between(s[axis], s["lo"], s["hi"], color=st["color"], alpha=0.2,
+                                linewidth=0)
+            ax.set(xlabel=axis_label(axis), ylabel=axis_label(metric))
+            if any(k is not None for k in key):
+                ax.set_title(", ".join(f"{axis_label(o).split(' (')[0]} = {v}"
+                                       for o, v in zip(others, key, strict=True)))
+            ax.legend(loc="best")
+            fig.tight_layout()
+            suffix = "-".join([_slug(axis)]
+                              + [f"{_slug(o)}={_slug(v)}" for o, v in zip(others, key, strict=True)])
+            out[suffix] = fig
+    return out or None
+
+
+def loss_vs_time(results: Results):
+    """Loss (nats) vs simulated time (s) at each point, a line per policy: mean and 95 % band
+    over seeds on a common time grid. One figure per point, keyed ``point<N>``."""
+    runs = results.runs[results.runs["status"] != "failed"]
+    epochs = results.epochs
+    if runs.empty or epochs.empty:
+        return None
+    by_run = dict(tuple(epochs.sort_values(["run_id", "epoch"]).groupby("run_id", sort=False)))
+    styles = _styles(results.runs)
+    out = {}
+    for (point, label), part in runs.groupby(["point", "point_label"], sort=True):
+        fig, ax = figure()
+        for policy, grp in part.groupby("policy_label", sort=True):
+            curves = []
+            for run in grp.itertuples():
+                ep = by_run.get(run.run_id)
+                if ep is None or ep.empty:
+                    continue
+                curves.append((np.concatenate([[0.0], ep["end_s"].to_numpy()]),
+                               np.concatenate([[run.initial_loss], ep["loss"].to_numpy()])))
+            if not curves:
+                continue
+            grid, ys = curves_on_grid(curves)
+            mean, lo, hi = band(ys)
+            st = {k: v for k, v in styles[policy].items() if k != "marker"}
+            ax.plot(grid, mean, label=policy, **st)
+            ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.2, linewidth=0)
+        target = part["target_loss"].dropna()
+        if len(target):
+            ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,
+                       label="target")
+        ax.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), yscale="log", title=label)
+        ax.legend(loc="upper right")
+        fig.tight_layout()
+        out[f"point{int(point)}"] = fig
+    return out or None
+
+
+def _slug(text: object) -> str:
+    """A file-name-safe piece: an axis's last path component, ``.`` in numbers as ``p``."""
+    text = str(text)
+    leaf = text.replace("[", ".").split(".")[-1].rstrip("]") if not _is_number(text) else text
+    return "".join(c if c.isalnum() or c in "-_" else "p" if c == "." else "-"
+                   for c in leaf).strip("-")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+__all__ = ["energy_by_policy", "energy_time", "loss_vs_time", "metric_vs_axis"]
