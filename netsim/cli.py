@@ -18,6 +18,11 @@ COMMAND_MODULES = [
     "netsim.commands.run",
     "netsim.commands.info",
     "netsim.commands.calibrate",
+    "netsim.commands.sweep",
+    "netsim.commands.compare",
+    "netsim.commands.figures",
+    "netsim.commands.report",
+    "netsim.commands.place",
 ]
 
 

@@ -10,6 +10,8 @@ import importlib
 
 POLICY_MODULES = [
     "policies.baselines",
+    "policies.depl",
+    "policies.baechi.policy",
 ]
 
 

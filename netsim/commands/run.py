@@ -64,7 +64,7 @@ def summary_table(runs: pd.DataFrame) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """Validate everything first, then simulate; returns the exit code."""
-    from netsim.simulate import resolve_policy, simulate
+    from netsim.api import resolve_policy, simulate
 
     scenario = load_scenario(args.scenario)
     params = parse_params(args.param)
