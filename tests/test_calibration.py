@@ -133,7 +133,8 @@ def test_fitted_surrogate_predicts_fresh_real_runs() -> None:
     table = pd.DataFrame(rows)
     schedule, grp = cal._schedules(table)["base"]
     pred = cal.surrogate_mean(schedule, params.initial_loss, _curves_of(params),
-                              params.prune_progress_loss, params.heterogeneity)
+                              params.prune_progress_loss, params.heterogeneity,
+                              params.participant_exponent)
     measured = grp.groupby("epoch")["loss"].mean().to_numpy()
     assert float(np.sqrt(np.mean(np.log(pred / measured) ** 2))) < 0.15
 

@@ -63,6 +63,7 @@ class LossParams(_Strict):
     exponent: Annotated[float, Positive]
     prune_progress_loss: Annotated[float, NonNegative] = 1.0
     heterogeneity: Annotated[float, NonNegative] = 0.0
+    participant_exponent: Annotated[float, Field(ge=0, le=2)] = 0.0
     noise_run_sigma: Annotated[float, NonNegative] = 0.0
     noise_epoch_sigma: Annotated[float, NonNegative] = 0.0
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
@@ -110,11 +111,13 @@ class ModelSpec(_Strict):
 
 
 class RealTrainingSpec(_Strict):
-    """Hyper-parameters of the real-training backend (federated averaging on a shipped dataset)."""
+    """Hyper-parameters of the real-training backend (federated averaging on a shipped dataset).
 
-    learning_rate: Annotated[float, Positive] = 0.1
-    batch_size: Annotated[int, Positive] = 32
-    local_epochs: Annotated[int, Field(ge=1, le=100)] = 1
+    The defaults are those the stored calibration curves were measured with."""
+
+    learning_rate: Annotated[float, Positive] = 0.05
+    batch_size: Annotated[int, Positive] = 16
+    local_epochs: Annotated[int, Field(ge=1, le=100)] = 2
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
     hidden_units: Annotated[int, Field(ge=1, le=4096)] = 64
 

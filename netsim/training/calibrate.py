@@ -286,7 +286,7 @@ def _fit_curves(
     per = [(0.05, 5 * n_per_epoch, 1.0), (1e-4, 10.0, 0.1), (initial_loss, 1e9, 4.0)]
     x0, lower, upper = ([np.log(v) for _ in fractions for v in b] for b in per)
     x0 += [0.0, np.log(0.2)] + ([0.0] if fit_beta else [])
-    lower += [np.log(1e-3), np.log(1e-4)] + ([-1.0] if fit_beta else [])
+    lower += [np.log(1e-3), np.log(1e-4)] + ([0.0] if fit_beta else [])  # b >= 0 (schema)
     upper += [np.log(50.0), np.log(100.0)] + ([2.0] if fit_beta else [])
     sol = least_squares(residuals, np.array(x0), bounds=(lower, upper))
     return unpack(sol.x)
