@@ -13,9 +13,11 @@ matplotlib.use("Agg")
 
 from experiments import registry  # noqa: E402
 from netsim.cli import main  # noqa: E402
-from netsim.results.store import write_run  # noqa: E402
+from netsim.results.store import (
+    write_parquet_atomic,  # noqa: E402
+    write_run,  # noqa: E402
+)
 from netsim.sweep.plan import MANIFEST_COLUMNS  # noqa: E402
-from netsim.results.store import write_parquet_atomic  # noqa: E402
 from netsim.sweep.results import Results, load_results  # noqa: E402
 from plots import compare  # noqa: E402
 from plots.common import axis_label, band  # noqa: E402
