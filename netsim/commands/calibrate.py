@@ -174,7 +174,8 @@ def print_fit(fit: cal.SurrogateFit, table: pd.DataFrame, fit_seeds: int) -> Non
     print(f"  prune_progress_loss {fit.prune_progress_loss:.4g}  heterogeneity "
           f"{fit.heterogeneity:.4g}")
     print(f"  noise sigma per run {fit.noise_run_sigma:.4g}, per epoch {fit.noise_epoch_sigma:.4g}"
-          f" (total {(fit.noise_run_sigma**2 + fit.noise_epoch_sigma**2) ** 0.5:.4g})")
+          f" (total {(fit.noise_run_sigma**2 + fit.noise_epoch_sigma**2) ** 0.5:.4g});"
+          f" per-run sigma x (1 + {fit.noise_heterogeneity:.3g} / dirichlet_alpha) for non-IID data")
     print("\ngoodness of fit per configuration (R² of the seed-mean curve; RMS log-residual;"
           " measured sd of log final loss):")
     print(fit.report.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -66,6 +66,7 @@ class LossParams(_Strict):
     participant_exponent: Annotated[float, Field(ge=0, le=2)] = 0.0
     noise_run_sigma: Annotated[float, NonNegative] = 0.0
     noise_epoch_sigma: Annotated[float, NonNegative] = 0.0
+    noise_heterogeneity: Annotated[float, NonNegative] = 0.0
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
     source: str = ""
 

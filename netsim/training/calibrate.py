@@ -196,6 +196,7 @@ class SurrogateFit:
     participant_exponent: float
     noise_run_sigma: float
     noise_epoch_sigma: float
+    noise_heterogeneity: float
     report: pd.DataFrame
 
     def loss_params(self, source: str) -> dict:
@@ -211,6 +212,7 @@ class SurrogateFit:
                if self.participant_exponent else {}),
             "noise_run_sigma": _r(self.noise_run_sigma),
             "noise_epoch_sigma": _r(self.noise_epoch_sigma),
+            "noise_heterogeneity": _r(self.noise_heterogeneity),
             "variants": {name: {"floor": _r(c[0]), "samples_half": _r(c[1]), "exponent": _r(c[2])}
                          for name, c in self.variants.items() if name != "full"},
             "source": source,
@@ -326,19 +328,22 @@ def fit_surrogate(
         return np.array([floor_full + p[0] * (1 - f) ** p[1] - curves[f][0] for f in prune_f])
 
     floor_sol = least_squares(floor_res, [0.5, 2.0], bounds=([0.0, 0.05], [100.0, 20.0]))
-    sigma_run, sigma_epoch = _noise_sigmas(fit)
+    sigma_run, sigma_epoch, noise_het = _noise_sigmas(fit)
     return SurrogateFit(
         initial_loss=initial_loss,
         variants={VARIANT_NAMES.get(f, f"pf-{f:g}"): c for f, c in curves.items()},
         floor_full=floor_full, floor_prune=float(floor_sol.x[0]),
         floor_exponent=float(floor_sol.x[1]), prune_progress_loss=ppl, heterogeneity=het,
         participant_exponent=beta, noise_run_sigma=sigma_run, noise_epoch_sigma=sigma_epoch,
+        noise_heterogeneity=noise_het,
         report=fit_report(table, initial_loss, curves, ppl, het, beta, fit_seeds),
     )
 
 
-def _noise_sigmas(table: pd.DataFrame) -> tuple[float, float]:
-    """(per-run, per-epoch) sigma of the log loss around each configuration's seed mean."""
+def _noise_sigmas(table: pd.DataFrame) -> tuple[float, float, float]:
+    """(per-run sigma, per-epoch sigma, noise_heterogeneity) of the log loss around each
+    configuration's seed mean: per-run sigma from the IID configurations (all if none), and
+    k in sigma_run * (1 + k / alpha) from the Dirichlet ones (least squares, k >= 0)."""
     t = table[table["epoch"] >= 1].copy()
     logs = np.log(t["loss"])
     t["z"] = logs - logs.groupby([t["config"], t["epoch"]]).transform("mean")
@@ -347,8 +352,16 @@ def _noise_sigmas(table: pd.DataFrame) -> tuple[float, float]:
     var_epoch = 0.5 * float(np.mean(dz**2))
     late = t[t["epoch"] > t["epoch"].max() / 2]
     n_seeds = t["seed"].nunique()
-    var_total = float(np.mean(late["z"] ** 2)) * n_seeds / max(1, n_seeds - 1)
-    return math.sqrt(max(0.0, var_total - var_epoch)), math.sqrt(var_epoch)
+    var = late.groupby("config")["z"].apply(lambda z: float(np.mean(z**2))) * n_seeds / max(1, n_seeds - 1)
+    alpha = late.groupby("config")["dirichlet_alpha"].first().astype(float)
+    iid = alpha.isna()
+    var_iid = float(var[iid].mean()) if iid.any() else float(var.mean())
+    sigma_run = math.sqrt(max(0.0, var_iid - var_epoch))
+    xs = (1.0 / alpha[~iid]).to_numpy()
+    ys = (np.sqrt(np.maximum(var[~iid] - var_epoch, 0.0)) / sigma_run - 1.0).to_numpy() \
+        if sigma_run > 0 else np.zeros(0)
+    k = max(0.0, float(np.dot(xs, ys) / np.dot(xs, xs))) if len(xs) else 0.0
+    return sigma_run, math.sqrt(var_epoch), k
 
 
 def fit_report(

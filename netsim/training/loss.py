@@ -5,7 +5,8 @@ netsim/data/loss_params.yaml). For a variant keeping a fraction ``f`` of the par
 
     floor(f) = floor_full + floor_prune * (1 - f) ** floor_exponent      (per-variant override)
     mean(n, f) = floor(f) + (initial_loss - floor(f)) * (1 + n / samples_half) ** -exponent
-    loss_k = mean(n_k, f_k) * exp(noise_run_sigma * z_run + noise_epoch_sigma * z_k)
+    loss_k = mean(n_k, f_k) * exp(s_run * z_run + noise_epoch_sigma * z_k)
+    s_run = noise_run_sigma * (1 + noise_heterogeneity / dirichlet_alpha)   (IID: noise_run_sigma)
 
 ``n`` is the cumulative *effective* samples: each epoch adds the samples trained on times the
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
@@ -15,8 +16,9 @@ mlp-digits; 0 counts the total, the default where nothing was measured).
 Pruning mid-training (a change of ``f``) loses progress: ``n <- n * exp(-prune_progress_loss *
 |f_new - f_old|)``, which is the loss jump, recovered by further training. ``z_run`` is drawn
 once per run (run-to-run spread), ``z_k`` each epoch; both standard normal from the run's
-seeded generator. The final loss is therefore log-normal around the mean curve, so its
-quantiles are analytic: ``mean * exp(sqrt(s_run**2 + s_epoch**2) * Phi^-1(q))``.
+seeded generator; skewed (non-IID) data spreads runs more, as measured. The final loss is
+therefore log-normal around the mean curve, so its quantiles are analytic:
+``mean * exp(sqrt(s_run**2 + noise_epoch_sigma**2) * Phi^-1(q))``.
 """
 
 from __future__ import annotations
@@ -72,6 +74,15 @@ def curve_params(model: ModelSpec, variant: int) -> CurveParams:
     return CurveParams(p.initial_loss, floor, half, exponent)
 
 
+def run_noise_sigma(model: ModelSpec, training: TrainingSpec) -> float:
+    """Per-run sigma of the log loss, widened for non-IID data."""
+    loss = model.loss
+    if loss is None:
+        return 0.0
+    alpha = training.dirichlet_alpha
+    return loss.noise_run_sigma * (1.0 if alpha is None else 1.0 + loss.noise_heterogeneity / alpha)
+
+
 def data_efficiency(model: ModelSpec, training: TrainingSpec) -> float:
     """Effective samples per sample trained on, from data heterogeneity (1 for IID)."""
     alpha = training.dirichlet_alpha
@@ -101,7 +112,9 @@ class LossPredictor:
         loss = model.loss
         self.prune_progress_loss = loss.prune_progress_loss if loss else 0.0
         self.participant_exponent = loss.participant_exponent if loss else 0.0
-        self.sigma = math.hypot(loss.noise_run_sigma, loss.noise_epoch_sigma) if loss else 0.0
+        self.sigma_run = run_noise_sigma(model, training)
+        self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
+        self.sigma = math.hypot(self.sigma_run, self.sigma_epoch)
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
 
     def switch(self, state: LossState, variant: int) -> LossState:
@@ -141,7 +154,7 @@ class SurrogateLoss:
         self._truth_efficiency = training.truth_sample_efficiency
         loss = model.loss
         self._sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
-        self._run_noise = (loss.noise_run_sigma if loss else 0.0) * float(rng.standard_normal())
+        self._run_noise = run_noise_sigma(model, training) * float(rng.standard_normal())
         self._rng = rng
         self.state = LossState()
 

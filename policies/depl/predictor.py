@@ -84,9 +84,8 @@ class DistributionalPredictor:
     def __init__(self, model: ModelSpec, training: TrainingSpec,
                  spread: LogSpread | None = None) -> None:
         self.base = LossPredictor(model, training)
-        loss = model.loss
-        self.sigma_run = loss.noise_run_sigma if loss else 0.0
-        self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
+        self.sigma_run = self.base.sigma_run  # widened for non-IID data (netsim.training.loss)
+        self.sigma_epoch = self.base.sigma_epoch
         self.spread = spread or LogSpread(self.base.sigma)
 
     def final_state(self, variants: Sequence[int], samples: Sequence[float]) -> LossState:
