@@ -237,9 +237,12 @@ class FlowNetwork:
         g = next((self._groups[h] for h in flow.hops if h in self._groups), None)
         if g is None:
             self._set_individual(flow, flow.cap, now)
+            return
+        if g.members and flow.cap >= g.rate:  # it will share: join directly
+            self._join(flow, g, now)
         else:
             self._add_capped(flow, g, now)
-            self._rebalance(g, now)
+        self._rebalance(g, now)
 
     def _make_unsafe(self, h: int, now: float) -> None:
         g = _Group(h, self._cap[h], now)
