@@ -234,7 +234,11 @@ class FlowNetwork:
         if self._fallback or self._multi_unsafe:
             self._request_recompute()
             return
-        g = next((self._groups[h] for h in flow.hops if h in self._groups), None)
+        groups, g = self._groups, None
+        for h in flow.hops:
+            if h in groups:
+                g = groups[h]
+                break
         if g is None:
             self._set_individual(flow, flow.cap, now)
             return
