@@ -10,6 +10,7 @@ import importlib
 
 POLICY_MODULES = [
     "policies.baselines",
+    "policies.pact",
     "policies.depl",
     "policies.baechi.policy",
 ]

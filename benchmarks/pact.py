@@ -1,0 +1,94 @@
+"""PACT benchmark: planning time, its growth with 1/eps, and energy ratios.
+
+Run: ``python benchmarks/pact.py`` (about 2-3 minutes on 2 cores). Prints:
+1. planning time for 100 devices, 4 variants, a 200-epoch horizon at the default eps, with a
+   loose deadline (untimed graph) and a binding one (time-expanded graph);
+2. planning time vs 1/eps and the log-log slope (polynomial growth);
+3. PACT's planned energy / pact-optimum's on 20 random small instances;
+4. PACT's energy / each baseline's on the default scenario over 10 seeds (simulated).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+import netsim
+from policies.pact.instances import scenario_problem, small_instance
+from policies.pact.optimum import solve_optimum
+from policies.pact.planner import Planner
+from policies.pact.policy import PactParams
+
+DEFAULT_EPS = PactParams().epsilon
+EPSILONS = (0.1, 0.05, 0.025, 0.0125)
+BASELINES = ("fedavg-all", "greedy-energy", "fastest-k", "compress-first",
+             "pact-no-compression", "pact-all-nodes")
+SEEDS = range(10)
+
+
+def big_problem(n_devices: int = 100):
+    """The default scenario's network generator at ``n_devices`` (4 variants, 200 epochs)."""
+    sc = netsim.scenario.loading.scenario_data("default")
+    sc = {**sc, "generate": {**sc["generate"], "n_devices": n_devices}}
+    return scenario_problem(sc)
+
+
+def timed_plan(problem, eps: float, repeats: int = 3):
+    """Best-of-``repeats`` wall time (s) of a fresh planner, and the plan."""
+    best, plan = np.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        plan = Planner(eps).plan(problem)
+        best = min(best, time.perf_counter() - t0)
+    return best, plan
+
+
+def main() -> None:
+    problem = big_problem()
+    t_free, free = timed_plan(problem, DEFAULT_EPS)
+    tight = replace(problem, time_left_s=0.9 * free.time_s)
+    t_tight, plan = timed_plan(tight, DEFAULT_EPS)
+    print(f"1. planning, 100 devices x 4 variants x 200 epochs, eps {DEFAULT_EPS}:")
+    print(f"   loose deadline: {t_free:.3f} s ({free.mode} graph, {len(free.epochs)} epochs, "
+          f"{free.energy_j:.0f} J)")
+    print(f"   deadline 0.9 x that plan's time: {t_tight:.3f} s ({plan.mode} graph, "
+          f"{len(plan.epochs)} epochs, {plan.energy_j:.0f} J)")
+
+    print("2. planning time vs 1/eps (100 devices):")
+    for name, prob in (("loose", problem), ("binding", tight)):
+        times = [timed_plan(prob, e, 1)[0] for e in EPSILONS]
+        slope = np.polyfit(np.log(1 / np.array(EPSILONS)), np.log(times), 1)[0]
+        cells = "  ".join(f"1/eps={1 / e:g}: {t:.3f}s" for e, t in zip(EPSILONS, times,
+                                                                        strict=True))
+        print(f"   {name:8s} {cells}  log-log slope {slope:.2f}")
+
+    ratios = {e: [] for e in (DEFAULT_EPS, EPSILONS[-1])}
+    seed = 0
+    while len(ratios[DEFAULT_EPS]) < 20:
+        small = scenario_problem(small_instance(np.random.default_rng(seed), n_devices=3,
+                                                n_variants=3, max_epochs=5))
+        seed += 1
+        opt = solve_optimum(small)
+        if opt.feasible:
+            for e in ratios:
+                ratios[e].append(Planner(e).plan(small).energy_j / opt.energy_j)
+    print("3. PACT / optimum, planned energy, 20 small instances (3 devices, 3 variants, 5 epochs):")
+    for e, r in ratios.items():
+        print(f"   eps {e}: mean {np.mean(r):.4f}  max {np.max(r):.4f}  min {np.min(r):.4f}")
+
+    energy = {p: [] for p in ("pact", *BASELINES)}
+    for s in SEEDS:
+        for p in energy:
+            energy[p].append(float(netsim.simulate("default", p, seed=s).runs["energy_j"].iloc[0]))
+    pact = np.array(energy["pact"])
+    print(f"4. default scenario, {len(SEEDS)} seeds, PACT energy {pact.mean():.0f} J; ratio "
+          "PACT / baseline (mean, min-max over seeds):")
+    for p in BASELINES:
+        r = pact / np.array(energy[p])
+        print(f"   {p:20s} {r.mean():.3f}  ({r.min():.3f}-{r.max():.3f})")
+
+
+if __name__ == "__main__":
+    main()

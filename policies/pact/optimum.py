@@ -1,0 +1,236 @@
+"""``pact-optimum``: the exact optimum of PACT's planning problem on small instances.
+
+Same decision space as PACT without its restrictions (no candidate sets, no rounding): each
+epoch any variant (forward only), any participant set and any integer samples d_i <= D_i; same
+cost formulas and the same predictor. Solved as mixed-integer linear programs with HiGHS
+(scipy.optimize.milp), one per choice of the last variant v_L (netsim's formulation):
+
+- With variants moving forward and params fractions non-increasing in the index, the
+  predictor's final effective samples are linear in the samples: an epoch of variant u
+  contributes eff * d * exp(-kappa (f_u - f_L)) (the switch losses compose), so "mean loss <=
+  target" is sum_k sum_u w_u D_ku >= N*_L.
+- Epoch energy is separable (see :mod:`policies.pact.candidates`): sum a_ui d_kui + b_ui x_kui
+  + P_idle tau_k with tau_k >= T_ui x_kui + g_ui d_kui + t_agg,u sum_j x_kuj for every device.
+- Epochs are interchangeable, so they are ordered (used epochs first, variants ascending) to
+  cut symmetric branches.
+
+Instances too large (more than ``MAX_BINARIES`` participation binaries) and problems outside
+the formulation (``allow_unprune``, fractions increasing with the index, no node selection)
+are refused with a ValueError naming the reason; the policy turns that into a stop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from netsim.costs import estimate_epoch
+from netsim.scenario.schema import Scenario
+from netsim.training.loss import LossPredictor
+from policies.base import Decision, Observation, register
+from policies.pact.candidates import coefficients
+from policies.pact.planner import Plan, PlannedEpoch
+from policies.pact.policy import observation_problem
+from policies.pact.problem import PlanningProblem
+
+MAX_BINARIES = 800
+MIP_REL_GAP = 1e-6  # HiGHS's optimality tolerance: the optimum is exact to this relative gap
+
+
+def check_size(problem: PlanningProblem) -> None:
+    """Raise ValueError if the exact solver does not take ``problem`` (with the reason)."""
+    if problem.allow_unprune:
+        raise ValueError("pact-optimum: allow_unprune is outside the exact formulation")
+    if problem.all_nodes:
+        raise ValueError("pact-optimum: no-node-selection problems are not supported")
+    f = [problem.model.variants[v].params_fraction for v in sorted(problem.variants)]
+    if any(b > a for a, b in zip(f, f[1:], strict=False)):
+        raise ValueError("pact-optimum: params_fraction must not increase with the variant index")
+    n = int(problem.usable.sum())
+    size = problem.epochs_left * len(problem.variants) * n
+    if size > MAX_BINARIES:
+        raise ValueError(f"pact-optimum: instance too large for the exact search: "
+                         f"{problem.epochs_left} epochs x {len(problem.variants)} variants x "
+                         f"{n} devices = {size} binaries > {MAX_BINARIES}")
+
+
+def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan:
+    """The exact minimum-energy plan of ``problem`` (infeasible Plan with a reason if none).
+
+    Raises
+    ------
+    ValueError
+        If the instance is too large or outside the formulation, or HiGHS does not prove
+        optimality within ``time_limit_s``.
+    """
+    check_size(problem)
+    t0 = time.perf_counter()
+    v_s = problem.start.variant
+    allowed = [v for v in sorted(problem.variants) if v_s is None or v >= v_s]
+    best: Plan | None = None
+    for v_last in allowed[::-1]:  # compressed first: usually cheap, a cutoff for the rest
+        n_star = problem.target_samples(v_last)
+        if not math.isfinite(n_star):
+            continue
+        cutoff = np.inf if best is None else best.energy_j
+        plan = _solve_last(problem, [u for u in allowed if u <= v_last], v_last, n_star,
+                           time_limit_s, cutoff)
+        if plan is not None and (best is None or plan.energy_j < best.energy_j):
+            best = plan
+    if best is None:
+        return Plan(reason=f"no plan reaches mean loss {problem.target_loss:.4g} within "
+                           f"{problem.time_left_s:.4g} s and {problem.epochs_left} epochs",
+                    planning_s=time.perf_counter() - t0)
+    return Plan(**{**best.__dict__, "planning_s": time.perf_counter() - t0})
+
+
+def _solve_last(problem: PlanningProblem, used: list[int], v_last: int, n_star: float,
+                time_limit_s: float, cutoff_j: float = np.inf) -> Plan | None:
+    pred = problem.predictor
+    K, V, dev = problem.epochs_left, len(used), np.flatnonzero(problem.usable)
+    n = len(dev)
+    f = {u: problem.model.variants[u].params_fraction for u in used}
+    kappa = pred.prune_progress_loss
+    weight = {u: pred.efficiency * math.exp(-kappa * (f[u] - f[v_last])) for u in used}
+    start = problem.start
+    have = 0.0 if start.variant is None else start.n_eff * math.exp(
+        -kappa * abs(problem.model.variants[start.variant].params_fraction - f[v_last]))
+    coef = {}
+    for u in used:
+        c = coefficients(problem, u)
+        pos = {int(i): j for j, i in enumerate(c.idx)}
+        coef[u] = c, np.array([pos.get(int(i), -1) for i in dev])
+    nx = K * V * n
+    X = lambda k, a, i: (k * V + a) * n + i          # noqa: E731
+    D = lambda k, a, i: nx + X(k, a, i)              # noqa: E731
+    Y = lambda k, a: 2 * nx + k * V + a               # noqa: E731
+    T = lambda k: 2 * nx + K * V + k                  # noqa: E731
+    nvar = 2 * nx + K * V + K
+    cost, lo, hi = np.zeros(nvar), np.zeros(nvar), np.ones(nvar)
+    integrality = np.ones(nvar)
+    rows: list[tuple[dict[int, float], float, float]] = []
+    for k in range(K):
+        hi[T(k)], integrality[T(k)] = np.inf, 0
+        cost[T(k)] = coef[used[0]][0].idle_w
+        rows.append(({Y(k, a): 1.0 for a in range(V)}, -np.inf, 1.0))
+        for a, u in enumerate(used):
+            c, pos = coef[u]
+            for i in range(n):
+                p = pos[i]
+                if p < 0:
+                    hi[X(k, a, i)] = hi[D(k, a, i)] = 0
+                    continue
+                hi[D(k, a, i)] = c.samples[p]
+                cost[X(k, a, i)], cost[D(k, a, i)] = c.fixed_j[p], c.j_per_sample[p]
+                rows.append(({D(k, a, i): 1.0, X(k, a, i): -c.samples[p]}, -np.inf, 0.0))
+                rows.append(({D(k, a, i): 1.0, X(k, a, i): -1.0}, 0.0, np.inf))
+                rows.append(({X(k, a, i): 1.0, Y(k, a): -1.0}, -np.inf, 0.0))
+                row = {T(k): 1.0, D(k, a, i): -c.s_per_sample[p]}
+                for j in range(n):
+                    if pos[j] >= 0:
+                        row[X(k, a, j)] = row.get(X(k, a, j), 0.0) - c.agg_s
+                row[X(k, a, i)] = row.get(X(k, a, i), 0.0) - c.transfer_s[p]
+                rows.append((row, 0.0, np.inf))
+        if k + 1 < K:  # symmetry: used epochs first, variants ascending
+            rows.append(({**{Y(k, a): 1.0 for a in range(V)},
+                          **{Y(k + 1, a): -1.0 for a in range(V)}}, 0.0, np.inf))
+            row = {Y(k, a): float(a) for a in range(V)}
+            for a in range(V):
+                row[Y(k + 1, a)] = float(V - a)
+            rows.append((row, -np.inf, float(V)))
+            big = float(sum(c.samples.sum() for c, _ in coef.values()))
+            for a in range(V):  # same variant: more samples first
+                row = {D(k, a, i): 1.0 for i in range(n)}
+                row.update({D(k + 1, a, i): -1.0 for i in range(n)})
+                row.update({Y(k, a): -big, Y(k + 1, a): -big})
+                rows.append((row, -2.0 * big, np.inf))
+    rows.append(({T(k): 1.0 for k in range(K)}, -np.inf, problem.time_left_s))
+    rows.append(({Y(k, V - 1): 1.0 for k in range(K)}, 1.0, np.inf))
+    rows.append(({D(k, a, i): weight[u] for k in range(K) for a, u in enumerate(used)
+                  for i in range(n)}, n_star - have, np.inf))
+    if np.isfinite(cutoff_j):  # only plans cheaper than the best so far
+        rows.append(({j: float(cost[j]) for j in np.flatnonzero(cost)}, -np.inf, cutoff_j))
+    r_idx, c_idx, vals, lb, ub = [], [], [], [], []
+    for r, (row, lo_r, hi_r) in enumerate(rows):
+        for col, val in row.items():
+            r_idx.append(r)
+            c_idx.append(col)
+            vals.append(val)
+        lb.append(lo_r)
+        ub.append(hi_r)
+    a_mat = coo_matrix((vals, (r_idx, c_idx)), shape=(len(rows), nvar)).tocsr()
+    res = milp(cost, integrality=integrality, bounds=Bounds(lo, hi),
+               constraints=LinearConstraint(a_mat, lb, ub),
+               options={"mip_rel_gap": MIP_REL_GAP, "time_limit": time_limit_s})
+    if res.status == 2 or res.x is None:  # infeasible
+        return None
+    if res.status != 0:
+        raise ValueError(f"pact-optimum: HiGHS stopped without proving optimality "
+                         f"({res.message})")
+    return _plan_from(problem, used, dev, np.round(res.x[nx:2 * nx]).reshape(K, V, n))
+
+
+def _plan_from(problem: PlanningProblem, used: list[int], dev: np.ndarray,
+               d: np.ndarray) -> Plan:
+    """The plan of a MILP solution, its energy and time re-evaluated with netsim.costs."""
+    epochs = []
+    for k in range(d.shape[0]):
+        for a, u in enumerate(used):
+            if d[k, a].sum() < 0.5:
+                continue
+            samples = np.zeros(problem.table.n)
+            samples[dev] = d[k, a]
+            est = estimate_epoch(problem.table, problem.model, u, samples)
+            parts = {int(i): int(s) for i, s in zip(dev, d[k, a], strict=True) if s > 0}
+            epochs.append(PlannedEpoch(u, parts, est.time_s, est.energy_j))
+    state = problem.start
+    for ep in epochs:
+        state = problem.predictor.step(state, ep.samples, ep.variant)
+    return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)),
+                float(sum(e.time_s for e in epochs)), problem.predictor.mean(state), True)
+
+
+class OptimumParams(BaseModel):
+    """time_limit_s: HiGHS time limit per MILP (s)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    time_limit_s: float = Field(default=120.0, gt=0)
+
+
+@register("pact-optimum", "exact optimum of PACT's planning problem (MILP, HiGHS); small "
+          "instances only, plans once and follows the plan", OptimumParams)
+class PactOptimum:
+    def __init__(self, params: OptimumParams) -> None:
+        self.name, self.params = "pact-optimum", params
+        self._plan: Plan | None = None
+        self._cursor = 0
+        self._predictor: LossPredictor | None = None
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._plan, self._cursor = None, 0
+        self._predictor = LossPredictor(scenario.model, scenario.training)  # type: ignore[arg-type]
+
+    def decide(self, obs: Observation) -> Decision:
+        if self._predictor is None:
+            self._predictor = LossPredictor(obs.model, obs.training)
+        if self._plan is None:
+            problem = observation_problem(obs, self._predictor, None, False)
+            try:
+                self._plan = solve_optimum(problem, self.params.time_limit_s)
+            except ValueError as exc:
+                return Decision(stop=True, reason=str(exc))
+        plan = self._plan
+        if not plan.feasible:
+            return Decision(stop=True, reason=f"pact-optimum: {plan.reason}")
+        if self._cursor >= len(plan.epochs):
+            return Decision(stop=True, reason=f"pact-optimum: plan used up at loss {obs.loss:.4g}")
+        ep = plan.epochs[self._cursor]
+        self._cursor += 1
+        ids = obs.devices.ids
+        return Decision(participants={ids[i]: s for i, s in ep.participants.items()},
+                        variant=ep.variant, info={"planned_energy_j": plan.energy_j})

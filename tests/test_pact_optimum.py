@@ -1,0 +1,67 @@
+"""PACT against its exact reference (pact-optimum) on random small instances."""
+
+import numpy as np
+import pytest
+
+import netsim
+from policies.pact.instances import scenario_problem, small_instance
+from policies.pact.optimum import MIP_REL_GAP, check_size, solve_optimum
+from policies.pact.planner import Planner
+
+EPSILONS = (0.05, 0.025, 0.0125)   # each half the previous: nested grids
+N_INSTANCES = 20
+
+
+@pytest.fixture(scope="module")
+def instances():
+    """20 feasible random instances (3 devices, 3 variants, 5 epochs) with their optimum."""
+    out, seed = [], 0
+    while len(out) < N_INSTANCES:
+        problem = scenario_problem(small_instance(np.random.default_rng(seed), n_devices=3,
+                                                  n_variants=3, max_epochs=5))
+        seed += 1
+        opt = solve_optimum(problem)
+        if opt.feasible:
+            plans = {eps: Planner(eps).plan(problem) for eps in EPSILONS}
+            out.append((problem, opt, plans))
+    return out
+
+
+def test_pact_is_never_below_the_optimum_and_within_2_percent_at_finest_eps(instances):
+    for _, opt, plans in instances:
+        for eps, plan in plans.items():
+            assert plan.feasible, (eps, plan.reason)
+            assert plan.energy_j >= opt.energy_j * (1 - 10 * MIP_REL_GAP), eps
+        assert plans[EPSILONS[-1]].energy_j <= 1.02 * opt.energy_j
+
+
+def test_gap_does_not_grow_as_eps_shrinks(instances):
+    gaps = np.array([[plans[e].energy_j / opt.energy_j - 1 for e in EPSILONS]
+                     for _, opt, plans in instances])
+    # the graph's own best path: never worse on a refined grid (nested grids)
+    graph = np.array([[plans[e].info["graph_energy_j"] for e in EPSILONS]
+                      for _, _, plans in instances])
+    assert np.all(np.diff(graph, axis=1) <= 1e-9 * graph[:, :1])
+    # after removing the rounding slack: per instance at most 0.5 point worse, on average better
+    assert np.all(np.diff(gaps, axis=1) <= 0.005)
+    assert np.all(np.diff(gaps.mean(axis=0)) <= 0)
+
+
+def test_plans_meet_target_deadline_and_epoch_limit_under_the_predictor(instances):
+    for problem, opt, plans in instances:
+        for plan in [opt, *plans.values()]:
+            state = problem.start
+            for ep in plan.epochs:
+                state = problem.predictor.step(state, ep.samples, ep.variant)
+                assert all(1 <= s <= problem.table.samples[i] for i, s in ep.participants.items())
+            assert problem.predictor.mean(state) <= problem.target_loss * (1 + 1e-9)
+            assert sum(ep.time_s for ep in plan.epochs) <= problem.time_left_s
+            assert len(plan.epochs) <= problem.epochs_left
+
+
+def test_optimum_refuses_instances_too_large_with_the_reason():
+    problem = scenario_problem("default")
+    with pytest.raises(ValueError, match="too large"):
+        check_size(problem)
+    run = netsim.simulate("default", "pact-optimum", seed=0).runs.iloc[0]
+    assert run["status"] == "target_missed" and "too large" in run["error"]
