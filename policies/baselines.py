@@ -79,7 +79,9 @@ class FastestK:
           "energy per unit of predicted loss drop")
 class GreedyEnergy:
     """Myopic: candidates are, per variant, the k devices cheapest per sample (k = 1, 2, 4, ...);
-    the predictor (policy-side, anchored on the observed loss) rates each candidate's loss drop."""
+    the predictor (policy-side, anchored on the observed loss) rates each candidate's loss drop.
+    Variants whose predicted floor is not below the loss target are left out (they can never
+    reach it), unless no variant can."""
 
     def __init__(self, params: NoParams) -> None:
         self.name, self.params = "greedy-energy", params
@@ -97,7 +99,10 @@ class GreedyEnergy:
         n_eff = pred.curves[current].samples_for(obs.loss) if obs.epoch else 0.0
         state = LossState(0.0 if not np.isfinite(n_eff) else n_eff, obs.variant)
         best, best_score = None, np.inf
-        for v in range(len(obs.model.variants)):
+        variants = [v for v in range(len(obs.model.variants))
+                    if pred.curves[v].floor < obs.training.target_loss] or \
+            list(range(len(obs.model.variants)))
+        for v in variants:
             transfer, compute, comm = device_epoch_times(table, obs.model, v, table.samples)
             per_sample = (comm + compute * table.power_busy_w) / np.maximum(table.samples, 1)
             order = idx[np.argsort(per_sample[idx], kind="stable")]

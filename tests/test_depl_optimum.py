@@ -27,8 +27,11 @@ CASES = [(0.3, 0.8, 1.0), (0.3, 0.9, 1.0), (0.3, 0.95, 1.0), (0.35, 0.9, 0.3),
 @pytest.mark.parametrize(("target", "pi", "rho"), CASES)
 def test_depl_is_never_below_and_within_10_percent_of_the_optimum(target, pi, rho):
     sc = instance(target, pi, prune_progress_loss=rho)
-    depl = make_policy("depl", {"data_fractions": FRACTIONS})
-    opt = make_policy("depl-optimum", {"data_fractions": FRACTIONS, "mc_draws": 200_000})
+    # Both judge success from the same Monte Carlo draws of the loss spread: with different
+    # spreads (analytic vs sampled) a plan right at the pi boundary can pass one and not the other.
+    same = {"data_fractions": FRACTIONS, "spread": "montecarlo", "mc_draws": 200_000}
+    depl = make_policy("depl", same)
+    opt = make_policy("depl-optimum", same)
     depl.reset(sc, None)
     opt.reset(sc, None)
     assert depl.plan.feasible == opt.plan.feasible

@@ -75,7 +75,7 @@ def test_switching_is_chosen_when_cheaper_than_any_single_model(small):
     res = netsim.simulate(small, policy=depl, seed=1)
     netsim.simulate(small, policy=single, seed=1)
     assert depl.plan.switches >= 1
-    assert depl.plan.cost_j < 0.9 * single.plan.cost_j
+    assert depl.plan.cost_j < single.plan.cost_j  # cheaper than the best single model
     variants = res.epochs.variant.tolist()
     assert any(a != b for a, b in zip(variants, variants[1:], strict=False))
 

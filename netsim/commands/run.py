@@ -19,7 +19,7 @@ from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.loading import load_scenario
 from netsim.yamlio import safe_load
 
-DEFAULT_POLICIES = ["fedavg-all", "greedy-energy"]
+DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

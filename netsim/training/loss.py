@@ -13,8 +13,12 @@ data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 f
 times ``participants ** -participant_exponent``: under federated averaging, progress per round
 follows the samples *per participant* more than their total (measured: b = 0.93 for
 mlp-digits; 0 counts the total, the default where nothing was measured).
-Pruning mid-training (a change of ``f``) loses progress: ``n <- n * exp(-prune_progress_loss *
-|f_new - f_old|)``, which is the loss jump, recovered by further training. ``z_run`` is drawn
+A change of variant keeps what the model has learned, its loss: the new variant starts at the
+effective samples where its own curve reaches the current loss (never more than the samples
+seen), then loses ``exp(-prune_progress_loss * |f_new - f_old|)`` of them: the loss jump,
+recovered by further training. Pruning (the pruned curve lies above) thus keeps the samples
+minus the penalty; growing a pruned model back starts from the pruned model's loss, so training
+a tiny model to its floor buys the full model nothing beyond that loss. ``z_run`` is drawn
 once per run (run-to-run spread), ``z_k`` each epoch; both standard normal from the run's
 seeded generator; skewed (non-IID) data spreads runs more, as measured. The final loss is
 therefore log-normal around the mean curve, so its quantiles are analytic:
@@ -109,6 +113,10 @@ class LossPredictor:
         self.model = model
         self.efficiency = data_efficiency(model, training)
         self.curves = [curve_params(model, v) for v in range(len(model.variants))]
+        self._floor = np.array([c.floor for c in self.curves])
+        self._half = np.array([c.samples_half for c in self.curves])
+        self._exponent = np.array([c.exponent for c in self.curves])
+        self._fraction = np.array([v.params_fraction for v in model.variants])
         loss = model.loss
         self.prune_progress_loss = loss.prune_progress_loss if loss else 0.0
         self.participant_exponent = loss.participant_exponent if loss else 0.0
@@ -117,13 +125,26 @@ class LossPredictor:
         self.sigma = math.hypot(self.sigma_run, self.sigma_epoch)
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
 
+    def carry(self, n_eff, v_from, v_to):
+        """Effective samples right after switching ``v_from`` -> ``v_to`` (numpy-vectorised
+        over arrays of the same shape; scalars too). See the module docstring."""
+        n = np.asarray(n_eff, dtype=float)
+        a, b = np.asarray(v_from), np.asarray(v_to)
+        floor, half, expo = self._floor, self._half, self._exponent
+        loss = floor[a] + (self.initial_loss - floor[a]) * (1.0 + n / half[a]) ** -expo[a]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (loss - floor[b]) / (self.initial_loss - floor[b])
+            equiv = np.where(ratio <= 0.0, np.inf,
+                             half[b] * (np.minimum(ratio, 1.0) ** (-1.0 / expo[b]) - 1.0))
+        keep = np.exp(-self.prune_progress_loss * np.abs(self._fraction[b] - self._fraction[a]))
+        out = np.where(a == b, n, np.minimum(equiv, n) * keep)
+        return float(out) if out.ndim == 0 else out
+
     def switch(self, state: LossState, variant: int) -> LossState:
-        """State right after moving to ``variant`` (progress lost if the fraction changes)."""
+        """State right after moving to ``variant`` (progress carried as loss, see module)."""
         if state.variant is None or state.variant == variant:
             return LossState(state.n_eff, variant)
-        f_old = self.model.variants[state.variant].params_fraction
-        f_new = self.model.variants[variant].params_fraction
-        return LossState(state.n_eff * math.exp(-self.prune_progress_loss * abs(f_new - f_old)), variant)
+        return LossState(self.carry(state.n_eff, state.variant, variant), variant)
 
     def step(self, state: LossState, samples: float, variant: int,
              participants: int = 1) -> LossState:

@@ -92,9 +92,7 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
     cost_m = np.asarray(epoch_cost_j, dtype=float)
     curves = _curve_table(pred)
     usable = np.flatnonzero(np.isfinite(cost_m))
-    fracs = np.array([v.params_fraction for v in pred.model.variants])
     gain = samples_per_epoch * pred.efficiency
-    rho = pred.prune_progress_loss
     m = usable.copy()
     n = np.full(len(m), gain)
     cost = cost_m[m]
@@ -118,8 +116,7 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
             break
         src = np.repeat(go, len(usable))
         dst = np.tile(usable, len(go))
-        keep_frac = np.exp(-rho * np.abs(fracs[dst] - fracs[m[src]]))
-        n2 = n[src] * keep_frac + gain
+        n2 = pred.carry(n[src], m[src], dst) + gain  # the engine's switch rule (netsim.training.loss)
         c2 = cost[src] + cost_m[dst] + switch_cost_j * (dst != m[src])
         if epsilon > 0:
             lvl = factor * _curve_means(curves, dst, n2)
@@ -134,11 +131,11 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
         layers.append((m, src[sel]))
     if best is None:
         return GraphSearch(None, best_level, vertices)
-    return GraphSearch(_backtrack(pred, layers, best, factor, gain, rho, fracs),
+    return GraphSearch(_backtrack(pred, layers, best, factor, gain),
                        best_level, vertices)
 
 
-def _backtrack(pred: LossPredictor, layers, best, factor, gain, rho, fracs) -> PathResult:
+def _backtrack(pred: LossPredictor, layers, best, factor, gain) -> PathResult:
     cost, k, j = best
     seq = []
     while k >= 0:
@@ -150,7 +147,7 @@ def _backtrack(pred: LossPredictor, layers, best, factor, gain, rho, fracs) -> P
     n = 0.0
     for i, v in enumerate(seq):
         if i:
-            n *= math.exp(-rho * abs(fracs[v] - fracs[seq[i - 1]]))
+            n = pred.carry(n, seq[i - 1], v)
         n += gain
     mean = float(pred.curves[seq[-1]].mean(n))
     return PathResult(tuple(seq), cost, factor * mean, mean)

@@ -41,7 +41,6 @@ def enumerate_plans(pred: DistributionalPredictor, epoch_cost_j: Sequence[float]
         raise ValueError(f"instance too large for enumeration: {total} sequences "
                          f"(> max_sequences={max_sequences})")
     base = pred.base
-    fracs = np.array([v.params_fraction for v in base.model.variants])
     cost_m = np.asarray(epoch_cost_j, dtype=float)
     gain = samples_per_epoch * base.efficiency
     seqs = usable[None, :].copy()
@@ -59,7 +58,7 @@ def enumerate_plans(pred: DistributionalPredictor, epoch_cost_j: Sequence[float]
         count = len(n)
         src = np.repeat(np.arange(count), len(usable))
         dst = np.tile(usable, count)
-        n = n[src] * np.exp(-base.prune_progress_loss * np.abs(fracs[dst] - fracs[last[src]])) + gain
+        n = base.carry(n[src], last[src], dst) + gain
         cost = cost[src] + cost_m[dst]
         seqs = np.vstack([seqs[:, src], dst[None, :]])
 
