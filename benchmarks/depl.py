@@ -87,8 +87,9 @@ def optimum_ratios() -> None:
         training = base.training.model_copy(update={"target_loss": target, "max_epochs": 8,
                                                     "target_probability": pi})
         sc = resolve_scenario(base.model_copy(update={"model": model, "training": training}), 0)
-        d = make_policy("depl", {"data_fractions": fr, "epsilon": 0.01})
-        o = make_policy("depl-optimum", {"data_fractions": fr, "mc_draws": 200_000})
+        same = {"data_fractions": fr, "spread": "montecarlo", "mc_draws": 200_000}  # same draws
+        d = make_policy("depl", {**same, "epsilon": 0.01})
+        o = make_policy("depl-optimum", same)
         d.reset(sc, None)
         o.reset(sc, None)
         ratio = d.plan.cost_j / o.plan.cost_j
