@@ -111,3 +111,19 @@ def test_baechi_choice_never_slower_than_single_device():
         assert single.step is not None and single.step.status == "ok"
         assert best.step_time_s <= single.step_time_s
         assert best.step_time_s == min(c.step_time_s for c in candidates)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_plan_is_what_executes_when_memory_is_tight(algo):
+    # regression: the planner used to delay input transfers (and starts) until memory fitted,
+    # which the executor (transfers as soon as producer and channels allow) never does
+    g = layered_dag(5, np.random.default_rng(3))  # edges 0->4, 1->3, 1->4, 2->4
+    limit = 0.5625 * total_memory_bytes(g)
+    devices = identical_devices(2, limit)
+    res = algo(g, devices)
+    assert res.ok, res.reason
+    step = execute_placement(g, res.placement, devices, order=res.order, transfer_order=res.transfer_order)
+    assert step.status == "ok", step.reason
+    assert step.step_time_s == pytest.approx(res.planned_step_s, rel=1e-9)
+    assert step.peak_memory_bytes == pytest.approx(res.planned_peak_memory_bytes, rel=1e-9)
+    assert max(step.peak_memory_bytes) <= limit * (1 + 1e-9)

@@ -5,8 +5,10 @@ topological index. The start counts transfers of inputs from other devices, each
 sender's and the receiver's channel (one serialised channel per device, appended in order), and
 the device's live memory (see :mod:`policies.baechi.memory`): an operator needs its persistent
 bytes for the whole step, and temporary + output bytes plus received inputs from their
-allocation on; when they do not fit now the start is delayed to when they fit, and a device
-where they never fit is skipped until memory is freed there.
+allocation on. Nothing is delayed for memory (the executor does not wait for it): a transfer
+starts as soon as its producer has ended and both channels are free, the operator when its
+device is free and its inputs have arrived, and a device where that does not fit is skipped
+until memory is freed there.
 
 Per device, ready operators sit in two priority queues: those whose inputs are ready by the
 time the device is free (keyed by topological index) and the others (keyed by a lower bound of
@@ -22,7 +24,6 @@ favourite child that runs on its parent's device, the device waiting for it once
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 
 from netsim.opgraph.costs import CostModel, IndexedGraph
@@ -103,10 +104,17 @@ class _Scheduler:
             if c is not None and key < (c[0], c[1]):
                 self.cache[d] = None
 
-    def evaluate(self, i: int, d: int, floor: float = 0.0):
-        """(start, transfers, need, involved devices) of i on d, or None if it never fits."""
+    def evaluate(self, i: int, d: int):
+        """(start, transfers, need, involved devices) of i on d, or None if it does not fit.
+
+        As the executor runs the plan: each input transfer starts as soon as its producer has
+        ended and both channels are free (never later), its bytes held on ``d`` from that start;
+        the operator starts when ``d`` is free and its inputs are there, its temporary + output
+        bytes held from then on. Nothing waits for memory: when this does not fit, ``d`` is not
+        feasible for ``i`` at this point of the schedule.
+        """
         dev, end, nd, ig = self.dev, self.end, self.nd, self.ig
-        t = max(self.dev_free[d], floor)
+        t = self.dev_free[d]
         cf: dict[int, float] = {}
         xf = []
         recv = 0.0
@@ -121,7 +129,7 @@ class _Scheduler:
                 continue
             a = self.arrival.get(u * nd + d)
             if a is None:
-                s = max(end[u], floor, cf.get(du, self.chan_free[du]), cf.get(d, self.chan_free[d]))
+                s = max(end[u], cf.get(du, self.chan_free[du]), cf.get(d, self.chan_free[d]))
                 a = s + self.cost.comm_s(ig.send_bytes[u], du, d)
                 cf[du] = cf[d] = a
                 xf.append((u, du, s, a))
@@ -132,12 +140,13 @@ class _Scheduler:
         m = self.mem[d]
         if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
             return (t, i, d, xf, set(cf))  # fits whatever the timeline (fast path)
-        t0 = min([t] + [x[2] for x in xf])
-        fit = m.fit_time(t0, need, ig.memory_bytes[i])
-        if fit == math.inf:
+        held = 0.0  # received tensors, each from its transfer's start (xf is in start order)
+        for u, _, s, _ in xf:
+            held += ig.send_bytes[u]
+            if not m.fits(s, held, ig.memory_bytes[i]):
+                return None
+        if not m.fits(t, need, ig.memory_bytes[i]):
             return None
-        if fit > t0 and floor < fit:
-            return self.evaluate(i, d, fit)
         return (t, i, d, xf, set(cf))
 
     def top(self, d: int):

@@ -10,7 +10,6 @@ kept apart (``persistent_bytes``); ``peak_dynamic_bytes`` is an upper bound of t
 from __future__ import annotations
 
 import bisect
-import math
 
 
 class MemoryTimeline:
@@ -24,13 +23,17 @@ class MemoryTimeline:
         self._events: list[tuple[float, float]] = []
 
     def suffix_max(self, t0_s: float) -> float:
-        """Upper bound of the dynamic level over [t0_s, end) (bytes)."""
+        """Upper bound of the dynamic level over [t0_s, end) (bytes).
+
+        The level just before ``t0_s`` counts only when no event falls at ``t0_s``: frees at
+        ``t0_s`` come before an allocation made at ``t0_s`` (as in the executor).
+        """
         ev = self._events
         level = best = self.total_bytes
         k = len(ev) - 1
         while k >= 0 and ev[k][0] >= t0_s:
-            level -= ev[k][1]
-            if level > best:
+            level -= ev[k][1]  # the level after event k - 1
+            if level > best and (ev[k][0] > t0_s or (k > 0 and ev[k - 1][0] >= t0_s)):
                 best = level
             k -= 1
         return best
@@ -41,26 +44,6 @@ class MemoryTimeline:
         if self.peak_dynamic_bytes > room:
             return False
         return self.suffix_max(t0_s) + need_bytes <= room
-
-    def fit_time(self, t0_s: float, need_bytes: float, persistent_bytes: float) -> float:
-        """Earliest time >= t0_s from which ``need_bytes`` fits to the end (s), with
-        ``persistent_bytes`` added for the whole step; ``inf`` if it never fits."""
-        room = self.limit_bytes - self.persistent_bytes - persistent_bytes
-        cap = room - need_bytes
-        if self.peak_dynamic_bytes > room or self.total_bytes > cap:
-            return math.inf
-        ev = self._events
-        level = best = self.total_bytes
-        answer = t0_s
-        k = len(ev) - 1
-        while k >= 0 and ev[k][0] >= t0_s:
-            best = max(best, level)  # level after event k
-            if best > cap:
-                return answer
-            answer = ev[k][0]
-            level -= ev[k][1]
-            k -= 1
-        return t0_s if max(best, level) <= cap else answer
 
     def allocate(self, t_s: float, nbytes: float, until_s: float | None = None) -> None:
         """Hold ``nbytes`` from ``t_s`` (to ``until_s`` if known, else until :meth:`free`)."""
