@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from plots.common import band, curves_on_grid
 from plots.style import figure, save, style_for
 
 
@@ -29,15 +29,6 @@ def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, 
     return out
 
 
-def _mean_band(curves: list[tuple], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    ys = np.array([np.interp(grid, t, y, right=np.nan) for t, y in curves])
-    mean = np.nanmean(ys, axis=0)
-    n = np.sum(~np.isnan(ys), axis=0)
-    sd = np.nanstd(ys, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
-    half = stats.t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1))
-    return mean, mean - half, mean + half
-
-
 def plot_timeline(runs: pd.DataFrame, epochs: pd.DataFrame, out_base: str | Path,
                   target_loss: float | None = None) -> list[Path]:
     """Two panels (loss; cumulative energy in J) vs simulated time (s); returns file paths."""
@@ -49,8 +40,8 @@ def plot_timeline(runs: pd.DataFrame, epochs: pd.DataFrame, out_base: str | Path
             if len(curves) == 1:
                 ax.plot(*curves[0], label=policy, **st)
                 continue
-            grid = np.linspace(0.0, max(t[-1] for t, _ in curves), 200)
-            mean, lo, hi = _mean_band(curves, grid)
+            grid, ys = curves_on_grid(curves)
+            mean, lo, hi = band(ys)
             ax.plot(grid, mean, label=f"{policy} (mean of {len(curves)})", **st)
             ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.2, linewidth=0)
     if target_loss is not None:
