@@ -139,7 +139,7 @@ class _Scheduler:
         need = ig.temporary_bytes[i] + ig.output_bytes[i] + recv
         m = self.mem[d]
         if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
-            return (t, i, d, xf, set(cf))  # fits whatever the timeline (fast path)
+            return (t, i, d, xf, cf.keys())  # fits whatever the timeline (fast path)
         held = 0.0  # received tensors, each from its transfer's start (xf is in start order)
         for u, _, s, _ in xf:
             held += ig.send_bytes[u]
@@ -147,7 +147,7 @@ class _Scheduler:
                 return None
         if not m.fits(t, need, ig.memory_bytes[i]):
             return None
-        return (t, i, d, xf, set(cf))
+        return (t, i, d, xf, cf.keys())
 
     def top(self, d: int):
         if self.cache[d] is not None:
