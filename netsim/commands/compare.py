@@ -8,7 +8,6 @@ mean energy and time to the best policy's and to the optimum's (policies named `
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -26,11 +25,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from netsim.sweep.compare import compare_table, format_compare
     from netsim.sweep.results import load_results
 
-    try:
-        results = load_results(args.results)
-    except FileNotFoundError as exc:
-        print(f"netsim: {exc}", file=sys.stderr)
-        return 2
+    results = load_results(args.results)
     table = compare_table(results.runs)
     print(format_compare(table), end="")
     if args.csv:

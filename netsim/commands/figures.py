@@ -35,11 +35,7 @@ def figures_command(args: argparse.Namespace) -> int:
         print(f"netsim: --only: unknown figure(s) {', '.join(unknown)} (registered: "
               f"{', '.join(known)})", file=sys.stderr)
         return 2
-    try:
-        results = load_results(args.results)
-    except FileNotFoundError as exc:
-        print(f"netsim: {exc}", file=sys.stderr)
-        return 2
+    results = load_results(args.results)
     out, failed, written = Path(args.out), 0, 0
     for drawn in draw(results, only=args.only):
         if drawn.figure is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,11 +29,7 @@ def report_command(args: argparse.Namespace) -> int:
     from netsim.sweep.report import render_report
     from netsim.sweep.results import load_results
 
-    try:
-        results = load_results(args.results)
-    except FileNotFoundError as exc:
-        print(f"netsim: {exc}", file=sys.stderr)
-        return 2
+    results = load_results(args.results)
     drawn = list(draw(results))
     notes = [f"{'FAILED' if d.error else 'skipped'} {d.name}: {d.note}"
              for d in drawn if d.figure is None]

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from netsim.results.store import completed_runs, read_table, write_parquet_atomic
+from netsim.scenario.errors import Problem, ScenarioError
 from netsim.sweep.plan import MANIFEST_COLUMNS, SweepPlan
 
 
@@ -77,12 +78,13 @@ def load_results(out_dir: str | Path) -> Results:
 
     Raises
     ------
-    FileNotFoundError
-        If ``out_dir`` holds no complete run.
+    ScenarioError
+        If ``out_dir`` holds no complete run (invalid input: the CLI exits with code 2).
     """
     runs = read_table(out_dir, "runs")
     if runs.empty:
-        raise FileNotFoundError(f"no complete runs under {out_dir} (expected {out_dir}/runs/)")
+        raise ScenarioError([Problem("DIR", f"no complete runs under {out_dir} "
+                                            f"(expected {out_dir}/runs/)")], "results folder")
     manifest = read_manifest(out_dir)
     runs = runs.merge(manifest, on="run_id", how="left")
     runs["sweep"] = runs["sweep"].fillna("")
