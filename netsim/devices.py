@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.network import Topology
+from netsim.scenario.loading import ResolvedNetwork
 from netsim.scenario.schema import Scenario
 
 
@@ -56,11 +57,9 @@ class DeviceTable:
 def build_device_table(scenario: Scenario, topology: Topology | None = None) -> DeviceTable:
     """The device table of a *resolved* scenario (explicit devices, links and aggregator)."""
     devices, links = scenario.devices or [], scenario.links or []
-    if topology is None:
-        ids = [d.id for d in devices]
-        extra = [e for link in links for e in (link.a, link.b)]
-        topology = Topology(list(dict.fromkeys(ids + extra)), links)
     agg = str(scenario.aggregator)
+    if topology is None:
+        topology = Topology(ResolvedNetwork(devices, links, agg).node_ids, links)
     n = len(devices)
     cols = {k: np.zeros(n) for k in ("down_bps", "down_latency_s", "down_j_per_bit",
                                      "up_bps", "up_latency_s", "up_j_per_bit")}

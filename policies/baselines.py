@@ -103,7 +103,7 @@ class GreedyEnergy:
                     if pred.curves[v].floor < obs.training.target_loss] or \
             list(range(len(obs.model.variants)))
         for v in variants:
-            transfer, compute, comm = device_epoch_times(table, obs.model, v, table.samples)
+            _, compute, comm = device_epoch_times(table, obs.model, v, table.samples)
             per_sample = (comm + compute * table.power_busy_w) / np.maximum(table.samples, 1)
             order = idx[np.argsort(per_sample[idx], kind="stable")]
             k = 1

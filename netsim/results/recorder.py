@@ -41,6 +41,7 @@ class Recorder:
         self._devices: pd.DataFrame | None = None
         self._node_ids: list[str] = []
         self._classes: list[str | None] = []
+        self._n_devices = 0
 
     def start(self, node_ids: list[str], devices) -> None:
         """The run's nodes (devices first, then network nodes)."""
