@@ -4,22 +4,28 @@ Run: python benchmarks/engine.py [--quick]
 
 (a) the bare skeleton of the same epochs (a process per participant with three timeouts, then a
     barrier and an aggregation timeout) vs the full engine (fedavg-all: flow network, meters,
-    policy, validation, loss model, recorder), wall time per device-epoch; target <= 4x.
-(b) 1,000 devices x 100 epochs; target under 3 s.
-(c) 100 / 1,000 / 10,000 devices: cost per device-epoch; target at 10,000 within 1.5x of 100.
+    policy, validation, loss model, recorder), time per device-epoch; target <= 4x. The skeleton
+    is timed twice: as written (CPython's default garbage-collector thresholds) and under the
+    same relaxed thresholds the engine runs with (netsim.gcpause); the target is judged on the
+    second, stricter ratio.
+(b) 1,000 devices x 100 epochs, setup included; target under 3 s.
+(c) 100 / 1,000 / 10,000 devices, the same number of epochs each (setup included): cost per
+    device-epoch; target at 10,000 within 1.5x of 100.
 (d) N devices sharing one access link (max-min recomputation): 1,000 vs 4,000; target within 2x.
-Times are medians of repeats measured in this run; ratios are what the README quotes.
+Every figure is the best of REPEATS runs (the machine is shared: other load only slows a run
+down), wall clock; ratios are between figures measured in this run, and are what the README
+quotes.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import simpy
 
 import netsim
+from netsim.gcpause import relaxed_gc
 from netsim.scenario.loading import load_scenario
 
 
@@ -76,38 +82,45 @@ def skeleton_seconds(n: int, epochs: int) -> float:
     return time.perf_counter() - t0
 
 
-def median(fn, repeats: int) -> float:
-    return statistics.median(fn() for _ in range(repeats))
+def best(fn, repeats: int) -> float:
+    return min(fn() for _ in range(repeats))
+
+
+def skeleton_relaxed_seconds(n: int, epochs: int) -> float:
+    with relaxed_gc():
+        return skeleton_seconds(n, epochs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     args = parser.parse_args()
-    repeats = 1 if args.quick else 3
+    repeats = 2 if args.quick else 3
     netsim.simulate("two-phones", "fedavg-all")  # warm imports and pint
 
     n, epochs = (300, 30) if args.quick else (1000, 100)
-    eng = median(lambda: engine_seconds(generated(n, epochs))[0], repeats)
-    skel = median(lambda: skeleton_seconds(n, epochs), repeats)
+    eng = best(lambda: engine_seconds(generated(n, epochs))[0], repeats)
+    skel = best(lambda: skeleton_seconds(n, epochs), repeats)
+    skel_relaxed = best(lambda: skeleton_relaxed_seconds(n, epochs), repeats)
     per = n * epochs
-    print(f"(a) skeleton {skel / per * 1e6:.2f} us/device-epoch, engine {eng / per * 1e6:.2f} "
-          f"us/device-epoch: ratio {eng / skel:.2f}x (target <= 4x)")
+    print(f"(a) engine {eng / per * 1e6:.2f} us/device-epoch; skeleton {skel / per * 1e6:.2f} "
+          f"(default gc) / {skel_relaxed / per * 1e6:.2f} (relaxed gc, as the engine): ratio "
+          f"{eng / skel:.2f}x / {eng / skel_relaxed:.2f}x (target <= 4x, on the second)")
     print(f"(b) {n} devices x {epochs} epochs: {eng:.2f} s (target < 3 s at 1000 x 100)")
 
     sizes = (100, 1000, 3000) if args.quick else (100, 1000, 10000)
+    ep = 10 if args.quick else 20
     per_de = {}
     for size in sizes:
-        ep = max(3, 20000 // size) if not args.quick else max(2, 5000 // size)
-        wall = median(lambda size=size, ep=ep: engine_seconds(generated(size, ep))[0], repeats)
+        wall = best(lambda size=size: engine_seconds(generated(size, ep))[0], repeats)
         per_de[size] = wall / (size * ep)
-        print(f"(c) {size:>6} devices x {ep:>3} epochs: {per_de[size] * 1e6:.2f} us/device-epoch")
+        print(f"(c) {size:>6} devices x {ep} epochs: {per_de[size] * 1e6:.2f} us/device-epoch")
     print(f"(c) cost per device-epoch at {sizes[-1]} / at {sizes[0]}: "
           f"{per_de[sizes[-1]] / per_de[sizes[0]]:.2f}x (target <= 1.5x)")
 
     shared = {}
     for size in (1000, 4000) if not args.quick else (500, 2000):
-        wall = median(lambda size=size: engine_seconds(shared_link(size, 10))[0], repeats)
+        wall = best(lambda size=size: engine_seconds(shared_link(size, 10))[0], repeats)
         shared[size] = wall / (size * 10)
         print(f"(d) {size} devices sharing one link: {shared[size] * 1e6:.2f} us/device-epoch")
     a, b = sorted(shared)

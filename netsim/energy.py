@@ -3,7 +3,8 @@
 Every node has two power levels: ``power_busy_w`` while it computes and ``power_idle_w``
 otherwise, for the whole run (network nodes have both at zero). Energy is added when a node
 changes state or when the meter is read, never on a clock tick (iFogSim's method). Communication
-energy is added per transfer by the network (bits x J/bit, charged to the sending node).
+energy is charged per transfer by the network (bits x J/bit, to the sending node of each link);
+the network books it in bulk, and every reading settles what is booked first.
 
 Every joule belongs to exactly one node and one category: compute (busy time x busy power),
 communication (transfers) or idle (non-busy time x idle power). The categories sum to the total.
@@ -11,7 +12,7 @@ communication (transfers) or idle (non-busy time x idle power). The categories s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,19 +62,21 @@ class EnergyMeter:
         n = len(power_busy_w)
         self._busy_s = [0.0] * n
         self._busy_since: list[float | None] = [None] * n
-        #: cumulative communication energy per node (J); the network adds to it in place
-        self.communication_j = [0.0] * n
+        self._communication_j = np.zeros(n)
+        self._settlers: list[Callable[[], None]] = []
 
     @property
     def n_nodes(self) -> int:
         """Number of metered nodes."""
         return len(self._busy_s)
 
-    def set_busy(self, node: int, now_s: float) -> None:
-        """Node ``node`` starts computing at ``now_s`` (s). A node runs one job at a time."""
+    def set_busy(self, node: int, start_s: float) -> None:
+        """Node ``node`` starts computing at ``start_s`` (s): now, or later when the start is
+        already known (the engine books a job when its input's arrival time is known; a reading
+        before ``start_s`` counts no busy time yet). A node runs one job at a time."""
         if self._busy_since[node] is not None:
             raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
-        self._busy_since[node] = now_s
+        self._busy_since[node] = start_s
 
     def set_idle(self, node: int, now_s: float) -> None:
         """Node ``node`` stops computing at ``now_s`` (s)."""
@@ -85,14 +88,29 @@ class EnergyMeter:
 
     def add_communication(self, node: int, energy_j: float) -> None:
         """Charge ``energy_j`` (J) of communication to ``node``."""
-        self.communication_j[node] += energy_j
+        self._communication_j[node] += energy_j
+
+    def add_communication_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
+        """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up)."""
+        np.add.at(self._communication_j, nodes, energy_j)
+
+    def settle_with(self, settle: Callable[[], None]) -> None:
+        """Call ``settle`` before every reading (a source booking its charges in bulk)."""
+        self._settlers.append(settle)
+
+    @property
+    def communication_j(self) -> np.ndarray:
+        """Cumulative communication energy per node so far (J); a copy."""
+        for settle in self._settlers:
+            settle()
+        return self._communication_j.copy()
 
     def snapshot(self, now_s: float) -> EnergySnapshot:
         """Cumulative energy per node and category from time 0 to ``now_s`` (s)."""
         busy = np.asarray(self._busy_s, dtype=float)
         running = [(i, now_s - s) for i, s in enumerate(self._busy_since) if s is not None]
         for i, extra in running:
-            busy[i] += extra
+            busy[i] += max(extra, 0.0)
         compute = busy * self.power_busy_w
         idle = np.maximum(now_s - busy, 0.0) * self.power_idle_w
-        return EnergySnapshot(now_s, busy, compute, np.asarray(self.communication_j, dtype=float), idle)
+        return EnergySnapshot(now_s, busy, compute, self.communication_j, idle)

@@ -2,9 +2,12 @@
 
 One synchronous epoch (architecture spec): every participant, concurrently, downloads the
 variant from the aggregator, trains its samples, and uploads its update; the aggregator then
-averages (2 x params x participants FLOP). The epoch ends when aggregation ends. SimPy events per
-participant-epoch: the process start, the two transfers' completions, the compute timeout and
-the process end (pinned by tests/test_engine.py), plus shared network wake-ups.
+averages (2 x params x participants FLOP). The epoch ends when aggregation ends. A participant is
+a chain of callbacks, not a process: the network reports each transfer's arrival time as soon as
+its last bit leaves (FlowNetwork.send), so the end of training is scheduled directly. SimPy
+events per participant-epoch: the end of its training, plus the network's shared wake-ups (one
+per distinct instant at which transfers finish); pinned by tests/test_engine.py. Clusters (DepL)
+run as processes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import simpy
 from netsim.decisions import validate_decision
 from netsim.devices import DeviceTable, build_device_table
 from netsim.energy import EnergyMeter, EnergySnapshot
+from netsim.flows import fire_after, trigger_after
+from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
 from netsim.results.recorder import Recorder
 from netsim.scenario.loading import ResolvedNetwork, resolve_network
@@ -89,11 +94,12 @@ class World:
         model_bytes = model.model_bytes(v)
         flop_per_sample = model.flop_per_sample(v)
         barrier = env.event()
-        pending = [len(decision.participants) + len(decision.clusters)]
+        pending = [len(decision.participants) + len(decision.clusters), start]  # to go, last
         index = self.devices.index
-        for dev, samples in decision.participants.items():
-            env.process(self._participant(index[dev], dev, samples * flop_per_sample,
-                                          model_bytes, barrier, pending))
+        with self.network.batch():  # every download starts now: one rebalance per shared link
+            for dev, samples in decision.participants.items():
+                self._participant(index[dev], dev, samples * flop_per_sample, model_bytes,
+                                  barrier, pending)
         for cluster in decision.clusters:
             env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier, pending))
         env.run(until=barrier)
@@ -106,19 +112,28 @@ class World:
         return EpochOutcome(start, end, self.meter.snapshot(end) - before)
 
     def _participant(self, i: int, dev: str, flop: float, nbytes: float, barrier: simpy.Event,
-                     pending: list[int]) -> Generator[simpy.Event, Any, None]:
-        env = self.env
-        yield self.network.transfer(self._agg_id, dev, nbytes)
-        self.meter.set_busy(i, env.now)
-        yield env.timeout(flop / self._flops[i])
-        self.meter.set_idle(i, env.now)
-        yield self.network.transfer(dev, self._agg_id, nbytes)
-        pending[0] -= 1
-        if pending[0] == 0:
-            barrier.succeed()
+                     pending: list[float]) -> None:
+        """Download, train, upload, as callbacks (no process). The network reports each
+        transfer's arrival time when its last bit leaves, so the training's end is scheduled
+        directly: one SimPy event per participant-epoch besides the network's wake-ups."""
+        env, network, meter, agg = self.env, self.network, self.meter, self._agg_id
+        compute_s = flop / self._flops[i]
+
+        def downloaded(arrival_s: float) -> None:
+            meter.set_busy(i, arrival_s)
+            fire_after(env, arrival_s + compute_s - env.now, trained)
+
+        def trained(_event: simpy.Event) -> None:
+            meter.set_idle(i, env.now)
+            network.send(dev, agg, nbytes, uploaded)
+
+        def uploaded(arrival_s: float) -> None:
+            _arrived(env, barrier, pending, arrival_s)
+
+        network.send(agg, dev, nbytes, downloaded)
 
     def _cluster(self, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
-                 barrier: simpy.Event, pending: list[int]) -> Generator[simpy.Event, Any, None]:
+                 barrier: simpy.Event, pending: list[float]) -> Generator[simpy.Event, Any, None]:
         env, head = self.env, cluster.devices[0]
         yield self.network.transfer(self._agg_id, head, nbytes)
         flop = cluster.samples * flop_per_sample
@@ -127,9 +142,7 @@ class World:
                    for dev, share in zip(cluster.devices, cluster.flop_share, strict=True)]
         yield env.all_of(members)
         yield self.network.transfer(head, self._agg_id, nbytes)
-        pending[0] -= 1
-        if pending[0] == 0:
-            barrier.succeed()
+        _arrived(env, barrier, pending, env.now)
 
     def _member(self, dev: str, flop: float, act_bytes: float,
                 head: str) -> Generator[simpy.Event, Any, None]:
@@ -141,6 +154,17 @@ class World:
         self.meter.set_idle(i, env.now)
         if dev != head and act_bytes > 0:
             yield self.network.transfer(dev, head, act_bytes)
+
+
+def _arrived(env: simpy.Environment, barrier: simpy.Event, pending: list[float],
+             arrival_s: float) -> None:
+    """One participant's update arrives at ``arrival_s`` (s, now or later); after the last, the
+    barrier fires at the latest arrival. ``pending`` is [participants to go, latest arrival]."""
+    pending[0] -= 1
+    if arrival_s > pending[1]:
+        pending[1] = arrival_s
+    if pending[0] == 0:
+        trigger_after(env, barrier, max(pending[1] - env.now, 0.0))
 
 
 def _make_backend(resolved: Scenario, rng: np.random.Generator):
@@ -172,6 +196,12 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
     Failures inside the run (an invalid decision, a policy error) end the run with status
     ``failed`` and the error; they are recorded, and re-raised only if ``raise_errors``.
     """
+    with relaxed_gc():
+        _run(scenario, policy, seed, recorder, progress, raise_errors)
+
+
+def _run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
+         progress: Any, raise_errors: bool) -> None:
     wall0 = time.perf_counter()
     streams = np.random.SeedSequence([seed, 0x6E73]).spawn(4)
     policy_rng, loss_rng, avail_rng, _spare = (np.random.default_rng(s) for s in streams)

@@ -16,16 +16,28 @@ every member's rate: O(log n) per change with heaps by cap and by finishing poin
 crosses two or more unsafe links, the network falls back to progressive filling over all flows,
 once per simulated instant at which flows start or end, until the condition holds again.
 
-Events: one SimPy event per transfer (its arrival), plus one shared wake-up per distinct instant
-at which transfers finish (and one per instant of fallback recomputation).
+Batching: transfers that start inside ``with network.batch():`` (the engine's downloads at the
+start of an epoch) and transfers that end at the same instant are placed first and rebalanced
+once per group, so n simultaneous starts cost O(n log n), not n rebalances.
+
+Events: one shared wake-up per distinct instant at which transfers finish (and one per instant
+of fallback recomputation), plus, for :meth:`FlowNetwork.transfer`, one event per transfer (its
+arrival). :meth:`FlowNetwork.send` schedules no arrival event: it tells a callback the arrival
+time when the last bit leaves, and the caller schedules what follows (the engine's epochs).
+
+Accounting: a transfer's bytes and communication energy are booked when it starts and added to
+the per-node totals in bulk (numpy, in start order) before any reading of them.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import numpy as np
 import simpy
 from simpy.events import NORMAL
 
@@ -39,13 +51,14 @@ _INF = float("inf")
 
 
 class _Flow:
-    __slots__ = ("hops", "cap", "remaining", "rate", "updated", "version", "done", "latency",
+    __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
                  "group", "target", "n_unsafe", "capped_in")
 
     def __init__(self, hops: tuple[int, ...], cap: float, bits: float, latency: float,
-                 done: simpy.Event, now: float) -> None:
-        self.hops, self.cap, self.remaining, self.latency, self.done = hops, cap, bits, latency, done
-        self.rate, self.updated, self.version = 0.0, now, 0
+                 done: simpy.Event | Callable[[float], None], now: float) -> None:
+        self.hops, self.cap, self.remaining, self.latency = hops, cap, bits, latency
+        self.done = done  # the arrival event, or a callback told the arrival time (send)
+        self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's
         self.group: _Group | None = None  # sharing member of this unsafe link's group
         self.target = 0.0                 # finishing point on the group's clock (bits)
         self.n_unsafe = 0                 # unsafe links on the route
@@ -55,29 +68,40 @@ class _Flow:
 class _Group:
     """Water-filling state of one unsafe link direction."""
 
-    __slots__ = ("link", "capacity", "members", "by_cap", "capped", "capped_sum", "rate",
-                 "clock", "updated", "finishing", "version")
+    __slots__ = ("link", "capacity", "n_members", "by_cap", "capped", "capped_sum", "rate",
+                 "clock", "updated", "finishing", "stamp")
 
     def __init__(self, link: int, capacity: float, now: float) -> None:
         self.link, self.capacity = link, capacity
-        self.members: set[_Flow] = set()
+        self.n_members = 0
         self.by_cap: list[tuple[float, int, _Flow]] = []      # min-heap of members' caps
         self.capped: list[tuple[float, int, _Flow]] = []      # max-heap (-cap) of capped flows
         self.capped_sum = 0.0
         self.rate, self.clock, self.updated = 0.0, 0.0, now
         self.finishing: list[tuple[float, int, _Flow]] = []   # min-heap of members' targets
-        self.version = 0
+        self.stamp = -1
 
     def settle(self, now: float) -> None:
         self.clock += self.rate * (now - self.updated)
         self.updated = now
 
 
-def _fire_after(env: simpy.Environment, event: simpy.Event, delay_s: float) -> None:
-    """Trigger ``event`` successfully ``delay_s`` from now (one scheduled event, like a Timeout)."""
+def trigger_after(env: simpy.Environment, event: simpy.Event, delay_s: float) -> None:
+    """Trigger the pending ``event`` successfully ``delay_s`` (s) from now: one scheduled event,
+    like a Timeout, without creating one."""
     event._ok = True
     event._value = None
     env.schedule(event, NORMAL, delay_s)
+
+
+def fire_after(env: simpy.Environment, delay_s: float,
+               callback: Callable[[simpy.Event], None]) -> simpy.Event:
+    """Call ``callback`` ``delay_s`` seconds from now: one scheduled event, cheaper than a
+    Timeout plus a process resumption."""
+    event = simpy.Event(env)
+    event.callbacks.append(callback)
+    trigger_after(env, event, delay_s)
+    return event
 
 
 class FlowNetwork:
@@ -91,19 +115,38 @@ class FlowNetwork:
         self.env, self.topology, self.meter = env, topology, meter
         n_dir = len(topology.capacity_bps)
         self._cap = topology.capacity_bps
-        self._link_flows: list[set[_Flow]] = [set() for _ in range(n_dir)]
-        self._cap_sum = [0.0] * n_dir
+        self._routes = topology.route_cache
+        # dicts as ordered sets: iteration order (and so every float sum) is reproducible
+        self._link_flows: list[dict[_Flow, None]] = [{} for _ in range(n_dir)]
+        # headroom per direction: capacity (with a relative tolerance) minus the caps of the
+        # flows crossing it; negative exactly while the direction is unsafe (has a group)
+        self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
+        self._slack = list(self._empty_slack)
         self._groups: dict[int, _Group] = {}
-        self._active: set[_Flow] = set()
+        self._active: dict[_Flow, None] = {}
         self._multi_unsafe = 0            # flows crossing two or more unsafe links
-        self._heap: list[tuple[float, int, int, object]] = []
-        self._seq = itertools.count()
+        # finish heaps; an entry (time_s, stamp, obj) is live while obj.stamp == stamp
+        self._heap: list[tuple[float, int, _Flow]] = []          # individual flows
+        self._group_heap: list[tuple[float, int, _Group]] = []   # groups' next member finish
+        self._stamps = itertools.count()
         self._wakeup_at = _INF
         self._wakeup_event: simpy.Event | None = None
         self._recompute_pending = False
         self._fallback = False            # rates currently come from progressive filling
-        self.bytes_sent = [0.0] * len(topology.node_ids)
-        self.bytes_received = [0.0] * len(topology.node_ids)
+        self._batching = 0                # > 0: rebalances wait for the end of the batch
+        self._dirty: dict[_Group, None] = {}
+        self._arrivals: list[tuple[Callable[[float], None], float]] = []  # send() callbacks due
+        n_nodes = len(topology.node_ids)
+        self._bytes_sent, self._bytes_received = np.zeros(n_nodes), np.zeros(n_nodes)
+        # transfers started since the last settle_accounting(): route ids and sizes (bytes)
+        self._booked_routes: list[int] = []
+        self._booked_bytes: list[float] = []
+        self._indexed_routes = 0
+        self._route_first_sender = self._route_receiver = np.zeros(0, dtype=np.intp)
+        self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
+        self._charge_sender = np.zeros(0, dtype=np.intp)
+        self._charge_j_per_bit = np.zeros(0)
+        meter.settle_with(self.settle_accounting)
         self.full_recomputations = 0
 
     @property
@@ -111,48 +154,165 @@ class FlowNetwork:
         """Number of transfers currently moving bits."""
         return len(self._active)
 
+    @property
+    def bytes_sent(self) -> np.ndarray:
+        """Bytes each node has sent as the source of a transfer so far (a copy)."""
+        self.settle_accounting()
+        return self._bytes_sent.copy()
+
+    @property
+    def bytes_received(self) -> np.ndarray:
+        """Bytes each node has been sent as the destination of a transfer so far (a copy)."""
+        self.settle_accounting()
+        return self._bytes_received.copy()
+
+    def settle_accounting(self) -> None:
+        """Book the bytes and communication energy of the transfers started since the last
+        call (the meter calls this before every reading). Per transfer the hot path only notes
+        its route and size; here they are added in bulk, in start order, so every sum is the
+        one a transfer-by-transfer loop would give."""
+        if not self._booked_routes:
+            return
+        if len(self.topology.routes) > self._indexed_routes:
+            self._index_routes()
+        r = np.array(self._booked_routes, dtype=np.intp)
+        size = np.array(self._booked_bytes, dtype=float)
+        self._booked_routes, self._booked_bytes = [], []
+        np.add.at(self._bytes_sent, self._route_first_sender[r], size)
+        np.add.at(self._bytes_received, self._route_receiver[r], size)
+        counts = self._route_n_charges[r]
+        ends = np.cumsum(counts)
+        charge = np.repeat(self._route_charge_start[r] - (ends - counts), counts) \
+            + np.arange(int(ends[-1]) if len(ends) else 0)
+        self.meter.add_communication_many(
+            self._charge_sender[charge], np.repeat(8.0 * size, counts) * self._charge_j_per_bit[charge])
+
+    def _index_routes(self) -> None:
+        """Arrays over the topology's routes: first sender, receiver, charges (flattened)."""
+        routes = self.topology.routes
+        self._route_first_sender = np.array([r.senders[0] if r.senders else r.receiver
+                                             for r in routes], dtype=np.intp)
+        self._route_receiver = np.array([r.receiver for r in routes], dtype=np.intp)
+        n_charges = np.array([len(r.charges) for r in routes], dtype=np.intp)
+        self._route_n_charges = n_charges
+        self._route_charge_start = np.cumsum(n_charges) - n_charges
+        self._charge_sender = np.array([s for r in routes for s, _ in r.charges], dtype=np.intp)
+        self._charge_j_per_bit = np.array([e for r in routes for _, e in r.charges], dtype=float)
+        self._indexed_routes = len(routes)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Start several transfers at this instant with one rebalance per shared link.
+
+        Rates are exact when the block ends; no simulated time may pass inside it.
+        """
+        self._batching += 1
+        try:
+            yield
+        finally:
+            self._batching -= 1
+            if not self._batching:
+                self._flush(self.env.now)
+
     def transfer(self, src: str, dst: str, size_bytes: float) -> simpy.Event:
         """Start moving ``size_bytes`` from src to dst; the event fires when it has arrived."""
-        done = self.env.event()
+        done = simpy.Event(self.env)
+        self._start(src, dst, size_bytes, done)
+        return done
+
+    def send(self, src: str, dst: str, size_bytes: float,
+             on_arrival: Callable[[float], None]) -> None:
+        """Start moving ``size_bytes`` from src to dst; ``on_arrival(arrival_s)`` is called as
+        soon as the arrival time is known: when the last bit leaves (arrival minus the route's
+        latency), or at once for a local or empty transfer. No arrival event is scheduled: the
+        caller schedules what follows at ``arrival_s`` (two SimPy events fewer per epoch and
+        participant in the engine than :meth:`transfer`). The callback runs after the network
+        has settled at that instant, so it may start transfers itself.
+        """
+        self._start(src, dst, size_bytes, on_arrival)
+
+    def _start(self, src: str, dst: str, size_bytes: float,
+               done: simpy.Event | Callable[[float], None]) -> None:
+        env = self.env
         if src == dst:
-            _fire_after(self.env, done, 0.0)
-            return done
-        route = self.topology.route(src, dst)
+            self._arrive_later(done, 0.0)
+            return
+        route = self._routes.get((src, dst)) or self.topology.route(src, dst)
         bits = 8.0 * float(size_bytes)
-        self.bytes_sent[route.senders[0]] += size_bytes
-        self.bytes_received[route.receiver] += size_bytes
-        comm = self.meter.communication_j
-        for sender, epb in route.charges:
-            comm[sender] += bits * epb
+        self._booked_routes.append(route.id)  # bytes and energy: see settle_accounting
+        self._booked_bytes.append(size_bytes)
         if bits <= 0.0:
-            _fire_after(self.env, done, route.latency_s)
-            return done
-        now = self.env.now
-        flow = _Flow(route.hops, route.bottleneck_bps, bits, route.latency_s, done, now)
-        self._active.add(flow)
-        newly_unsafe = []
-        link_flows, cap_sum, cap, groups, c = self._link_flows, self._cap_sum, self._cap, \
-            self._groups, flow.cap
-        for h in flow.hops:
-            link_flows[h].add(flow)
-            cap_sum[h] += c
-            if h in groups:
-                flow.n_unsafe += 1
-            elif cap_sum[h] > cap[h] * (1.0 + _TOL):
-                newly_unsafe.append(h)
+            self._arrive_later(done, route.latency_s)
+            return
+        now = env.now
+        c = route.bottleneck_bps
+        flow = _Flow(route.hops, c, bits, route.latency_s, done, now)
+        self._active[flow] = None
+        link_flows, slack = self._link_flows, self._slack
+        g = newly_unsafe = None
+        for h in route.hops:
+            link_flows[h][flow] = None
+            left = slack[h] - c
+            slack[h] = left
+            if left < 0.0:
+                g_h = self._groups.get(h)
+                if g_h is not None:
+                    flow.n_unsafe += 1
+                    g = g_h
+                elif newly_unsafe is None:
+                    newly_unsafe = [h]
+                else:
+                    newly_unsafe.append(h)
         if flow.n_unsafe > 1:
             self._multi_unsafe += 1
-        for h in newly_unsafe:
-            self._make_unsafe(h, now)
-        self._place(flow, now)
-        self._schedule_wakeup()
-        return done
+        if newly_unsafe is not None:
+            for h in newly_unsafe:
+                self._make_unsafe(h, now)  # rates flow (this one too) from its group now
+        elif self._fallback or self._multi_unsafe:
+            self._request_recompute()
+        elif g is None:
+            flow.rate = c
+            flow.stamp = stamp = next(self._stamps)
+            at = now + bits / c
+            heapq.heappush(self._heap, (at, stamp, flow))
+            if at < self._wakeup_at:
+                self._arm(at)
+        elif self._batching or (g.n_members and c >= g.rate):
+            # it will (likely) share: join directly (the rebalance caps it otherwise)
+            g.clock += g.rate * (now - g.updated)
+            g.updated = now
+            flow.group = g
+            flow.target = target = g.clock + bits
+            g.n_members += 1
+            stamp = next(self._stamps)
+            heapq.heappush(g.by_cap, (c, stamp, flow))
+            heapq.heappush(g.finishing, (target, stamp, flow))
+            if self._batching:
+                self._dirty[g] = None
+            else:
+                self._rebalance(g, now)
+        else:
+            self._add_capped(flow, g, now)
+            if self._batching:
+                self._dirty[g] = None
+            else:
+                self._rebalance(g, now)
+
+    def _arrive_later(self, done: simpy.Event | Callable[[float], None], delay_s: float) -> None:
+        """Arrival of a transfer that moves no bits through the network (local or empty)."""
+        if isinstance(done, simpy.Event):
+            trigger_after(self.env, done, delay_s)
+        else:
+            at = self.env.now + delay_s
+            fire_after(self.env, 0.0, lambda _event: done(at))
 
     # -- rates ------------------------------------------------------------------------------
     def _push_flow(self, flow: _Flow, now: float) -> None:
-        flow.version += 1
+        flow.stamp = stamp = next(self._stamps)
         finish = now + flow.remaining / flow.rate if flow.rate > 0.0 else _INF
-        heapq.heappush(self._heap, (finish, next(self._seq), flow.version, flow))
+        heapq.heappush(self._heap, (finish, stamp, flow))
+        if finish < self._wakeup_at:
+            self._arm(finish)
 
     def _progress(self, flow: _Flow, now: float) -> None:
         """Bring ``flow.remaining`` up to ``now`` (whatever its current regime)."""
@@ -169,7 +329,7 @@ class FlowNetwork:
             return
         self._progress(flow, now)
         if flow.group is not None:
-            flow.group.members.discard(flow)
+            flow.group.n_members -= 1
             flow.group = None
         flow.rate = rate
         self._push_flow(flow, now)
@@ -178,75 +338,73 @@ class FlowNetwork:
         self._progress(flow, now)
         g.settle(now)
         flow.group = g
-        flow.version += 1  # its individual finish entry is void
+        flow.stamp = -1  # its individual finish entry is void
         flow.target = g.clock + flow.remaining
-        g.members.add(flow)
-        seq = next(self._seq)
-        heapq.heappush(g.by_cap, (flow.cap, seq, flow))
-        heapq.heappush(g.finishing, (flow.target, seq, flow))
+        g.n_members += 1
+        stamp = next(self._stamps)
+        heapq.heappush(g.by_cap, (flow.cap, stamp, flow))
+        heapq.heappush(g.finishing, (flow.target, stamp, flow))
 
     def _add_capped(self, flow: _Flow, g: _Group, now: float) -> None:
         self._set_individual(flow, flow.cap, now)
         flow.capped_in = g
         g.capped_sum += flow.cap
-        heapq.heappush(g.capped, (-flow.cap, next(self._seq), flow))
+        heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
+
+    def _touch(self, g: _Group, now: float) -> None:
+        """g's membership changed: rebalance now, or at the end of the running batch."""
+        if self._batching:
+            self._dirty[g] = None
+        else:
+            self._rebalance(g, now)
+
+    def _flush(self, now: float) -> None:
+        dirty = self._dirty
+        while dirty:
+            g = next(iter(dirty))
+            del dirty[g]
+            if self._groups.get(g.link) is g and not (self._fallback or self._multi_unsafe):
+                self._rebalance(g, now)
 
     def _rebalance(self, g: _Group, now: float) -> None:
         """Restore water-filling on g's link: capped flows below the share, members above."""
-        g.settle(now)
+        g.clock += g.rate * (now - g.updated)
+        g.updated = now
         by_cap, capped = g.by_cap, g.capped
-        for _ in range(4 * (len(by_cap) + len(capped)) + 8):
-            n = len(g.members)
+        moves = 4 * (len(by_cap) + len(capped)) + 8
+        while True:
+            n = g.n_members
             if n:
                 share = (g.capacity - g.capped_sum) / n
             else:  # nobody shares yet: unbounded while the capped flows fit, else someone must
                 share = _INF if g.capped_sum <= g.capacity * (1.0 + _TOL) else -_INF
             while by_cap and by_cap[0][2].group is not g:
                 heapq.heappop(by_cap)
-            while capped and capped[0][2].capped_in is not g:
-                heapq.heappop(capped)
             if by_cap and by_cap[0][0] < share * (1.0 - _TOL):
-                flow = heapq.heappop(by_cap)[2]
-                self._add_capped(flow, g, now)
-            elif capped and -capped[0][0] > share * (1.0 + _TOL):
-                flow = heapq.heappop(capped)[2]
-                flow.capped_in = None
-                g.capped_sum -= flow.cap
-                self._join(flow, g, now)
+                self._add_capped(heapq.heappop(by_cap)[2], g, now)
             else:
-                break
-        else:
-            raise RuntimeError(f"water-filling on link {g.link} did not settle")
-        g.rate = max(share, 0.0) if g.members else 0.0
-        g.version += 1
-        self._push_group(g, now)
-
-    def _push_group(self, g: _Group, now: float) -> None:
+                while capped and capped[0][2].capped_in is not g:
+                    heapq.heappop(capped)
+                if capped and -capped[0][0] > share * (1.0 + _TOL):
+                    flow = heapq.heappop(capped)[2]
+                    flow.capped_in = None
+                    g.capped_sum -= flow.cap
+                    self._join(flow, g, now)
+                else:
+                    break
+            moves -= 1
+            if moves < 0:
+                raise RuntimeError(f"water-filling on link {g.link} did not settle")
+        g.rate = rate = share if n and share > 0.0 else 0.0
         fin = g.finishing
         while fin and (fin[0][2].group is not g or fin[0][2].target != fin[0][0]):
             heapq.heappop(fin)
-        if fin and g.rate > 0.0:
-            at = now + max(fin[0][0] - g.clock, 0.0) / g.rate
-            heapq.heappush(self._heap, (at, next(self._seq), g.version, g))
-
-    def _place(self, flow: _Flow, now: float) -> None:
-        """Give a new flow its rate (decomposed regime) or ask for a full pass (fallback)."""
-        if self._fallback or self._multi_unsafe:
-            self._request_recompute()
-            return
-        groups, g = self._groups, None
-        for h in flow.hops:
-            if h in groups:
-                g = groups[h]
-                break
-        if g is None:
-            self._set_individual(flow, flow.cap, now)
-            return
-        if g.members and flow.cap >= g.rate:  # it will share: join directly
-            self._join(flow, g, now)
-        else:
-            self._add_capped(flow, g, now)
-        self._rebalance(g, now)
+        g.stamp = stamp = next(self._stamps)
+        if fin and rate > 0.0:
+            at = now + max(fin[0][0] - g.clock, 0.0) / rate
+            heapq.heappush(self._group_heap, (at, stamp, g))
+            if at < self._wakeup_at:
+                self._arm(at)
 
     def _make_unsafe(self, h: int, now: float) -> None:
         g = _Group(h, self._cap[h], now)
@@ -256,14 +414,19 @@ class FlowNetwork:
             if flow.n_unsafe == 2:
                 self._multi_unsafe += 1
         if self._fallback or self._multi_unsafe:
-            return  # the batched pass at this instant rates everything
-        for flow in self._link_flows[h]:
-            if flow.rate > 0.0 or flow.group is not None:
+            self._request_recompute()  # the batched pass at this instant rates everything
+            return
+        if self._batching:  # more starts follow: the share will drop, most flows will share
+            for flow in self._link_flows[h]:
+                self._join(flow, g, now)
+        else:
+            for flow in self._link_flows[h]:
                 self._add_capped(flow, g, now)
-        self._rebalance(g, now)
+        self._touch(g, now)
 
     def _make_safe(self, h: int, now: float) -> None:
         g = self._groups.pop(h)
+        g.stamp = -1
         for flow in self._link_flows[h]:
             flow.n_unsafe -= 1
             if flow.n_unsafe == 1:
@@ -274,43 +437,67 @@ class FlowNetwork:
                 self._set_individual(flow, flow.cap, now)
 
     def _leave(self, flow: _Flow, now: float) -> None:
-        """Take a finished flow off its links and restore fairness where it was."""
-        self._active.discard(flow)
-        flow.version += 1
+        """Take a finished flow off its links, fire its arrival after the route's latency, and
+        restore fairness where it was."""
+        done = flow.done
+        if type(done) is simpy.Event:
+            done._ok = True
+            done._value = None
+            self.env.schedule(done, NORMAL, flow.latency)
+        else:
+            self._arrivals.append((done, now + flow.latency))
+        del self._active[flow]
+        flow.stamp = -1
         g, c = flow.group, flow.capped_in
         if g is not None:
-            g.members.discard(flow)
+            g.n_members -= 1
             flow.group = None
         if c is not None:
             c.capped_sum -= flow.cap
             flow.capped_in = None
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
-        to_safe = []
+        link_flows, slack, groups = self._link_flows, self._slack, self._groups
+        fc, to_safe = flow.cap, None
         for h in flow.hops:
-            self._link_flows[h].discard(flow)
-            self._cap_sum[h] = self._cap_sum[h] - flow.cap if self._link_flows[h] else 0.0
-            if h in self._groups and self._cap_sum[h] <= self._cap[h] * (1.0 + _TOL):
-                to_safe.append(h)
-        for h in to_safe:
-            self._make_safe(h, now)
+            flows_h = link_flows[h]
+            del flows_h[flow]
+            if flows_h:
+                left = slack[h] + fc
+                slack[h] = left
+                if left >= 0.0 and h in groups:
+                    if to_safe is None:
+                        to_safe = []
+                    to_safe.append(h)
+            else:
+                slack[h] = self._empty_slack[h]
+                if h in groups:
+                    if to_safe is None:
+                        to_safe = []
+                    to_safe.append(h)
+        if to_safe is not None:
+            for h in to_safe:
+                self._make_safe(h, now)
         if self._fallback or self._multi_unsafe or self._recompute_pending:
             self._request_recompute()
             return
-        for grp in {x for x in (g, c) if x is not None and x.link in self._groups}:
-            self._rebalance(grp, now)
+        if g is not None and groups.get(g.link) is g:
+            self._touch(g, now)
+        if c is not None and c is not g and groups.get(c.link) is c:
+            self._touch(c, now)
 
     # -- fallback: progressive filling over every flow --------------------------------------
     def _request_recompute(self) -> None:
         if not self._recompute_pending:
             self._recompute_pending = True
-            ev = self.env.event()
+            ev = simpy.Event(self.env)
             ev.callbacks.append(self._recompute)
-            _fire_after(self.env, ev, 0.0)
+            trigger_after(self.env, ev, 0.0)
 
     def _recompute(self, _event: simpy.Event) -> None:
         self._recompute_pending = False
         now = self.env.now
+        self._dirty.clear()  # every group is rebuilt or dissolved below
         if self._multi_unsafe:
             self._progressive_filling(now)
         else:
@@ -323,13 +510,12 @@ class FlowNetwork:
             for h, g in list(self._groups.items()):
                 fresh = _Group(h, self._cap[h], now)
                 self._groups[h] = fresh
-                g.version += 1
+                g.stamp = -1
                 for flow in self._link_flows[h]:
                     flow.capped_in = fresh
                     fresh.capped_sum += flow.cap
-                    heapq.heappush(fresh.capped, (-flow.cap, next(self._seq), flow))
+                    heapq.heappush(fresh.capped, (-flow.cap, next(self._stamps), flow))
                 self._rebalance(fresh, now)
-        self._schedule_wakeup()
 
     def _progressive_filling(self, now: float) -> None:
         """Max-min fair rates for every active flow (bit/s), all as individual rates."""
@@ -337,14 +523,14 @@ class FlowNetwork:
         self._fallback = True
         for g in self._groups.values():
             g.settle(now)
-            g.version += 1
+            g.stamp = -1
         cap, link_flows = self._cap, self._link_flows
         residual: dict[int, float] = {}
         count: dict[int, int] = {}
         for flow in self._active:
             self._progress(flow, now)
             if flow.group is not None:
-                flow.group.members.discard(flow)
+                flow.group.n_members -= 1
                 flow.group = None
             flow.capped_in = None
             for h in flow.hops:
@@ -375,51 +561,80 @@ class FlowNetwork:
             self._push_flow(flow, now)
 
     # -- completions ------------------------------------------------------------------------
-    def _schedule_wakeup(self) -> None:
-        heap = self._heap
-        while heap and heap[0][2] != heap[0][3].version:
+    # Invariant: a wake-up is scheduled at or before the earliest live finish. Every push arms
+    # one if it is earlier than the armed one (a superseded wake-up still fires, finds nothing
+    # due and returns); when the armed one fires, the next is armed after it has run.
+    def _arm(self, at: float) -> None:
+        self._wakeup_at = at
+        env = self.env
+        self._wakeup_event = ev = simpy.Event(env)
+        ev.callbacks.append(self._wakeup)
+        ev._ok = True
+        ev._value = None
+        now = env.now
+        env.schedule(ev, NORMAL, at - now if at > now else 0.0)
+
+    def _rearm(self) -> None:
+        """Arm a wake-up at the earliest live finish, dropping superseded entries on the way."""
+        heap, gheap = self._heap, self._group_heap
+        while heap and heap[0][1] != heap[0][2].stamp:
             heapq.heappop(heap)
-        if heap and heap[0][0] < self._wakeup_at:
-            self._wakeup_at = heap[0][0]
-            ev = self.env.event()
-            ev.callbacks.append(self._wakeup)
-            self._wakeup_event = ev
-            _fire_after(self.env, ev, max(heap[0][0] - self.env.now, 0.0))
+        while gheap and gheap[0][1] != gheap[0][2].stamp:
+            heapq.heappop(gheap)
+        at = heap[0][0] if heap else _INF
+        if gheap and gheap[0][0] < at:
+            at = gheap[0][0]
+        self._wakeup_at, self._wakeup_event = _INF, None
+        if at < _INF:
+            self._arm(at)
 
     def _wakeup(self, event: simpy.Event) -> None:
         now = self.env.now
-        if event is self._wakeup_event:  # not by time: now + (at - now) may round below at
-            self._wakeup_at, self._wakeup_event = _INF, None
-        heap, limit = self._heap, now * (1.0 + 1e-12) + 1e-12
-        while heap and heap[0][0] <= limit:
-            _, _, version, obj = heapq.heappop(heap)
-            if version != obj.version:
-                continue
-            if isinstance(obj, _Flow):
-                self._finish(obj, now)
-            else:
-                self._finish_group_members(obj, now)
-        self._schedule_wakeup()
+        armed = event is self._wakeup_event  # else superseded: the armed one is still due
+        heap, gheap, limit = self._heap, self._group_heap, now * (1.0 + 1e-12) + 1e-12
+        self._batching += 1
+        try:
+            while True:  # in finishing order across both heaps
+                at = heap[0][0] if heap else _INF
+                if gheap and gheap[0][0] < at:
+                    if gheap[0][0] > limit:
+                        break
+                    _, stamp, g = heapq.heappop(gheap)
+                    if stamp == g.stamp:
+                        self._finish_group_members(g, now)
+                elif at <= limit:
+                    _, stamp, flow = heapq.heappop(heap)
+                    if stamp == flow.stamp:
+                        flow.remaining = 0.0
+                        self._leave(flow, now)
+                else:
+                    break
+        finally:
+            self._batching -= 1
+        if not self._batching:
+            self._flush(now)
+        if armed and self._wakeup_event is event:
+            self._rearm()
+        if self._arrivals and not self._batching:
+            arrivals, self._arrivals = self._arrivals, []
+            for on_arrival, at in arrivals:
+                on_arrival(at)
 
     def _finish_group_members(self, g: _Group, now: float) -> None:
-        g.settle(now)
-        due = []
-        fin = g.finishing
+        g.clock += g.rate * (now - g.updated)
+        g.updated = now
+        fin, due = g.finishing, False
+        reached = g.clock + max(abs(g.clock), 1.0) * _TOL
         while fin:
             target, _, flow = fin[0]
             if flow.group is not g or flow.target != target:
                 heapq.heappop(fin)
-            elif target <= g.clock + max(abs(g.clock), 1.0) * _TOL:
+            elif target <= reached:
                 heapq.heappop(fin)
-                due.append(flow)
+                due = True
+                flow.remaining = 0.0
+                self._leave(flow, now)
             else:
                 break
-        if not due:
-            self._push_group(g, now)
-        for flow in due:
-            self._finish(flow, now)
-
-    def _finish(self, flow: _Flow, now: float) -> None:
-        flow.remaining = 0.0
-        self._leave(flow, now)
-        _fire_after(self.env, flow.done, flow.latency)
+        if not due:  # woken early (float rounding): put its next finish back
+            self._touch(g, now)

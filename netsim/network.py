@@ -28,7 +28,8 @@ class Route:
     """A path between two nodes.
 
     ``hops`` are directed-link indices (``2*i`` is link i from a to b, ``2*i+1`` from b to a);
-    ``senders`` the node index sending on each hop (who is charged its energy).
+    ``senders`` the node index sending on each hop (who is charged its energy); ``id`` the
+    route's position in :attr:`Topology.routes`.
     """
 
     nodes: tuple[str, ...]
@@ -39,6 +40,7 @@ class Route:
     latency_s: float
     receiver: int = -1
     charges: tuple[tuple[int, float], ...] = ()
+    id: int = -1
 
     @property
     def total_energy_j_per_bit(self) -> float:
@@ -74,8 +76,20 @@ class Topology:
             prev = self.graph.get_edge_data(link.a, link.b)
             if prev is None or weight < prev["weight"]:
                 self.graph.add_edge(link.a, link.b, link=i, weight=weight)
+        # per directed edge of the routing graph: (hop, sender index, J/bit, bit/s, s)
+        self._edge: dict[tuple[str, str], tuple[int, int, float, float, float]] = {}
+        for u, v, i in self.graph.edges(data="link"):
+            link = self.links[i]
+            epb, bw, lat = float(link.energy_j_per_bit), float(link.bandwidth_bps), \
+                float(link.latency_s)
+            forward = 2 * i if link.a == u else 2 * i + 1
+            self._edge[(u, v)] = (forward, self.index[u], epb, bw, lat)
+            self._edge[(v, u)] = (forward ^ 1, self.index[v], epb, bw, lat)
         self._paths: dict[str, dict[str, list[str]]] = {}
-        self._routes: dict[tuple[str, str], Route] = {}
+        self.route_cache: dict[tuple[str, str], Route] = {}
+        self.routes: list[Route] = []
+        """Every route computed so far, in order (``Route.id`` is the position)."""
+        """Routes computed so far, by (src, dst); read-only for callers (use :meth:`route`)."""
 
     def connected(self, a: str, b: str) -> bool:
         """Whether a route exists between nodes a and b."""
@@ -90,7 +104,7 @@ class Topology:
             If either node is unknown; ``ValueError`` if no path exists.
         """
         key = (src, dst)
-        cached = self._routes.get(key)
+        cached = self.route_cache.get(key)
         if cached is not None:
             return cached
         if src not in self.index or dst not in self.index:
@@ -110,17 +124,19 @@ class Topology:
             nodes = paths[dst]
         hops, senders, epb = [], [], []
         bottleneck, latency = float("inf"), 0.0
+        edge = self._edge
         for u, v in itertools.pairwise(nodes):
-            i = self.graph.edges[u, v]["link"]
-            link = self.links[i]
-            hops.append(2 * i if link.a == u else 2 * i + 1)
-            senders.append(self.index[u])
-            epb.append(float(link.energy_j_per_bit))
-            bottleneck = min(bottleneck, float(link.bandwidth_bps))
-            latency += float(link.latency_s)
+            hop, sender, j_per_bit, bps, lat = edge[(u, v)]
+            hops.append(hop)
+            senders.append(sender)
+            epb.append(j_per_bit)
+            if bps < bottleneck:
+                bottleneck = bps
+            latency += lat
         route = Route(tuple(nodes), tuple(hops), tuple(senders), tuple(epb), bottleneck, latency,
-                      self.index[dst], tuple(zip(senders, epb, strict=True)))
-        self._routes[key] = route
+                      self.index[dst], tuple(zip(senders, epb, strict=True)), len(self.routes))
+        self.route_cache[key] = route
+        self.routes.append(route)
         return route
 
 

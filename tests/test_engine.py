@@ -187,17 +187,18 @@ def _count_epoch_events(n: int, distinct: bool) -> int:
 
 
 def test_events_per_device_epoch_are_pinned():
-    """Per participant-epoch: process start, download arrival, compute timeout, upload arrival,
-    process end (5), plus one shared network wake-up per distinct transfer end. Identical
-    devices share their wake-ups; distinct ones need one per download and upload (7). (Worst
-    case 8: if each new transfer ends before every earlier one, each re-arms the timer and the
-    superseded wake-up still fires; in random order that costs about ln(n) events in total.)
-    A change here is a change in the engine's cost."""
+    """Per participant-epoch: the end of its training (1); downloads and uploads schedule no
+    arrival events (the network reports arrival times when the last bit leaves, see
+    FlowNetwork.send), only one shared wake-up per distinct instant at which transfers finish.
+    Identical devices share their wake-ups (1 per participant); distinct ones need one per
+    download and upload (3). (Worst case 4: if each new transfer ends before every earlier one,
+    each re-arms the timer and the superseded wake-up still fires; in random order that costs
+    about ln(n) events in total.) A change here is a change in the engine's cost."""
     same = {n: _count_epoch_events(n, distinct=False) for n in (10, 100)}
     distinct = {n: _count_epoch_events(n, distinct=True) for n in (10, 100)}
-    assert (same[100] - same[10]) / 90 == 5
-    assert (distinct[100] - distinct[10]) / 90 == 7
-    assert same[10] - 5 * 10 == 5  # per epoch: 2 shared wake-ups, barrier, run-until, aggregation
+    assert (same[100] - same[10]) / 90 == 1
+    assert (distinct[100] - distinct[10]) / 90 == 3
+    assert same[10] - 1 * 10 == 5  # per epoch: 2 shared wake-ups, barrier, run-until, aggregation
 
 
 @register("test-raises", "a policy that raises (test helper)")
