@@ -57,3 +57,23 @@ def test_energy_never_negative_under_random_schedules():
     snap = meter.snapshot(t)
     for arr in (snap.compute_j, snap.communication_j, snap.idle_j):
         assert (arr >= 0).all()
+
+
+def test_a_job_booked_ahead_counts_from_its_start():
+    """The engine books a training job when its input's arrival time is known (set_busy with a
+    start in the future): a reading before the start counts no busy time."""
+    meter = EnergyMeter([4.0], [1.0])
+    meter.set_busy(0, 3.0)
+    early = meter.snapshot(1.0)
+    assert early.busy_s[0] == 0.0 and early.idle_j[0] == pytest.approx(1.0)
+    meter.set_idle(0, 5.0)
+    assert meter.snapshot(6.0).compute_j[0] == pytest.approx(4.0 * 2.0)
+
+
+def test_bulk_communication_charges_add_up_in_order():
+    meter = EnergyMeter([0.0] * 3, [0.0] * 3)
+    settled = []
+    meter.settle_with(lambda: settled.append(True) or meter.add_communication_many(
+        np.array([2, 0, 2]), np.array([0.5, 1.0, 0.25])) if not settled else None)
+    snap = meter.snapshot(1.0)
+    assert list(snap.communication_j) == [1.0, 0.0, 0.75] and settled == [True]

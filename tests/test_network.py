@@ -211,3 +211,46 @@ def test_the_fallback_regime_is_exercised_by_the_mixed_cases():
         finish_times(env, net, transfers, starts)
         fallback += net.full_recomputations > 0
     assert fallback > 8  # and the 'decomposed' cases above assert it never ran there
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("core_bps", [None, 1e12], ids=["mixed", "decomposed"])
+def test_batched_starts_and_send_callbacks_match_the_reference(seed, core_bps):
+    """Transfers starting at 0 are started together inside ``batch()`` (one rebalance per link)
+    and report through ``send``'s arrival-time callback, the others as plain transfers: every
+    arrival time must still be the naive max-min reference's."""
+    nodes, links, transfers, starts = _random_case(seed, core_bps)
+    env, _, net = make(nodes, links)
+    got = {}
+
+    def record(name):
+        return lambda arrival_s: got.__setitem__(name, arrival_s)
+
+    def later(name, src, dst, size, start):
+        yield env.timeout(start)
+        yield net.transfer(src, dst, size)
+        got[name] = env.now
+
+    with net.batch():
+        for (name, src, dst, size), start in zip(transfers, starts, strict=True):
+            if start == 0.0:
+                net.send(src, dst, size, record(name))
+    for (name, src, dst, size), start in zip(transfers, starts, strict=True):
+        if start > 0.0:
+            env.process(later(name, src, dst, size, start))
+    env.run()
+    want = _reference_finish_times(net.topology, transfers, starts)
+    assert set(got) == set(want)
+    for name, t in want.items():
+        assert got[name] == pytest.approx(t, rel=1e-6, abs=1e-9), name
+
+
+def test_send_reports_the_arrival_time_before_it_happens():
+    env, _, net = make(["a", "b"], [link("a", "b", 1e7, 0.25)])
+    told = []
+    net.send("a", "b", 1e6, lambda arrival_s: told.append((env.now, arrival_s)))
+    net.send("a", "a", 5.0, lambda arrival_s: told.append((env.now, arrival_s)))
+    env.run()
+    (local_now, local_at), (now, at) = sorted(told)
+    assert local_now == local_at == 0.0
+    assert at == pytest.approx(8e6 / 1e7 + 0.25) and now == pytest.approx(at - 0.25)
