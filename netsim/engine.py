@@ -23,7 +23,7 @@ import simpy
 from netsim.decisions import validate_decision
 from netsim.devices import DeviceTable, build_device_table
 from netsim.energy import EnergyMeter, EnergySnapshot
-from netsim.flows import fire_after, trigger_after
+from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
 from netsim.results.recorder import Recorder
@@ -68,6 +68,9 @@ class World:
         self.network = FlowNetwork(self.env, self.topology, self.meter)
         self.devices: DeviceTable = build_device_table(scenario, self.topology)
         self._flops = [float(x) for x in self.devices.flop_per_s]
+        agg_id = net.aggregator  # each device's routes from and to the aggregator, by index
+        self._down = [self.topology.route(agg_id, d) for d in self.devices.ids]
+        self._up = [self.topology.route(d, agg_id) for d in self.devices.ids]
         self._agg_id = net.aggregator
         self._agg = self.devices.aggregator
         self._rng = availability_rng
@@ -93,16 +96,16 @@ class World:
         before = self.meter.snapshot(start)
         model_bytes = model.model_bytes(v)
         flop_per_sample = model.flop_per_sample(v)
-        barrier = env.event()
-        pending = [len(decision.participants) + len(decision.clusters), start]  # to go, last
-        index = self.devices.index
+        barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
+        ctx = EpochContext(env, self.network, self.meter, model_bytes, barrier)
+        index, flops, down, up = self.devices.index, self._flops, self._down, self._up
         with self.network.batch():  # every download starts now: one rebalance per shared link
             for dev, samples in decision.participants.items():
-                self._participant(index[dev], dev, samples * flop_per_sample, model_bytes,
-                                  barrier, pending)
+                i = index[dev]
+                Participant(ctx, i, samples * flop_per_sample / flops[i], down[i], up[i])
         for cluster in decision.clusters:
-            env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier, pending))
-        env.run(until=barrier)
+            env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier))
+        env.run(until=barrier.event)
         n_part = len(decision.participants) + len(decision.clusters)
         agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_part
         self.meter.set_busy(self._agg, env.now)
@@ -111,29 +114,8 @@ class World:
         end = env.now
         return EpochOutcome(start, end, self.meter.snapshot(end) - before)
 
-    def _participant(self, i: int, dev: str, flop: float, nbytes: float, barrier: simpy.Event,
-                     pending: list[float]) -> None:
-        """Download, train, upload, as callbacks (no process). The network reports each
-        transfer's arrival time when its last bit leaves, so the training's end is scheduled
-        directly: one SimPy event per participant-epoch besides the network's wake-ups."""
-        env, network, meter, agg = self.env, self.network, self.meter, self._agg_id
-        compute_s = flop / self._flops[i]
-
-        def downloaded(arrival_s: float) -> None:
-            meter.set_busy(i, arrival_s)
-            fire_after(env, arrival_s + compute_s - env.now, trained)
-
-        def trained(_event: simpy.Event) -> None:
-            meter.set_idle(i, env.now)
-            network.send(dev, agg, nbytes, uploaded)
-
-        def uploaded(arrival_s: float) -> None:
-            _arrived(env, barrier, pending, arrival_s)
-
-        network.send(agg, dev, nbytes, downloaded)
-
     def _cluster(self, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
-                 barrier: simpy.Event, pending: list[float]) -> Generator[simpy.Event, Any, None]:
+                 barrier: EpochBarrier) -> Generator[simpy.Event, Any, None]:
         env, head = self.env, cluster.devices[0]
         yield self.network.transfer(self._agg_id, head, nbytes)
         flop = cluster.samples * flop_per_sample
@@ -142,7 +124,7 @@ class World:
                    for dev, share in zip(cluster.devices, cluster.flop_share, strict=True)]
         yield env.all_of(members)
         yield self.network.transfer(head, self._agg_id, nbytes)
-        _arrived(env, barrier, pending, env.now)
+        barrier.arrived(env.now)
 
     def _member(self, dev: str, flop: float, act_bytes: float,
                 head: str) -> Generator[simpy.Event, Any, None]:
@@ -154,17 +136,6 @@ class World:
         self.meter.set_idle(i, env.now)
         if dev != head and act_bytes > 0:
             yield self.network.transfer(dev, head, act_bytes)
-
-
-def _arrived(env: simpy.Environment, barrier: simpy.Event, pending: list[float],
-             arrival_s: float) -> None:
-    """One participant's update arrives at ``arrival_s`` (s, now or later); after the last, the
-    barrier fires at the latest arrival. ``pending`` is [participants to go, latest arrival]."""
-    pending[0] -= 1
-    if arrival_s > pending[1]:
-        pending[1] = arrival_s
-    if pending[0] == 0:
-        trigger_after(env, barrier, max(pending[1] - env.now, 0.0))
 
 
 def _make_backend(resolved: Scenario, rng: np.random.Generator):

@@ -44,7 +44,7 @@ from simpy.events import NORMAL
 from netsim.energy import EnergyMeter
 
 if TYPE_CHECKING:
-    from netsim.network import Topology
+    from netsim.network import Route, Topology
 
 _TOL = 1e-9
 _INF = float("inf")
@@ -217,7 +217,11 @@ class FlowNetwork:
     def transfer(self, src: str, dst: str, size_bytes: float) -> simpy.Event:
         """Start moving ``size_bytes`` from src to dst; the event fires when it has arrived."""
         done = simpy.Event(self.env)
-        self._start(src, dst, size_bytes, done)
+        if src == dst:
+            self._arrive_later(done, 0.0)
+        else:
+            self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
+                        size_bytes, done)
         return done
 
     def send(self, src: str, dst: str, size_bytes: float,
@@ -229,15 +233,24 @@ class FlowNetwork:
         participant in the engine than :meth:`transfer`). The callback runs after the network
         has settled at that instant, so it may start transfers itself.
         """
-        self._start(src, dst, size_bytes, on_arrival)
+        if src == dst:
+            self._arrive_later(on_arrival, 0.0)
+        else:
+            self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
+                        size_bytes, on_arrival)
 
-    def _start(self, src: str, dst: str, size_bytes: float,
+    def send_on(self, route: Route, size_bytes: float,
+                on_arrival: Callable[[float], None]) -> None:
+        """:meth:`send` over a route of this network's topology (``topology.route(src, dst)``),
+        for callers that keep their routes (the engine: one per participant and direction)."""
+        if route.hops:
+            self._start(route, size_bytes, on_arrival)
+        else:
+            self._arrive_later(on_arrival, 0.0)
+
+    def _start(self, route: Route, size_bytes: float,
                done: simpy.Event | Callable[[float], None]) -> None:
         env = self.env
-        if src == dst:
-            self._arrive_later(done, 0.0)
-            return
-        route = self._routes.get((src, dst)) or self.topology.route(src, dst)
         bits = 8.0 * float(size_bytes)
         self._booked_routes.append(route.id)  # bytes and energy: see settle_accounting
         self._booked_bytes.append(size_bytes)
