@@ -4,18 +4,46 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from policies.base import Decision, InvalidDecision, Observation
 
 
 def _problems(decision: Decision, obs: Observation) -> list[str]:
-    table, model, out = obs.devices, obs.model, []
+    model, out = obs.model, []
     n_variants = len(model.variants)
     if not isinstance(decision.variant, int) or not 0 <= decision.variant < n_variants:
         return [f"variant: {decision.variant!r} is not a variant index (0..{n_variants - 1})"]
     if decision.stop:
         return out
     need = model.model_bytes(decision.variant) * obs.training.memory_overhead
-    index = table.index
+    if not _participants_ok(decision, obs, need):
+        _participant_problems(decision, obs, need, out)
+    for c, cluster in enumerate(decision.clusters):
+        out += _cluster_problems(c, cluster, decision, obs, need)
+    if not decision.participants and not decision.clusters:
+        out.append("participants: no participant and no cluster (use stop=True to end training)")
+    return out
+
+
+def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
+    """Whether every participant is valid, checked in bulk (numpy); messages come from
+    :func:`_participant_problems` only when something is wrong."""
+    if not decision.participants:
+        return True
+    table = obs.devices
+    idx = [table.index.get(dev, -1) for dev in decision.participants]
+    samples = list(decision.participants.values())
+    if -1 in idx or any(type(x) is not int for x in samples):
+        return False
+    i, held = np.array(idx), np.array(samples)
+    return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
+                       & (need <= table.memory_bytes[i])))
+
+
+def _participant_problems(decision: Decision, obs: Observation, need: float,
+                          out: list[str]) -> None:
+    table, index = obs.devices, obs.devices.index
     for dev, samples in decision.participants.items():
         where = f"participants[{dev!r}]"
         i = index.get(dev)
@@ -31,11 +59,6 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
         if need > table.memory_bytes[i]:
             out.append(f"{where}: the variant needs {need:.3g} bytes (model x memory_overhead), "
                        f"the device has {table.memory_bytes[i]:.3g}")
-    for c, cluster in enumerate(decision.clusters):
-        out += _cluster_problems(c, cluster, decision, obs, need)
-    if not decision.participants and not decision.clusters:
-        out.append("participants: no participant and no cluster (use stop=True to end training)")
-    return out
 
 
 def _cluster_problems(c, cluster, decision, obs, need) -> list[str]:

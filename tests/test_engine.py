@@ -118,6 +118,8 @@ def test_invalid_decisions_are_rejected_naming_policy_and_field(star):
     cases = [
         ({"nope": 10}, 0, "participants['nope']: unknown device"),
         ({"d1": 501}, 0, "participants['d1']: samples 501 outside 1..500"),
+        ({"d1": True}, 0, "participants['d1']: samples must be an integer, got True"),
+        ({"d1": 10, "d2": 0}, 0, "participants['d2']: samples 0 outside 1..300"),
         ({"d1": 10}, 5, "variant: 5 is not a variant index"),
         ({}, 0, "participants: no participant"),
     ]
