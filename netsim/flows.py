@@ -123,7 +123,7 @@ class FlowNetwork:
         self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
         self._slack = list(self._empty_slack)
         self._groups: dict[int, _Group] = {}
-        self._active: dict[_Flow, None] = {}
+        self._n_active = 0
         self._multi_unsafe = 0            # flows crossing two or more unsafe links
         # finish heaps; an entry (time_s, stamp, obj) is live while obj.stamp == stamp
         self._heap: list[tuple[float, int, _Flow]] = []          # individual flows
@@ -152,7 +152,11 @@ class FlowNetwork:
     @property
     def active_flows(self) -> int:
         """Number of transfers currently moving bits."""
-        return len(self._active)
+        return self._n_active
+
+    def _active(self) -> list[_Flow]:
+        """Every flow moving bits, in a reproducible order (by link, then by start)."""
+        return list(dict.fromkeys(f for flows in self._link_flows for f in flows))
 
     @property
     def bytes_sent(self) -> np.ndarray:
@@ -260,7 +264,7 @@ class FlowNetwork:
         now = env.now
         c = route.bottleneck_bps
         flow = _Flow(route.hops, c, bits, route.latency_s, done, now)
-        self._active[flow] = None
+        self._n_active += 1
         link_flows, slack = self._link_flows, self._slack
         g = newly_unsafe = None
         for h in route.hops:
@@ -459,7 +463,7 @@ class FlowNetwork:
             self.env.schedule(done, NORMAL, flow.latency)
         else:
             self._arrivals.append((done, now + flow.latency))
-        del self._active[flow]
+        self._n_active -= 1
         flow.stamp = -1
         g, c = flow.group, flow.capped_in
         if g is not None:
@@ -515,7 +519,7 @@ class FlowNetwork:
             self._progressive_filling(now)
         else:
             self._fallback = False  # back in the decomposed regime: rebuild every group
-            for flow in self._active:
+            for flow in self._active():
                 self._progress(flow, now)
                 flow.group, flow.capped_in = None, None
                 flow.rate = -1.0  # forces a fresh individual entry
@@ -540,7 +544,7 @@ class FlowNetwork:
         cap, link_flows = self._cap, self._link_flows
         residual: dict[int, float] = {}
         count: dict[int, int] = {}
-        for flow in self._active:
+        for flow in self._active():
             self._progress(flow, now)
             if flow.group is not None:
                 flow.group.n_members -= 1
