@@ -254,3 +254,37 @@ def test_send_reports_the_arrival_time_before_it_happens():
     (local_now, local_at), (now, at) = sorted(told)
     assert local_now == local_at == 0.0
     assert at == pytest.approx(8e6 / 1e7 + 0.25) and now == pytest.approx(at - 0.25)
+
+
+def test_many_transfers_ending_together_are_ended_in_bulk_exactly():
+    """200 equal downloads started together on a saturated link all end at one instant (the
+    bulk path: more than _BULK_AFTER members due at once); later transfers then share the link
+    with a download that started mid-way."""
+    n = 200
+    nodes = ["srv", "ap"] + [f"d{i}" for i in range(n + 3)]
+    links = [link("srv", "ap", 1e8, 0.001)] + [link("ap", f"d{i}", 1e7, 0.002)
+                                               for i in range(n + 3)]
+    transfers = [(f"t{i}", "srv", f"d{i}", 1e5) for i in range(n)]
+    transfers += [(f"u{i}", "srv", f"d{n + i}", 3e5) for i in range(3)]
+    starts = [0.0] * n + [1.0, 2.0, 2.0]
+    env, _, net = make(nodes, links)
+    got = {}
+    with net.batch():
+        for name, src, dst, size in transfers[:n]:
+            net.send(src, dst, size, lambda at, name=name: got.__setitem__(name, at))
+
+    def later(name, src, dst, size, start):
+        yield env.timeout(start)
+        yield net.transfer(src, dst, size)
+        got[name] = env.now
+
+    for (name, src, dst, size), start in zip(transfers[n:], starts[n:], strict=True):
+        env.process(later(name, src, dst, size, start))
+    env.run()
+    # u0 joins at 1 s (201 flows share 1e8 until the 200 end), so they end after 1.6 s
+    drained_at_1s = 1.0 * 1e8 / n
+    t_end = 1.0 + (8e5 - drained_at_1s) * (n + 1) / 1e8
+    assert got["t0"] == pytest.approx(t_end + 0.003) and got["t199"] == got["t0"]
+    want = _reference_finish_times(net.topology, transfers, starts)
+    for name, t in want.items():
+        assert got[name] == pytest.approx(t, rel=1e-9), name
