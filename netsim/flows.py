@@ -132,6 +132,7 @@ class FlowNetwork:
         self._stamps = itertools.count()
         self._wakeup_at = _INF
         self._wakeup_event: simpy.Event | None = None
+        self._wakeup_callback = self._wakeup  # one bound method, not one per wake-up
         self._recompute_pending = False
         self._fallback = False            # rates currently come from progressive filling
         self._batching = 0                # > 0: rebalances wait for the end of the batch
@@ -586,7 +587,7 @@ class FlowNetwork:
         self._wakeup_at = at
         env = self.env
         self._wakeup_event = ev = simpy.Event(env)
-        ev.callbacks.append(self._wakeup)
+        ev.callbacks.append(self._wakeup_callback)
         ev._ok = True
         ev._value = None
         now = env.now
