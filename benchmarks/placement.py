@@ -18,7 +18,7 @@ from policies.baechi.place import place, simulate
 SIZES = (1_000, 10_000)
 N_DEVICES = 4
 FRACTION = 0.3
-REPEATS = 3
+REPEATS = 5
 GNMT_FRACTIONS = (1.0, 0.5, 0.3)
 ALGORITHMS = ("m-topo", "m-etf", "m-sct")
 

@@ -4,16 +4,22 @@ A run allocates a few container objects per transfer and process (SimPy events, 
 generators) and frees nearly all of them by reference counting. CPython's cyclic collector
 still runs a young-generation pass every 700 net allocations and, as the heap of long-lived
 objects (devices, routes, tables) grows with the network, the older passes that traverse all of
-it: at 10,000 devices that was a third of the run's wall time (benchmarks/engine.py). Inside a
-run the first threshold is raised so collections are rare; the previous thresholds come back
-when the run ends, also on error. Nested or concurrent runs are safe: only the thresholds move.
+it: at 10,000 devices that was a third of the run's wall time (benchmarks/engine.py). Baechi's
+list scheduling is alike (a fifth of m-ETF's time on 10,000 operators, benchmarks/placement.py).
+Inside a run or a placement the first threshold is raised so collections are rare; the previous
+thresholds come back when it ends, also on error. Nested or concurrent uses are safe: only the
+thresholds move.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+F = TypeVar("F", bound=Callable)
 
 RUN_GEN0_THRESHOLD = 100_000
 """Net container allocations between young-generation collections during a run."""
@@ -31,3 +37,14 @@ def relaxed_gc(gen0_threshold: int = RUN_GEN0_THRESHOLD) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+def with_relaxed_gc(func: F) -> F:
+    """Decorator: run ``func`` under :func:`relaxed_gc`."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with relaxed_gc():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

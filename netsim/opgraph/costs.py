@@ -23,9 +23,9 @@ import numpy as np
 
 from netsim.opgraph.graph import (
     REFERENCE_FLOP_PER_S,
-    node_reference_time_s,
+    attrs_reference_time_s,
     node_time_s,
-    send_bytes,
+    out_edges_send_bytes,
 )
 
 FAITHFUL_S_PER_BYTE = 0.0001754e-6
@@ -67,18 +67,28 @@ class IndexedGraph:
     def __init__(self, graph: nx.DiGraph) -> None:
         self.graph = graph
         self.nodes = list(nx.topological_sort(graph))
-        self.index = {n: i for i, n in enumerate(self.nodes)}
-        idx = self.index
-        self.preds = [[idx[u] for u in graph.predecessors(n)] for n in self.nodes]
-        self.succs = [[idx[v] for v in graph.successors(n)] for n in self.nodes]
-        attrs = [graph.nodes[n] for n in self.nodes]
-        self.time_ref_s = [node_reference_time_s(graph, n) for n in self.nodes]
-        self.memory_bytes = [float(a.get("memory_bytes", 0.0)) for a in attrs]
-        self.temporary_bytes = [float(a.get("temporary_bytes", 0.0)) for a in attrs]
-        self.output_bytes = [float(a.get("output_bytes", 0.0)) for a in attrs]
-        self.send_bytes = [send_bytes(graph, n) for n in self.nodes]
+        self.index = idx = {n: i for i, n in enumerate(self.nodes)}
+        self.preds: list[list[int]] = []
+        self.succs: list[list[int]] = []
+        self.time_ref_s: list[float] = []
+        self.memory_bytes: list[float] = []
+        self.temporary_bytes: list[float] = []
+        self.output_bytes: list[float] = []
+        self.send_bytes: list[float] = []
+        self.group: list[int] = []
         keys: dict[str, int] = {}
-        self.group = [keys.setdefault(a["colocation"], len(keys)) if "colocation" in a else -1 for a in attrs]
+        succ = dict(graph.adjacency())  # node -> {successor: edge attributes}
+        data = dict(graph.nodes(data=True))
+        for n in self.nodes:  # one pass: faster than a comprehension per attribute
+            out_edges, a = succ[n], data[n]
+            self.preds.append([idx[u] for u in graph.predecessors(n)])
+            self.succs.append([idx[v] for v in out_edges])
+            self.send_bytes.append(out_edges_send_bytes(out_edges))
+            self.time_ref_s.append(attrs_reference_time_s(a))
+            self.memory_bytes.append(float(a.get("memory_bytes", 0.0)))
+            self.temporary_bytes.append(float(a.get("temporary_bytes", 0.0)))
+            self.output_bytes.append(float(a.get("output_bytes", 0.0)))
+            self.group.append(keys.setdefault(a["colocation"], len(keys)) if "colocation" in a else -1)
         self.n_groups = len(keys)
 
     def __len__(self) -> int:
@@ -137,10 +147,20 @@ class CostModel:
             return 0.0
         return self._spb[src][dst] * nbytes + self._lat[src][dst]
 
+    def comm_row_s(self, nbytes: float, src: int) -> list[float]:
+        """:meth:`comm_s` of ``nbytes`` (bytes) from ``src`` to each device in turn (s), 0.0 to
+        ``src`` itself."""
+        spb, lat = self._spb[src], self._lat[src]
+        return [spb[d] * nbytes + lat[d] for d in range(self.n_devices)]
+
     def mean_comm_s(self, nbytes: float) -> float:
         """Average over ordered device pairs of :meth:`comm_s` (s); 0 with one device."""
+        return float(self.mean_comm_array_s(np.asarray([nbytes], dtype=float))[0])
+
+    def mean_comm_array_s(self, nbytes: np.ndarray) -> np.ndarray:
+        """:meth:`mean_comm_s` of each entry of ``nbytes`` (bytes), as an array (s)."""
         n = self.n_devices
         if n < 2:
-            return 0.0
+            return np.zeros(len(nbytes))
         off = ~np.eye(n, dtype=bool)
-        return float(np.mean(self.s_per_byte[off] * nbytes + self.latency_s[off]))
+        return np.mean(self.s_per_byte[off] * nbytes[:, None] + self.latency_s[off], axis=1)

@@ -13,6 +13,8 @@ Edge attribute ``bytes``: the tensor moved along the edge (bytes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import networkx as nx
 
 #: Reference device speed used to convert between ``time_s`` and ``flop`` when only one is
@@ -37,7 +39,11 @@ def node_time_s(graph: nx.DiGraph, node: object, flop_per_s: float = REFERENCE_F
 
 def node_reference_time_s(graph: nx.DiGraph, node: object) -> float:
     """Compute time on the reference device (s): ``time_s`` if present, else flop / reference."""
-    attrs = graph.nodes[node]
+    return attrs_reference_time_s(graph.nodes[node])
+
+
+def attrs_reference_time_s(attrs: dict) -> float:
+    """:func:`node_reference_time_s` from a node's attribute dict (s)."""
     if "time_s" in attrs:
         return float(attrs["time_s"])
     return float(attrs.get("flop", 0.0)) / REFERENCE_FLOP_PER_S
@@ -63,7 +69,12 @@ def send_bytes(graph: nx.DiGraph, node: object) -> float:
     One transfer per (operator, remote device) carries this many bytes; consumers on the same
     device share it.
     """
-    sizes = [float(b) for _, _, b in graph.out_edges(node, data="bytes", default=0.0)]
+    return out_edges_send_bytes(graph.succ[node])
+
+
+def out_edges_send_bytes(out_edges: Mapping[object, Mapping]) -> float:
+    """:func:`send_bytes` from a node's successor -> edge-attributes mapping (bytes)."""
+    sizes = [float(a.get("bytes", 0.0)) for a in out_edges.values()]
     return max(sizes) if sizes else 0.0
 
 

@@ -45,12 +45,16 @@ class _Scheduler:
         self.fpin = [-1] * n  # favourite-child pins (m-SCT): released when memory forbids
         self.fav = list(favourite) if favourite is not None else [-1] * n
         self.group_dev = [-1] * ig.n_groups
+        self.rules = fixed is not None or favourite is not None or ig.n_groups > 0
         self.missing = [len(p) for p in ig.preds]
+        self.inputs: list[list[tuple]] = [[] for _ in range(n)]  # set when ready, see ready()
+        self.comm_out: list[list[float]] = [[] for _ in range(n)]  # set on commit (s)
+        self.base_need = [t + o for t, o in zip(ig.temporary_bytes, ig.output_bytes, strict=True)]  # bytes
         self.left = [len(s) for s in ig.succs]
-        self.arrival: dict[int, float] = {}
+        self.arrival: list[float | None] = [None] * (n * nd)  # [u * nd + d]: u's tensor on d (s)
         self.targets: list[list[int]] = [[] for _ in range(n)]
         self.local_end = [0.0] * n
-        self.remote_end: dict[int, float] = {}
+        self.remote_end: list[float | None] = [None] * (n * nd)  # [u * nd + d]: last use on d (s)
         self.out_end = [0.0] * n
         self.now_q: list[list[int]] = [[] for _ in range(nd)]
         self.later_q: list[list[tuple[float, int]]] = [[] for _ in range(nd)]
@@ -79,19 +83,27 @@ class _Scheduler:
             return (self.group_dev[g],)
         return range(self.nd)
 
+    def ready(self, i: int) -> None:
+        """i's inputs are all scheduled: record them, by end, and queue i.
+
+        Each input is ``(u, u * n_devices, device, end (s), bytes sent, transfer time to each
+        device (s))``: all fixed once u is scheduled.
+        """
+        preds, end = self.ig.preds[i], self.end
+        if len(preds) > 1:
+            preds = sorted(preds, key=end.__getitem__)
+        nd, dev, sb, comm_out = self.nd, self.dev, self.ig.send_bytes, self.comm_out
+        self.inputs[i] = [(u, u * nd, dev[u], end[u], sb[u], comm_out[u]) for u in preds]
+        self.push(i)
+
     def push(self, i: int, devices=None) -> None:
-        dev, end, arrival, nd = self.dev, self.end, self.arrival, self.nd
-        comm, sb = self.cost.comm_s, self.ig.send_bytes
+        arrival, inputs = self.arrival, self.inputs[i]
         for d in devices if devices is not None else self.devices_for(i):
             dr = 0.0
-            for u in self.ig.preds[i]:
-                du = dev[u]
-                if du == d:
-                    a = end[u]
-                else:
-                    a = arrival.get(u * nd + d)
-                    if a is None:
-                        a = end[u] + comm(sb[u], du, d)
+            for _, un, _, eu, _, comm in inputs:  # comm[dev[u]] is 0.0: a local input is ready at its end
+                a = arrival[un + d]
+                if a is None:
+                    a = eu + comm[d]
                 if a > dr:
                     dr = a
             if dr <= self.dev_free[d]:
@@ -105,7 +117,8 @@ class _Scheduler:
                 self.cache[d] = None
 
     def evaluate(self, i: int, d: int):
-        """(start, transfers, need, involved devices) of i on d, or None if it does not fit.
+        """``(start, i, d, transfers)`` of i on d, or None if it does not fit; each transfer is
+        ``(producer, its device, start, arrival)`` (s), in start order.
 
         As the executor runs the plan: each input transfer starts as soon as its producer has
         ended and both channels are free (never later), its bytes held on ``d`` from that start;
@@ -113,33 +126,35 @@ class _Scheduler:
         bytes held from then on. Nothing waits for memory: when this does not fit, ``d`` is not
         feasible for ``i`` at this point of the schedule.
         """
-        dev, end, nd, ig = self.dev, self.end, self.nd, self.ig
+        ig, arrival = self.ig, self.arrival
         t = self.dev_free[d]
-        cf: dict[int, float] = {}
+        cf = None  # the channels as these transfers leave them (a copy once there is one)
         xf = []
         recv = 0.0
-        preds = ig.preds[i]
-        if len(preds) > 1:
-            preds = sorted(preds, key=end.__getitem__)
-        for u in preds:
-            du = dev[u]
+        for u, un, du, eu, sbu, comm in self.inputs[i]:
             if du == d:
-                if end[u] > t:
-                    t = end[u]
+                if eu > t:
+                    t = eu
                 continue
-            a = self.arrival.get(u * nd + d)
+            a = arrival[un + d]
             if a is None:
-                s = max(end[u], cf.get(du, self.chan_free[du]), cf.get(d, self.chan_free[d]))
-                a = s + self.cost.comm_s(ig.send_bytes[u], du, d)
+                if cf is None:
+                    cf = self.chan_free.copy()
+                s = eu
+                if cf[du] > s:
+                    s = cf[du]
+                if cf[d] > s:
+                    s = cf[d]
+                a = s + comm[d]
                 cf[du] = cf[d] = a
                 xf.append((u, du, s, a))
-                recv += ig.send_bytes[u]
+                recv += sbu
             if a > t:
                 t = a
-        need = ig.temporary_bytes[i] + ig.output_bytes[i] + recv
+        need = self.base_need[i] + recv
         m = self.mem[d]
         if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
-            return (t, i, d, xf, cf.keys())  # fits whatever the timeline (fast path)
+            return (t, i, d, xf)  # fits whatever the timeline (fast path)
         held = 0.0  # received tensors, each from its transfer's start (xf is in start order)
         for u, _, s, _ in xf:
             held += ig.send_bytes[u]
@@ -147,7 +162,7 @@ class _Scheduler:
                 return None
         if not m.fits(t, need, ig.memory_bytes[i]):
             return None
-        return (t, i, d, xf, cf.keys())
+        return (t, i, d, xf)
 
     def top(self, d: int):
         if self.cache[d] is not None:
@@ -161,26 +176,26 @@ class _Scheduler:
                 return c
             self.unpin(r)
         free = self.dev_free[d]
+        allowed = self.allowed if self.rules else None
         while later_q and later_q[0][0] <= free:
             heapq.heappush(now_q, heapq.heappop(later_q)[1])
         while now_q:
             i = now_q[0]
-            if dev[i] >= 0 or not self.allowed(i, d):
+            if dev[i] >= 0 or (allowed is not None and not allowed(i, d)):
                 heapq.heappop(now_q)
                 continue
             c = self.evaluate(i, d)
+            if c is not None and c[0] <= free:
+                self.cache[d] = c
+                return c
             heapq.heappop(now_q)
             if c is None:
                 self.block(i, d)
-            elif c[0] > free:
-                heapq.heappush(later_q, (c[0], i))
             else:
-                heapq.heappush(now_q, i)
-                self.cache[d] = c
-                return c
+                heapq.heappush(later_q, (c[0], i))
         while later_q:
             key, i = later_q[0]
-            if dev[i] >= 0 or not self.allowed(i, d):
+            if dev[i] >= 0 or (allowed is not None and not allowed(i, d)):
                 heapq.heappop(later_q)
                 continue
             c = self.evaluate(i, d)
@@ -210,21 +225,25 @@ class _Scheduler:
 
     # -- commitment -----------------------------------------------------------------------
     def commit(self, c) -> None:
-        t, i, d, xf, involved = c
+        t, i, d, xf = c
         ig, nd, mem = self.ig, self.nd, self.mem[d]
-        changed = {d} | {x[1] for x in xf}
-        self.touched = set(changed)  # devices whose memory was freed or allocated
+        changed = {d}
         self.dev[i], self.start[i] = d, t
         self.end[i] = e = t + self.cost.compute_s[i][d]
         self.dev_free[d] = e
+        if ig.succs[i]:
+            self.comm_out[i] = self.cost.comm_row_s(ig.send_bytes[i], d)
+        chan_free = self.chan_free
         for u, du, s, a in xf:
-            self.chan_free[du] = max(self.chan_free[du], a)
-            self.chan_free[d] = max(self.chan_free[d], a)
+            changed.add(du)
+            chan_free[du] = max(chan_free[du], a)
+            chan_free[d] = max(chan_free[d], a)
             self.arrival[u * nd + d] = a
             self.targets[u].append(d)
             self.out_end[u] = max(self.out_end[u], a)
             self.transfers.append((u, du, d, s, a))
             mem.allocate(s, ig.send_bytes[u])
+        self.touched = set(changed)  # devices whose memory was freed or allocated
         mem.add_persistent(ig.memory_bytes[i])
         mem.allocate(t, ig.temporary_bytes[i], until_s=e)
         mem.allocate(t, ig.output_bytes[i])
@@ -236,7 +255,9 @@ class _Scheduler:
                 self.local_end[u] = max(self.local_end[u], e)
             else:
                 k = u * nd + d
-                self.remote_end[k] = max(self.remote_end.get(k, 0.0), e)
+                r = self.remote_end[k]
+                if r is None or e > r:
+                    self.remote_end[k] = e
             self.left[u] -= 1
             if self.left[u] == 0:
                 self.release(u)
@@ -254,33 +275,47 @@ class _Scheduler:
                     if self.dev[b] < 0 and self.allowed(b, x):
                         self.push(b, (x,))
                 self.blocked[x] = []
+        cache, rules = self.cache, self.rules
         for x in range(nd):
-            cx = self.cache[x]
-            if cx is not None and (x in changed or cx[1] == i or cx[4] & changed or not self.allowed(cx[1], x)):
-                self.cache[x] = None
+            cx = cache[x]
+            if cx is None:
+                continue
+            if x in changed or cx[1] == i or (rules and not self.allowed(cx[1], x)):
+                cache[x] = None
+                continue
+            for xfer in cx[3]:  # a channel its transfers use
+                if xfer[1] in changed:
+                    cache[x] = None
+                    break
+        missing = self.missing
         for v in ig.succs[i]:
-            self.missing[v] -= 1
-            if self.missing[v] == 0:
-                self.push(v)
+            missing[v] -= 1
+            if missing[v] == 0:
+                self.ready(v)
 
     def release(self, u: int) -> None:
         du, ig, nd = self.dev[u], self.ig, self.nd
         self.mem[du].free(max(self.end[u], self.local_end[u], self.out_end[u]), ig.output_bytes[u])
         self.touched.add(du)
         for d in self.targets[u]:
-            self.mem[d].free(self.remote_end.get(u * nd + d, self.arrival[u * nd + d]), ig.send_bytes[u])
+            k = u * nd + d
+            last = self.remote_end[k]
+            self.mem[d].free(self.arrival[k] if last is None else last, ig.send_bytes[u])
             self.touched.add(d)
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> str:
         for i in range(self.n):
             if self.missing[i] == 0:
-                self.push(i)
+                self.ready(i)
+        cache, devices = self.cache, range(self.nd)
         for _ in range(self.n):
             best = None
-            for d in range(self.nd):
-                c = self.top(d)
-                if c is not None and (best is None or (c[0], c[1]) < (best[0], best[1])):
+            for d in devices:
+                c = cache[d]
+                if c is None:
+                    c = self.top(d)
+                if c is not None and (best is None or c[0] < best[0] or (c[0] == best[0] and c[1] < best[1])):
                     best = c
             if best is None:
                 return self.why_stuck()

@@ -31,9 +31,12 @@ class MemoryTimeline:
         ev = self._events
         level = best = self.total_bytes
         k = len(ev) - 1
-        while k >= 0 and ev[k][0] >= t0_s:
-            level -= ev[k][1]  # the level after event k - 1
-            if level > best and (ev[k][0] > t0_s or (k > 0 and ev[k - 1][0] >= t0_s)):
+        while k >= 0:
+            t_s, delta = ev[k]
+            if t_s < t0_s:
+                break
+            level -= delta  # the level after event k - 1
+            if level > best and (t_s > t0_s or (k > 0 and ev[k - 1][0] >= t0_s)):
                 best = level
             k -= 1
         return best
@@ -49,8 +52,10 @@ class MemoryTimeline:
         """Hold ``nbytes`` from ``t_s`` (to ``until_s`` if known, else until :meth:`free`)."""
         if nbytes <= 0.0:
             return
-        self.peak_dynamic_bytes = max(self.peak_dynamic_bytes, self.suffix_max(t_s) + nbytes)
-        bisect.insort(self._events, (t_s, nbytes))
+        peak = self.suffix_max(t_s) + nbytes
+        if peak > self.peak_dynamic_bytes:
+            self.peak_dynamic_bytes = peak
+        _insort(self._events, (t_s, nbytes))
         self.total_bytes += nbytes
         if until_s is not None:
             self.free(until_s, nbytes)
@@ -59,7 +64,7 @@ class MemoryTimeline:
         """Release ``nbytes`` at ``t_s`` (s)."""
         if nbytes <= 0.0:
             return
-        bisect.insort(self._events, (t_s, -nbytes))
+        _insort(self._events, (t_s, -nbytes))
         self.total_bytes -= nbytes
 
     def add_persistent(self, nbytes: float) -> None:
@@ -71,5 +76,21 @@ class MemoryTimeline:
         level = best = 0.0
         for _, delta in self._events:
             level += delta
-            best = max(best, level)
+            if level > best:
+                best = level
         return self.persistent_bytes + best
+
+
+TAIL = 8
+"""Events searched from the end first: most land among the last few (times near the front)."""
+
+
+def _insort(events: list[tuple[float, float]], event: tuple[float, float]) -> None:
+    """``bisect.insort(events, event)``, searching the last :data:`TAIL` events first."""
+    k = len(events)
+    if k == 0 or events[-1] <= event:
+        events.append(event)
+    elif k > TAIL and events[k - TAIL] <= event:
+        bisect.insort(events, event, k - TAIL + 1)
+    else:
+        bisect.insort(events, event)

@@ -9,6 +9,15 @@ transfer), per operator a start ``s_i >= 0``, and the makespan ``w``::
     sum_i x_ij >= indeg(j) - 1              at most one favourite parent per child
     w >= s_i + p_i                          for every sink i
 
+It is solved in ``y_ij = 1 - x_ij`` (the same LP under an affine change of variables:
+``sum_j y_ij <= 1``, ``s_j + c_ij y_ij >= s_i + p_i + c_ij``): from its slack basis (``y = 0``,
+every edge a transfer) HiGHS' dual simplex needs about 40% fewer iterations than in the ``x``
+form, and Devex pricing makes each iteration cheaper; together about half the LP time on the
+benchmark's layered DAGs (10,000 operators). The optimal makespan is the same; the LP is very
+degenerate (only the critical paths pin ``x``), so the optimal vertex returned, hence the
+favourites off the critical paths, depends on the form and the solver's path. Any optimum is
+the paper's LP solution.
+
 Rounding: an edge is favourite when ``x_ij < threshold``; conflicts keep each parent's and each
 child's smallest ``x``.
 """
@@ -20,6 +29,9 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from netsim.opgraph.costs import CostModel, IndexedGraph
+
+SCALE = 1e6  # LP times in microseconds: better conditioned
+HIGHS_OPTIONS = {"simplex_dual_edge_weight_strategy": "devex"}
 
 
 def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.5) -> tuple[list[int], float]:
@@ -45,51 +57,64 @@ def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.5
         If HiGHS fails (it should not: the LP is always feasible).
     """
     n = len(ig)
-    src = np.fromiter((i for i in range(n) for _ in ig.succs[i]), dtype=np.int64)
-    dst = np.fromiter((j for i in range(n) for j in ig.succs[i]), dtype=np.int64)
+    src, dst = edge_arrays(ig)
+    fastest = [min(r) for r in cost.compute_s]
+    if len(src) == 0:
+        return [-1] * n, float(max(fastest, default=0.0))
+    p = np.array(fastest) * SCALE  # (us)
+    c = cost.mean_comm_array_s(np.asarray(ig.send_bytes, dtype=float))[src] * SCALE  # (us)
+    y, makespan_us = solve_lp(n, src, dst, p, c)
+    return round_favourites(n, src, dst, 1.0 - y, threshold), makespan_us / SCALE
+
+
+def edge_arrays(ig: IndexedGraph) -> tuple[np.ndarray, np.ndarray]:
+    """(producer, consumer) index of every edge, grouped by producer in index order."""
+    outdeg = np.fromiter(map(len, ig.succs), dtype=np.int64, count=len(ig))
+    src = np.repeat(np.arange(len(ig), dtype=np.int64), outdeg)
+    dst = np.fromiter((j for s in ig.succs for j in s), dtype=np.int64, count=len(src))
+    return src, dst
+
+
+def solve_lp(n: int, src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, float]:
+    """Solve the LP in the ``y = 1 - x`` form for ``n`` operators and the edges ``src -> dst``.
+
+    ``p`` (per operator) and ``c`` (per edge) in microseconds. Returns ``(y, w)``: ``y`` per
+    edge and the optimal makespan ``w`` (us).
+    """
     m = len(src)
-    if m == 0:
-        return [-1] * n, float(max((min(r) for r in cost.compute_s), default=0.0))
-    scale = 1e6  # microseconds: better conditioned
-    p = np.array([min(r) for r in cost.compute_s]) * scale
-    sb = np.asarray(ig.send_bytes)
-    c = np.array([cost.mean_comm_s(b) for b in sb])[src] * scale
-    # variable layout: x (m), s (n), w (1)
-    nv = m + n + 1
+    nv = m + n + 1  # variables: y (m), s (n), w (1)
     e = np.arange(m)
-    # precedence: s_i - s_j + c x <= -p_i
-    rows_p = np.concatenate([e, e, e])
-    cols_p = np.concatenate([m + src, m + dst, e])
-    vals_p = np.concatenate([np.ones(m), -np.ones(m), c])
-    b_p = -p[src]
-    # favourite child: -sum_j x_ij <= 1 - outdeg(i)
     outdeg = np.bincount(src, minlength=n)
-    indeg = np.bincount(dst, minlength=n)
-    rows_c = m + src
-    rows_q = m + n + dst
-    b_c = np.concatenate([1.0 - outdeg, 1.0 - indeg])
     sinks = np.flatnonzero(outdeg == 0)
     k = len(sinks)
-    rows_w = 2 * n + m + np.arange(k)
-    rows = np.concatenate([rows_p, rows_c, rows_q, rows_w, rows_w])
-    cols = np.concatenate([cols_p, e, e, m + sinks, np.full(k, nv - 1)])
-    vals = np.concatenate([vals_p, -np.ones(m), -np.ones(m), np.ones(k), -np.ones(k)])
+    rows_w = m + 2 * n + np.arange(k)
+    # precedence s_i - s_j - c y <= -p_i - c; parent's row sum_j y_ij <= 1; child's sum_i y_ij <= 1;
+    # sink s_i - w <= -p_i
+    rows = np.concatenate([e, e, e, m + src, m + n + dst, rows_w, rows_w])
+    cols = np.concatenate([m + src, m + dst, e, e, e, m + sinks, np.full(k, nv - 1)])
+    vals = np.concatenate([np.ones(m), -np.ones(m), -c, np.ones(m), np.ones(m), np.ones(k), -np.ones(k)])
     a_ub = sp.csr_matrix((vals, (rows, cols)), shape=(m + 2 * n + k, nv))
-    b_ub = np.concatenate([b_p, b_c, -p[sinks]])
+    b_ub = np.concatenate([-p[src] - c, np.ones(2 * n), -p[sinks]])
     objective = np.zeros(nv)
     objective[-1] = 1.0
-    bounds = [(0.0, 1.0)] * m + [(0.0, None)] * (n + 1)
-    res = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    bounds = np.zeros((nv, 2))
+    bounds[:m, 1] = 1.0
+    bounds[m:, 1] = np.inf
+    res = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs-ds", options=HIGHS_OPTIONS)
     if res.status != 0:
         raise RuntimeError(f"favourite-child LP failed: {res.message}")
-    x = res.x[:m]
+    return res.x[:m], float(res.fun)
+
+
+def round_favourites(n: int, src: np.ndarray, dst: np.ndarray, x: np.ndarray, threshold: float) -> list[int]:
+    """Favourite child per operator (-1: none): edges with ``x < threshold`` by increasing ``x``
+    (ties by edge order), skipping a parent or child already matched."""
     favourite = [-1] * n
-    has_parent = np.zeros(n, dtype=bool)
-    for idx in np.argsort(x, kind="stable"):
-        if x[idx] >= threshold:
-            break
-        i, j = int(src[idx]), int(dst[idx])
+    has_parent = [False] * n
+    order = np.argsort(x, kind="stable")
+    order = order[x[order] < threshold]
+    for i, j in zip(src[order].tolist(), dst[order].tolist(), strict=True):
         if favourite[i] < 0 and not has_parent[j]:
             favourite[i] = j
             has_parent[j] = True
-    return favourite, float(res.fun) / scale
+    return favourite
