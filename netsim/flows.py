@@ -223,11 +223,7 @@ class FlowNetwork:
     def transfer(self, src: str, dst: str, size_bytes: float) -> simpy.Event:
         """Start moving ``size_bytes`` from src to dst; the event fires when it has arrived."""
         done = simpy.Event(self.env)
-        if src == dst:
-            self._arrive_later(done, 0.0)
-        else:
-            self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
-                        size_bytes, done)
+        self._send(src, dst, size_bytes, done)
         return done
 
     def send(self, src: str, dst: str, size_bytes: float,
@@ -239,11 +235,7 @@ class FlowNetwork:
         participant in the engine than :meth:`transfer`). The callback runs after the network
         has settled at that instant, so it may start transfers itself.
         """
-        if src == dst:
-            self._arrive_later(on_arrival, 0.0)
-        else:
-            self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
-                        size_bytes, on_arrival)
+        self._send(src, dst, size_bytes, on_arrival)
 
     def send_on(self, route: Route, size_bytes: float,
                 on_arrival: Callable[[float], None]) -> None:
@@ -253,6 +245,14 @@ class FlowNetwork:
             self._start(route, size_bytes, on_arrival)
         else:
             self._arrive_later(on_arrival, 0.0)
+
+    def _send(self, src: str, dst: str, size_bytes: float,
+              done: simpy.Event | Callable[[float], None]) -> None:
+        if src == dst:
+            self._arrive_later(done, 0.0)
+        else:
+            self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
+                        size_bytes, done)
 
     def _start(self, route: Route, size_bytes: float,
                done: simpy.Event | Callable[[float], None]) -> None:
@@ -306,16 +306,10 @@ class FlowNetwork:
             stamp = next(self._stamps)
             heapq.heappush(g.by_cap, (c, stamp, flow))
             heapq.heappush(g.finishing, (target, stamp, flow))
-            if self._batching:
-                self._dirty[g] = None
-            else:
-                self._rebalance(g, now)
+            self._touch(g, now)
         else:
             self._add_capped(flow, g, now)
-            if self._batching:
-                self._dirty[g] = None
-            else:
-                self._rebalance(g, now)
+            self._touch(g, now)
 
     def _arrive_later(self, done: simpy.Event | Callable[[float], None], delay_s: float) -> None:
         """Arrival of a transfer that moves no bits through the network (local or empty)."""
@@ -460,9 +454,7 @@ class FlowNetwork:
         restore fairness where it was."""
         done = flow.done
         if type(done) is simpy.Event:
-            done._ok = True
-            done._value = None
-            self.env.schedule(done, NORMAL, flow.latency)
+            trigger_after(self.env, done, flow.latency)
         else:
             self._arrivals.append((done, now + flow.latency))
         self._n_active -= 1
@@ -588,10 +580,8 @@ class FlowNetwork:
         env = self.env
         self._wakeup_event = ev = simpy.Event(env)
         ev.callbacks.append(self._wakeup_callback)
-        ev._ok = True
-        ev._value = None
         now = env.now
-        env.schedule(ev, NORMAL, at - now if at > now else 0.0)
+        trigger_after(env, ev, at - now if at > now else 0.0)
 
     def _rearm(self) -> None:
         """Arm a wake-up at the earliest live finish, dropping superseded entries on the way."""
