@@ -160,6 +160,7 @@ def _samples_by_device(decision: Decision) -> dict[str, int]:
     return out
 
 
+@relaxed_gc()
 def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         progress: Any = None, raise_errors: bool = False) -> None:
     """Simulate one run of ``policy`` on ``scenario`` with ``seed``, recording into ``recorder``.
@@ -167,12 +168,6 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
     Failures inside the run (an invalid decision, a policy error) end the run with status
     ``failed`` and the error; they are recorded, and re-raised only if ``raise_errors``.
     """
-    with relaxed_gc():
-        _run(scenario, policy, seed, recorder, progress, raise_errors)
-
-
-def _run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
-         progress: Any, raise_errors: bool) -> None:
     wall0 = time.perf_counter()
     streams = np.random.SeedSequence([seed, 0x6E73]).spawn(4)
     policy_rng, loss_rng, avail_rng, _spare = (np.random.default_rng(s) for s in streams)

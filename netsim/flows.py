@@ -297,15 +297,7 @@ class FlowNetwork:
             if at < self._wakeup_at:
                 self._arm(at)
         elif self._batching or (g.n_members and c >= g.rate):
-            # it will (likely) share: join directly (the rebalance caps it otherwise)
-            g.clock += g.rate * (now - g.updated)
-            g.updated = now
-            flow.group = g
-            flow.target = target = g.clock + bits
-            g.n_members += 1
-            stamp = next(self._stamps)
-            heapq.heappush(g.by_cap, (c, stamp, flow))
-            heapq.heappush(g.finishing, (target, stamp, flow))
+            self._join(flow, g, now)  # it will (likely) share; the rebalance caps it otherwise
             self._touch(g, now)
         else:
             self._add_capped(flow, g, now)
@@ -381,8 +373,7 @@ class FlowNetwork:
 
     def _rebalance(self, g: _Group, now: float) -> None:
         """Restore water-filling on g's link: capped flows below the share, members above."""
-        g.clock += g.rate * (now - g.updated)
-        g.updated = now
+        g.settle(now)
         by_cap, capped = g.by_cap, g.capped
         moves = 4 * (len(by_cap) + len(capped)) + 8
         while True:
@@ -473,19 +464,12 @@ class FlowNetwork:
         for h in flow.hops:
             flows_h = link_flows[h]
             del flows_h[flow]
-            if flows_h:
-                left = slack[h] + fc
-                slack[h] = left
-                if left >= 0.0 and h in groups:
-                    if to_safe is None:
-                        to_safe = []
-                    to_safe.append(h)
-            else:
-                slack[h] = self._empty_slack[h]
-                if h in groups:
-                    if to_safe is None:
-                        to_safe = []
-                    to_safe.append(h)
+            left = slack[h] + fc if flows_h else self._empty_slack[h]  # (never negative)
+            slack[h] = left
+            if left >= 0.0 and h in groups:
+                if to_safe is None:
+                    to_safe = []
+                to_safe.append(h)
         if to_safe is not None:
             for h in to_safe:
                 self._make_safe(h, now)
@@ -630,8 +614,7 @@ class FlowNetwork:
                 on_arrival(at)
 
     def _finish_group_members(self, g: _Group, now: float) -> None:
-        g.clock += g.rate * (now - g.updated)
-        g.updated = now
+        g.settle(now)
         fin, due = g.finishing, 0
         reached = g.clock + max(abs(g.clock), 1.0) * _TOL
         while fin:

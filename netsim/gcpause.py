@@ -13,13 +13,9 @@ thresholds move.
 
 from __future__ import annotations
 
-import functools
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
-
-F = TypeVar("F", bound=Callable)
 
 RUN_GEN0_THRESHOLD = 100_000
 """Net container allocations between young-generation collections during a run."""
@@ -27,7 +23,9 @@ RUN_GEN0_THRESHOLD = 100_000
 
 @contextmanager
 def relaxed_gc(gen0_threshold: int = RUN_GEN0_THRESHOLD) -> Iterator[None]:
-    """Raise the collector's first threshold to ``gen0_threshold`` (never lower it) meanwhile."""
+    """Raise the collector's first threshold to ``gen0_threshold`` (never lower it) meanwhile.
+
+    A context manager, or a function decorator as ``@relaxed_gc()`` (contextlib's)."""
     old = gc.get_threshold()
     if old[0] == 0 or old[0] >= gen0_threshold:  # disabled-by-threshold or already relaxed
         yield
@@ -38,13 +36,3 @@ def relaxed_gc(gen0_threshold: int = RUN_GEN0_THRESHOLD) -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
 
-
-def with_relaxed_gc(func: F) -> F:
-    """Decorator: run ``func`` under :func:`relaxed_gc`."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with relaxed_gc():
-            return func(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

@@ -87,9 +87,9 @@ class Topology:
             self._edge[(v, u)] = (forward ^ 1, self.index[v], epb, bw, lat)
         self._paths: dict[str, dict[str, list[str]]] = {}
         self.route_cache: dict[tuple[str, str], Route] = {}
+        """Routes computed so far, by (src, dst); read-only for callers (use :meth:`route`)."""
         self.routes: list[Route] = []
         """Every route computed so far, in order (``Route.id`` is the position)."""
-        """Routes computed so far, by (src, dst); read-only for callers (use :meth:`route`)."""
 
     def connected(self, a: str, b: str) -> bool:
         """Whether a route exists between nodes a and b."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from netsim.gcpause import with_relaxed_gc
+from netsim.gcpause import relaxed_gc
 from netsim.opgraph.costs import CostModel, DeviceLike, IndexedGraph
 from netsim.opgraph.execution import StepResult, execute_placement
 from netsim.opgraph.grouping import group_and_fuse
@@ -21,7 +21,7 @@ from policies.baechi.sct import m_sct
 from policies.baechi.topo import m_topo
 
 
-@with_relaxed_gc
+@relaxed_gc()
 def single_device(
     graph: nx.DiGraph, devices: Sequence[DeviceLike], mode: str = "faithful", topology=None
 ) -> PlacementResult:

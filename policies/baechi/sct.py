@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import networkx as nx
 
-from netsim.gcpause import with_relaxed_gc
+from netsim.gcpause import relaxed_gc
 from netsim.opgraph.costs import CostModel, DeviceLike, IndexedGraph
 from policies.baechi.listsched import list_schedule
 from policies.baechi.result import PlacementResult
 from policies.baechi.sct_lp import favourite_children
 
 
-@with_relaxed_gc
+@relaxed_gc()
 def m_sct(
     graph: nx.DiGraph,
     devices: Sequence[DeviceLike],

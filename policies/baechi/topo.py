@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import networkx as nx
 
-from netsim.gcpause import with_relaxed_gc
+from netsim.gcpause import relaxed_gc
 from netsim.opgraph.costs import CostModel, DeviceLike, IndexedGraph
 from policies.baechi.listsched import list_schedule
 from policies.baechi.result import PlacementResult
 
 
-@with_relaxed_gc
+@relaxed_gc()
 def m_topo(
     graph: nx.DiGraph, devices: Sequence[DeviceLike], mode: str = "faithful", topology=None
 ) -> PlacementResult:

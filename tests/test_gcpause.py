@@ -1,0 +1,41 @@
+"""Relaxed GC thresholds during runs and placements: raised inside, restored after."""
+
+import gc
+
+import pytest
+
+from netsim.gcpause import RUN_GEN0_THRESHOLD, relaxed_gc
+
+
+def test_threshold_raised_inside_and_restored_after_also_on_error():
+    before = gc.get_threshold()
+    with relaxed_gc():
+        assert gc.get_threshold()[0] == max(before[0], RUN_GEN0_THRESHOLD)
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+    @relaxed_gc()
+    def fails():
+        assert gc.get_threshold()[0] >= RUN_GEN0_THRESHOLD
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        fails()
+    assert gc.get_threshold() == before
+
+
+def test_an_engine_run_executes_under_the_relaxed_threshold(monkeypatch):
+    import netsim
+    from netsim import engine
+
+    seen = []
+    original = engine.World.run_epoch
+
+    def spy(self, decision):
+        seen.append(gc.get_threshold()[0])
+        return original(self, decision)
+
+    monkeypatch.setattr(engine.World, "run_epoch", spy)
+    before = gc.get_threshold()
+    netsim.simulate("two-phones", "fedavg-all")
+    assert seen and min(seen) >= RUN_GEN0_THRESHOLD and gc.get_threshold() == before
