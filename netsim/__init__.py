@@ -12,7 +12,7 @@ from typing import Any
 
 from netsim.scenario import Scenario, ScenarioError, load_scenario
 
-__version__ = "0.1.1"
+__version__ = "0.1.2"
 __all__ = ["Scenario", "ScenarioError", "SimulationResult", "load_scenario", "simulate"]
 
 

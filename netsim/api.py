@@ -48,7 +48,7 @@ def resolve_policy(scenario: Scenario, policy: str | Policy,
 def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fedavg-all",
              seed: int | None = None, params: Mapping[str, Any] | None = None,
              out: str | Path | None = None, progress: Any = None,
-             raise_errors: bool = False) -> SimulationResult:
+             raise_errors: bool = False, fast_epochs: bool = True) -> SimulationResult:
     """Simulate one run and return its tables.
 
     Parameters
@@ -59,6 +59,8 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     params: policy parameters (override the scenario's ``policies.NAME`` block).
     out: if given, the tables are also written there atomically (see netsim.results.store).
     raise_errors: re-raise a failure inside the run (it is recorded as ``failed`` either way).
+    fast_epochs: play plain epochs forward in arrays where they can be (netsim.fastepoch); False
+        runs every epoch as SimPy events, the reference path (same tables to rounding).
 
     Raises
     ------
@@ -72,7 +74,8 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     rid = run_id(sc, pol.name, pparams, seed)
     rec = Recorder(rid, sc.name, pol.name, seed, pparams, sc.training.target_loss,
                    sc.training.deadline_s)
-    engine.run(sc, pol, seed, rec, progress=progress, raise_errors=raise_errors)
+    engine.run(sc, pol, seed, rec, progress=progress, raise_errors=raise_errors,
+               fast_epochs=fast_epochs)
     runs, epochs, devices = rec.tables()
     if out is not None:
         write_run(out, runs, epochs, devices)

@@ -86,6 +86,15 @@ class EnergyMeter:
         self._busy_s[node] += now_s - since
         self._busy_since[node] = None
 
+    def add_busy_many(self, nodes: Sequence[int], busy_s: Sequence[float]) -> None:
+        """Node ``nodes[k]`` computed for ``busy_s[k]`` seconds (a finished job, booked at once:
+        the engine's epoch fast path). None of them may be busy now."""
+        busy, since = self._busy_s, self._busy_since
+        for node, seconds in zip(nodes, busy_s, strict=True):
+            if since[node] is not None:
+                raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
+            busy[node] += seconds
+
     def add_communication(self, node: int, energy_j: float) -> None:
         """Charge ``energy_j`` (J) of communication to ``node``."""
         self._communication_j[node] += energy_j

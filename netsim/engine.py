@@ -2,12 +2,20 @@
 
 One synchronous epoch (architecture spec): every participant, concurrently, downloads the
 variant from the aggregator, trains its samples, and uploads its update; the aggregator then
-averages (2 x params x participants FLOP). The epoch ends when aggregation ends. A participant is
-a chain of callbacks, not a process: the network reports each transfer's arrival time as soon as
-its last bit leaves (FlowNetwork.send), so the end of training is scheduled directly. SimPy
-events per participant-epoch: the end of its training, plus the network's shared wake-ups (one
-per distinct instant at which transfers finish); pinned by tests/test_engine.py. Clusters (DepL)
-run as processes.
+averages (2 x params x participants FLOP). The epoch ends when aggregation ends.
+
+Two ways to execute an epoch up to the last update's arrival, with the same results to rounding
+(tests/test_fastepoch.py):
+
+- played forward in arrays (netsim.fastepoch) when it is plain: participants only, on an idle
+  network, each transfer crossing at most one link that can saturate. No SimPy event per
+  participant: the clock moves to the last arrival in one step.
+- as SimPy events otherwise, or with ``fast_epochs=False`` (the reference). A participant is a
+  chain of callbacks, not a process: the network reports each transfer's arrival time as soon
+  as its last bit leaves (FlowNetwork.send), so the end of training is scheduled directly.
+  SimPy events per participant-epoch: the end of its training, plus the network's shared
+  wake-ups (one per distinct instant at which transfers finish); pinned by
+  tests/test_engine.py. Clusters (DepL) run as processes.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from netsim.decisions import validate_decision
 from netsim.devices import DeviceTable, build_device_table
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
+from netsim.fastepoch import RouteTable, play_plain_epoch
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
 from netsim.results.recorder import Recorder
@@ -53,8 +62,12 @@ class EpochOutcome:
 class World:
     """Everything one run simulates; two Worlds never share state."""
 
-    def __init__(self, scenario: Scenario, availability_rng: np.random.Generator) -> None:
+    def __init__(self, scenario: Scenario, availability_rng: np.random.Generator,
+                 fast_epochs: bool = True) -> None:
+        """``fast_epochs``: play plain epochs forward in arrays when they can be
+        (netsim.fastepoch); False runs every epoch as SimPy events (the reference)."""
         self.scenario = scenario
+        self.fast_epochs = fast_epochs
         self.model: ModelSpec = scenario.model  # type: ignore[assignment]
         net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
                               str(scenario.aggregator))
@@ -77,6 +90,7 @@ class World:
         self._always = bool(np.all(self.devices.availability >= 1.0))
         self._all_true = np.ones(n_dev, dtype=bool)
         self._all_true.setflags(write=False)
+        self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
 
     @property
     def now_s(self) -> float:
@@ -96,6 +110,23 @@ class World:
         before = self.meter.snapshot(start)
         model_bytes = model.model_bytes(v)
         flop_per_sample = model.flop_per_sample(v)
+        if not (self.fast_epochs and decision.participants and not decision.clusters
+                and self.network.active_flows == 0
+                and self._play_plain(decision, model_bytes, flop_per_sample)):
+            self._run_events(decision, model_bytes, flop_per_sample)
+        n_part = len(decision.participants) + len(decision.clusters)
+        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_part
+        self.meter.set_busy(self._agg, env.now)
+        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
+        self.meter.set_idle(self._agg, env.now)
+        end = env.now
+        return EpochOutcome(start, end, self.meter.snapshot(end) - before)
+
+    def _run_events(self, decision: Decision, model_bytes: float,
+                    flop_per_sample: float) -> None:
+        """The epoch's transfers and training as SimPy events, up to the last update's
+        arrival (the reference path: any decision, any network state)."""
+        env = self.env
         barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
         ctx = EpochContext(env, self.network, self.meter, model_bytes, barrier)
         index, flops, down, up = self.devices.index, self._flops, self._down, self._up
@@ -106,13 +137,36 @@ class World:
         for cluster in decision.clusters:
             env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier))
         env.run(until=barrier.event)
-        n_part = len(decision.participants) + len(decision.clusters)
-        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_part
-        self.meter.set_busy(self._agg, env.now)
-        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
-        self.meter.set_idle(self._agg, env.now)
-        end = env.now
-        return EpochOutcome(start, end, self.meter.snapshot(end) - before)
+
+    def _play_plain(self, decision: Decision, model_bytes: float,
+                    flop_per_sample: float) -> bool:
+        """The plain epoch played forward in arrays up to the last update's arrival
+        (netsim.fastepoch): bytes, energy and busy time booked as the event path books them.
+        False, with nothing changed, when it needs the event path."""
+        if self._tables is None:
+            self._tables = (RouteTable.of(self._down), RouteTable.of(self._up),
+                            np.asarray(self.topology.capacity_bps, dtype=float),
+                            np.asarray(self._flops, dtype=float))
+        down, up, capacity, flops = self._tables
+        n, index = len(decision.participants), self.devices.index
+        rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+        samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+        compute_s = samples * flop_per_sample / flops[rows]
+        now = self.env.now
+        plan = play_plain_epoch(now, rows, compute_s, 8.0 * model_bytes, down, up, capacity)
+        if plan is None:
+            return False
+        # downloads start in participant order, uploads in the order training ends
+        up_rows = rows[np.argsort(plan.trained_s, kind="stable")]
+        for table, order in ((down, rows), (up, up_rows)):
+            moving = order[table.hop_start[order + 1] > table.hop_start[order]]
+            self.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
+        self.meter.add_busy_many(rows.tolist(),
+                                 (plan.trained_s - plan.download_arrival_s).tolist())
+        end = float(plan.upload_arrival_s.max())
+        if end > now:
+            self.env.run(until=end)
+        return True
 
     def _cluster(self, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
                  barrier: EpochBarrier) -> Generator[simpy.Event, Any, None]:
@@ -162,11 +216,12 @@ def _samples_by_device(decision: Decision) -> dict[str, int]:
 
 @relaxed_gc()
 def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
-        progress: Any = None, raise_errors: bool = False) -> None:
+        progress: Any = None, raise_errors: bool = False, fast_epochs: bool = True) -> None:
     """Simulate one run of ``policy`` on ``scenario`` with ``seed``, recording into ``recorder``.
 
     Failures inside the run (an invalid decision, a policy error) end the run with status
     ``failed`` and the error; they are recorded, and re-raised only if ``raise_errors``.
+    ``fast_epochs=False`` runs every epoch as SimPy events (see :class:`World`).
     """
     wall0 = time.perf_counter()
     streams = np.random.SeedSequence([seed, 0x6E73]).spawn(4)
@@ -175,7 +230,7 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
     world = None
     try:
         resolved = resolve_scenario(scenario, seed)
-        world = World(resolved, avail_rng)
+        world = World(resolved, avail_rng, fast_epochs=fast_epochs)
         training = resolved.training
         recorder.start(world.node_ids, world.devices)
         backend = _make_backend(resolved, loss_rng)

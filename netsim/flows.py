@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,10 @@ from netsim.energy import EnergyMeter
 if TYPE_CHECKING:
     from netsim.network import Route, Topology
 
-_TOL = 1e-9
+CAPACITY_TOLERANCE = 1e-9
+"""Relative tolerance of every comparison of rates with capacities and shares (also used by
+netsim.linkshare and netsim.fastepoch, so that both paths decide ties alike)."""
+_TOL = CAPACITY_TOLERANCE
 _INF = float("inf")
 _BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
@@ -205,6 +208,14 @@ class FlowNetwork:
         self._charge_sender = np.array([s for r in routes for s, _ in r.charges], dtype=np.intp)
         self._charge_j_per_bit = np.array([e for r in routes for _, e in r.charges], dtype=float)
         self._indexed_routes = len(routes)
+
+    def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
+        """Account transfers played forward outside the network (the engine's epoch fast path,
+        netsim.fastepoch): their bytes and communication energy, in this order, as if each had
+        started here. ``route_ids``: ``Route.id`` of routes with hops (as :meth:`send_on`, a
+        route without hops moves nothing and is not booked)."""
+        self._booked_routes.extend(route_ids)
+        self._booked_bytes.extend(sizes_bytes)
 
     @contextmanager
     def batch(self) -> Iterator[None]:

@@ -1,0 +1,134 @@
+"""A plain synchronous epoch played forward in arrays, without SimPy events (netsim's fast path).
+
+A *plain* epoch is the spec's synchronous epoch with participants only (no clusters) on an idle
+network: every participant downloads the variant from the aggregator at the epoch's start,
+trains, and uploads its update. Its timeline needs no event queue when the flows of each phase
+can be played forward link by link:
+
+- downloads and uploads cross disjoint link directions (true of any tree, such as the
+  generated networks and every star), so the two phases never share a link;
+- in each phase, every flow crosses at most one *binding* direction: one where the caps of all
+  of the phase's flows that cross it sum to more than its capacity. Every other direction can
+  never bind, and max-min fairness over the network decomposes into one water-filling per
+  binding direction (:mod:`netsim.linkshare`), exactly as :mod:`netsim.flows` keeps it.
+
+Then the downloads (all starting now, all the same size) are one vectorised water-filling each;
+each participant's training starts when its download arrives and lasts samples x FLOP per sample
+/ FLOP/s; each upload starts when training ends, and the uploads on one binding direction are
+played forward by :func:`netsim.linkshare.last_bit_times`. When a condition fails (a mesh whose
+routes cross several binding links, transfers still moving, clusters) the engine runs the epoch
+as SimPy events (netsim.engine), which stay the reference: tests/test_fastepoch.py checks that
+both give the same times, energy and bytes to rounding.
+
+Cost: O(n log n) numpy work per epoch and one small loop step per contended upload, instead of
+about three SimPy events and their heap operations per participant (benchmarks/engine.py (c)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.flows import CAPACITY_TOLERANCE as _TOL
+from netsim.linkshare import last_bit_times
+from netsim.network import Route
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    """Routes as arrays, one row per route: ``Route.id``, the standalone rate (bit/s, the
+    smallest capacity on it; inf without hops), the latency (s), and the directed-link hops in
+    CSR form (``hops[hop_start[r]:hop_start[r + 1]]``)."""
+
+    route_id: np.ndarray
+    cap_bps: np.ndarray
+    latency_s: np.ndarray
+    hop_start: np.ndarray
+    hops: np.ndarray
+
+    @classmethod
+    def of(cls, routes: Sequence[Route]) -> RouteTable:
+        """The table of ``routes``, in their order."""
+        counts = np.array([len(r.hops) for r in routes], dtype=np.intp)
+        start = np.zeros(len(routes) + 1, dtype=np.intp)
+        np.cumsum(counts, out=start[1:])
+        return cls(np.array([r.id for r in routes], dtype=np.intp),
+                   np.array([r.bottleneck_bps for r in routes], dtype=float),
+                   np.array([r.latency_s for r in routes], dtype=float),
+                   start, np.fromiter((h for r in routes for h in r.hops), dtype=np.intp,
+                                      count=int(start[-1])))
+
+    def hops_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The hops of the routes ``rows``: (position in ``rows`` of each hop, hop)."""
+        counts = self.hop_start[rows + 1] - self.hop_start[rows]
+        total = int(counts.sum())
+        owner = np.repeat(np.arange(len(rows)), counts)
+        offset = np.repeat(self.hop_start[rows] - (np.cumsum(counts) - counts), counts)
+        return owner, self.hops[offset + np.arange(total)]
+
+
+@dataclass(frozen=True)
+class PlainEpoch:
+    """One plain epoch's timeline, per participant (s)."""
+
+    download_arrival_s: np.ndarray
+    """When the variant has arrived (training starts)."""
+    trained_s: np.ndarray
+    """When training ends and the upload starts."""
+    upload_arrival_s: np.ndarray
+    """When the update has arrived at the aggregator."""
+
+
+def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
+               capacity_bps: np.ndarray,
+               owner_hops: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+    """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
+    ``rows[j]`` with ``bits`` bits, or None if some flow crosses two binding directions.
+    ``owner_hops``: ``routes.hops_of(rows)`` if already at hand."""
+    caps = routes.cap_bps[rows]
+    owner, hops = owner_hops if owner_hops is not None else routes.hops_of(rows)
+    load = np.bincount(hops, weights=caps[owner], minlength=len(capacity_bps))
+    binding = load > capacity_bps * (1.0 + _TOL)
+    hit = binding[hops]
+    shared_owner, shared_hop = owner[hit], hops[hit]
+    if len(shared_owner) and np.bincount(shared_owner).max() > 1:
+        return None
+    last_bit = start_s + bits / caps  # alone on every direction it crosses (inf cap: at once)
+    if len(shared_owner):
+        order = np.argsort(shared_hop, kind="stable")
+        flows, links = shared_owner[order], shared_hop[order]
+        cuts = np.flatnonzero(np.diff(links)) + 1
+        sizes = np.full(len(flows), bits)
+        for group in np.split(np.arange(len(flows)), cuts):
+            f = flows[group]
+            last_bit[f] = last_bit_times(start_s[f], caps[f], sizes[group],
+                                         float(capacity_bps[links[group[0]]]))
+    return last_bit
+
+
+def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
+                     down: RouteTable, up: RouteTable,
+                     capacity_bps: np.ndarray) -> PlainEpoch | None:
+    """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
+    it needs the event engine (see the module's conditions).
+
+    ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
+    aggregator); ``compute_s``: its training time (s); ``bits``: the variant's size (bits).
+    """
+    down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
+    used = np.zeros(len(capacity_bps), dtype=bool)
+    used[down_hops[1]] = True
+    if used[up_hops[1]].any():
+        return None
+    start = np.full(len(rows), float(now_s))
+    last_bit = play_phase(start, rows, down, bits, capacity_bps, down_hops)
+    if last_bit is None:
+        return None
+    arrival = last_bit + down.latency_s[rows]
+    trained = arrival + compute_s
+    last_up = play_phase(trained, rows, up, bits, capacity_bps, up_hops)
+    if last_up is None:
+        return None
+    return PlainEpoch(arrival, trained, last_up + up.latency_s[rows])

@@ -1,0 +1,237 @@
+"""Max-min fair sharing of one link by flows that start at known times (no SimPy events).
+
+The epoch fast path (:mod:`netsim.fastepoch`) uses this where every flow of a phase crosses at
+most one link direction that can bind: there max-min fairness over the whole network reduces to
+one water-filling per such direction, exactly the decomposition :mod:`netsim.flows` keeps with
+its groups, and each direction can be played forward on its own. This is that group algorithm
+(netsim's, see netsim.flows) as one loop over a direction's flows: flows whose cap is below the
+fair share run at their cap, the others share what is left equally and advance one virtual
+clock (bits served per sharing flow). While the caps of the flows present sum to at most the
+capacity (with the network's relative tolerance) every flow runs at its cap. The same
+tolerances as netsim.flows decide ties, so both give the same times to rounding
+(tests/test_fastepoch.py checks them against each other).
+
+Cost: O(m log m) for m flows, one loop step per start and per finish (most steps of a saturated
+phase find every flow sharing and skip the water-filling's checks).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from netsim.flows import CAPACITY_TOLERANCE as _TOL
+
+_INF = float("inf")
+_UNSET = -float("inf")  # (every clock value and time is finite)
+
+
+def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
+                   capacity_bps: float) -> np.ndarray:
+    """When each flow's last bit leaves (s) on one shared link direction.
+
+    Parameters
+    ----------
+    start_s: when each flow starts (s), in any order.
+    cap_bps: each flow's standalone rate (bit/s, > 0): the smallest capacity on its route.
+    bits: each flow's size (bits, >= 0).
+    capacity_bps: the shared direction's capacity (bit/s, > 0).
+    """
+    m = len(start_s)
+    out = np.empty(m)
+    if m == 0:
+        return out
+    if m > 1 and np.all(start_s == start_s[0]) and np.all(bits == bits[0]):
+        return _together(float(start_s[0]), cap_bps, float(bits[0]), capacity_bps)
+    order = np.argsort(start_s, kind="stable")
+    starts = start_s[order].tolist()
+    caps = cap_bps[order].tolist()
+    sizes = bits[order].tolist()
+    finished = [0.0] * m
+    # a flow shares while target[k] is set (its finishing point on the clock, bits), runs at
+    # its cap while due[k] is set (when its last bit leaves, s); _UNSET otherwise
+    target = [_UNSET] * m
+    due = [_UNSET] * m
+    left = [0.0] * m        # capped: bits left at ``since``
+    since = [0.0] * m
+    by_target: list[tuple[float, int]] = []   # sharing flows, min-heap of targets
+    by_cap: list[tuple[float, int]] = []      # sharing flows, min-heap of caps
+    capped_desc: list[tuple[float, int]] = [] # capped flows, max-heap of caps (-cap)
+    capped_due: list[tuple[float, int]] = []  # capped flows, min-heap of finishing times
+    safe_limit = capacity_bps * (1.0 + _TOL)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    now, clock, share = starts[0], 0.0, _INF
+    n_sharing, n_capped = 0, 0
+    capped_sum, cap_sum = 0.0, 0.0  # caps of the capped flows, of every flow present
+    stale = 0  # entries of finished flows in by_cap
+    nxt = 0
+    rebalance = False
+
+    while True:
+        if rebalance:  # every flow at its cap while the caps fit, else water-filling
+            rebalance = False
+            if cap_sum <= safe_limit:
+                if n_sharing:
+                    for c, k in by_cap:
+                        if target[k] != _UNSET:
+                            _drop_to_cap(k, clock, now, target, left, since, due, caps,
+                                         capped_due, capped_desc)
+                            capped_sum += c
+                            n_capped += 1
+                    by_cap.clear()
+                    by_target.clear()
+                    n_sharing = stale = 0
+                share = _INF
+            else:
+                if stale > n_sharing + 64:  # mostly finished flows: rebuild, not pop them
+                    by_cap = [(c, k) for c, k in by_cap if target[k] != _UNSET]
+                    heapq.heapify(by_cap)
+                    stale = 0
+                # (stale heap entries, of flows that moved on, are dropped only when they
+                # surface below the share, or above it: elsewhere they cannot change the answer)
+                moved = True
+                while moved:
+                    moved = False
+                    share = (capacity_bps - capped_sum) / n_sharing if n_sharing else -_INF
+                    below = share * (1.0 - _TOL)
+                    while by_cap and by_cap[0][0] < below:  # a sharing flow whose cap is below
+                        c, k = heappop(by_cap)
+                        if target[k] != _UNSET:
+                            _drop_to_cap(k, clock, now, target, left, since, due, caps,
+                                         capped_due, capped_desc)
+                            n_sharing -= 1
+                            n_capped += 1
+                            capped_sum += c
+                            moved = True
+                            break
+                    if moved:
+                        continue
+                    above = -share * (1.0 + _TOL)
+                    while capped_desc and capped_desc[0][0] < above:  # a capped one above it
+                        k = heappop(capped_desc)[1]
+                        if due[k] != _UNSET:  # joins the sharing flows
+                            rest = left[k] - caps[k] * (now - since[k])
+                            target[k] = t = clock + (rest if rest > 0.0 else 0.0)
+                            due[k] = _UNSET
+                            heappush(by_target, (t, k))
+                            heappush(by_cap, (caps[k], k))
+                            n_sharing += 1
+                            n_capped -= 1
+                            capped_sum -= caps[k]
+                            moved = True
+                            break
+                if share < 0.0:
+                    share = 0.0
+
+        # the next instant: a start, a sharing flow's finish, or a capped flow's finish
+        at = starts[nxt] if nxt < m else _INF
+        if n_sharing:  # (then a live entry exists)
+            t, k = by_target[0]
+            while target[k] != t:
+                heappop(by_target)
+                t, k = by_target[0]
+            if share > 0.0:
+                t = now + (t - clock) / share
+                if t < at:
+                    at = t
+        if n_capped:
+            while capped_due:
+                t, k = capped_due[0]
+                if due[k] == t:
+                    if t < at:
+                        at = t
+                    break
+                heappop(capped_due)
+        if at == _INF:
+            break
+        # finishes at this instant (the network's tolerances: netsim.flows)
+        if n_sharing:
+            clock += share * (at - now)
+            now = at
+            reached = clock + (clock if clock > 1.0 else 1.0) * _TOL  # (clock >= 0)
+            while by_target and by_target[0][0] <= reached:
+                t, k = heappop(by_target)
+                if target[k] == t:
+                    target[k], finished[k] = _UNSET, now
+                    n_sharing -= 1
+                    cap_sum -= caps[k]
+                    stale += 1  # its by_cap entry
+        else:
+            now = at
+        if n_capped:
+            limit = now * (1.0 + 1e-12) + 1e-12
+            while capped_due and capped_due[0][0] <= limit:
+                t, k = heappop(capped_due)
+                if due[k] == t:
+                    due[k], finished[k] = _UNSET, now
+                    n_capped -= 1
+                    capped_sum -= caps[k]
+                    cap_sum -= caps[k]
+        # starts at this instant; several together join the sharing flows when the caps of
+        # all will not fit (the network's batch: the rebalance caps the slow ones)
+        if nxt < m and starts[nxt] <= now:
+            first = nxt
+            nxt += 1
+            while nxt < m and starts[nxt] <= now:
+                nxt += 1
+            together = nxt - first > 1 and cap_sum + sum(caps[first:nxt]) > safe_limit
+            for k in range(first, nxt):
+                c = caps[k]
+                cap_sum += c
+                if together or (n_sharing and c >= share):
+                    target[k] = t = clock + sizes[k]
+                    n_sharing += 1
+                    heappush(by_target, (t, k))
+                    heappush(by_cap, (c, k))
+                else:
+                    left[k], since[k] = sizes[k], now
+                    due[k] = t = now + sizes[k] / c
+                    n_capped += 1
+                    capped_sum += c
+                    heappush(capped_due, (t, k))
+                    heappush(capped_desc, (-c, k))
+        # Most steps of a saturated phase find every flow sharing and no cap below the new
+        # share: then the rebalance would only compute that share
+        if not n_capped and n_sharing and cap_sum > safe_limit and stale <= n_sharing + 64:
+            share = (capacity_bps - capped_sum) / n_sharing
+            if by_cap[0][0] >= share * (1.0 - _TOL):
+                continue
+        rebalance = True
+    out[order] = finished
+    return out
+
+
+def _drop_to_cap(k: int, clock: float, now: float, target: list[float], left: list[float],
+                 since: list[float], due: list[float], caps: list[float],
+                 capped_due: list[tuple[float, int]],
+                 capped_desc: list[tuple[float, int]]) -> None:
+    """Sharing flow k runs at its cap from ``now``: what is left of it leaves at that rate."""
+    rest = target[k] - clock
+    left[k], since[k] = (rest if rest > 0.0 else 0.0), now
+    target[k] = _UNSET
+    due[k] = t = now + left[k] / caps[k]
+    heapq.heappush(capped_due, (t, k))
+    heapq.heappush(capped_desc, (-caps[k], k))
+
+
+def _together(start_s: float, cap_bps: np.ndarray, bits: float,
+              capacity_bps: float) -> np.ndarray:
+    """Equal flows starting together (the epoch's downloads): one water-filling, vectorised.
+
+    The flows below the fair share run at their caps, the rest at the share; the sharing ones
+    all finish first (the capped ones are slower and as large), so no rate ever changes."""
+    if cap_bps.sum() <= capacity_bps * (1.0 + _TOL):
+        return start_s + bits / cap_bps
+    order = np.argsort(cap_bps, kind="stable")
+    caps = cap_bps[order]
+    m = len(caps)
+    before = np.cumsum(caps) - caps                       # caps of the flows capped before j
+    share_if = (capacity_bps - before) / np.arange(m, 0, -1)  # the share if j is the first sharer
+    capped = caps < share_if * (1.0 - _TOL)                # a prefix (the share only grows)
+    first = int(np.argmin(capped)) if not capped.all() else m - 1
+    rate = caps.copy()
+    rate[first:] = share_if[first]
+    out = np.empty(m)
+    out[order] = start_s + bits / rate
+    return out
