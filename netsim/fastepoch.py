@@ -83,12 +83,12 @@ class PlainEpoch:
 
 def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
                capacity_bps: np.ndarray,
-               owner_hops: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+               owner_hops: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
     """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
     ``rows[j]`` with ``bits`` bits, or None if some flow crosses two binding directions.
-    ``owner_hops``: ``routes.hops_of(rows)`` if already at hand."""
+    ``owner_hops``: ``routes.hops_of(rows)``."""
     caps = routes.cap_bps[rows]
-    owner, hops = owner_hops if owner_hops is not None else routes.hops_of(rows)
+    owner, hops = owner_hops
     load = np.bincount(hops, weights=caps[owner], minlength=len(capacity_bps))
     binding = load > capacity_bps * (1.0 + _TOL)
     hit = binding[hops]
@@ -100,10 +100,9 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
         order = np.argsort(shared_hop, kind="stable")
         flows, links = shared_owner[order], shared_hop[order]
         cuts = np.flatnonzero(np.diff(links)) + 1
-        sizes = np.full(len(flows), bits)
         for group in np.split(np.arange(len(flows)), cuts):
             f = flows[group]
-            last_bit[f] = last_bit_times(start_s[f], caps[f], sizes[group],
+            last_bit[f] = last_bit_times(start_s[f], caps[f], np.full(len(f), bits),
                                          float(capacity_bps[links[group[0]]]))
     return last_bit
 

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import pytest
-import simpy
 
 import netsim
 from netsim import engine
-from netsim.energy import EnergyMeter
 from netsim.engine import World, resolve_scenario
 from netsim.fastepoch import RouteTable, play_plain_epoch
 from netsim.flows import fire_after
 from netsim.linkshare import last_bit_times
-from netsim.network import FlowNetwork, Topology
 from netsim.scenario.loading import load_scenario
 from policies.base import Decision
-
-
-@dataclass
-class _Link:
-    a: str
-    b: str
-    bandwidth_bps: float
-    latency_s: float = 0.0
-    energy_j_per_bit: float = 0.0
+from tests.test_network import link, make
 
 
 def network_last_bits(start_s, cap_bps, bits, capacity_bps) -> np.ndarray:
@@ -35,10 +22,9 @@ def network_last_bits(start_s, cap_bps, bits, capacity_bps) -> np.ndarray:
     ``cap_bps[i]`` to an access point whose uplink (``capacity_bps``) they all share."""
     m = len(start_s)
     nodes = ["srv", "ap"] + [f"d{i}" for i in range(m)]
-    links = [_Link("ap", "srv", capacity_bps)] + [_Link(f"d{i}", "ap", c) for i, c in
-                                                  enumerate(cap_bps)]
-    env = simpy.Environment()
-    net = FlowNetwork(env, Topology(nodes, links), EnergyMeter([0.0] * (m + 2), [0.0] * (m + 2)))
+    links = [link("ap", "srv", capacity_bps)] + [link(f"d{i}", "ap", c) for i, c in
+                                                 enumerate(cap_bps)]
+    env, _, net = make(nodes, links)
     out = np.full(m, np.nan)
     for i in range(m):
         def start(_event, i=i):
@@ -108,7 +94,7 @@ def _assert_same_tables(fast, slow):
                                slow.devices[cols].to_numpy(float), rtol=1e-9, atol=1e-12)
 
 
-def _generated(n, per_cell, seed, epochs=3, variant_policy="fedavg-all"):
+def _generated(n, per_cell, seed, epochs=3):
     return {"name": "gen", "seed": seed,
             "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": seed},
             "model": "small-cnn",
