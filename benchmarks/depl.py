@@ -23,8 +23,8 @@ import numpy as np
 
 import netsim
 from netsim.engine import resolve_scenario
+from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
-from policies.base import make_policy
 
 SMALL = "experiments/depl/scenarios/small.yaml"
 BASELINES = ("depl-mean", "depl-margin", "full-model", "never-switch")

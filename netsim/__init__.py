@@ -4,21 +4,12 @@
 >>> result = netsim.simulate("default", policy="fedavg-all", seed=0)
 >>> result.runs[["policy", "energy_j", "time_s", "final_loss"]]  # doctest: +SKIP
 
-``simulate`` and ``SimulationResult`` (defined in netsim/api.py) are imported on first use, so
-that ``policies`` (which the engine imports) and ``netsim`` can be imported in either order.
+Policies live in their own packages and are found by name through the entry-point group
+``netsim.policies``; the contract they implement is :mod:`netsim.policy`.
 """
 
-from typing import Any
-
+from netsim.api import SimulationResult, simulate
 from netsim.scenario import Scenario, ScenarioError, load_scenario
 
-__version__ = "0.1.2"
+__version__ = "0.2.0"
 __all__ = ["Scenario", "ScenarioError", "SimulationResult", "load_scenario", "simulate"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("simulate", "SimulationResult"):
-        import importlib
-
-        return getattr(importlib.import_module("netsim.api"), name)
-    raise AttributeError(f"module 'netsim' has no attribute {name!r}")

@@ -12,11 +12,11 @@ from typing import Any
 import pandas as pd
 
 from netsim import engine
+from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run
 from netsim.scenario.loading import load_scenario
 from netsim.scenario.schema import Scenario
-from policies.base import Policy, make_policy, policy_params
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-"""The ``netsim`` command line. Each command lives in a module of netsim/commands/ exposing
-``register(subparsers)``; the parser it adds sets ``func`` (args -> exit code).
+"""The ``netsim`` command line. Each command lives in a module exposing ``register(subparsers)``;
+the parser it adds sets ``func`` (args -> exit code). netsim's own are in netsim/commands/;
+packages add theirs under the entry-point group ``netsim.commands`` (``netsim place`` comes
+from policies/baechi that way).
 
 Exit codes: 0 success; 2 invalid input (the message names the field path and what is allowed,
 no traceback); 1 any other failure.
@@ -12,6 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from netsim.plugins import COMMANDS, group
 from netsim.scenario.errors import ScenarioError
 
 COMMAND_MODULES = [
@@ -22,7 +25,6 @@ COMMAND_MODULES = [
     "netsim.commands.compare",
     "netsim.commands.figures",
     "netsim.commands.report",
-    "netsim.commands.place",
 ]
 
 
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for ep in group(COMMANDS).values():
+        ep.load().register(sub)
     return parser
 
 

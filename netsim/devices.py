@@ -6,7 +6,9 @@ read it through the Observation (or build it in ``reset``) and never touch SimPy
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -17,7 +19,8 @@ from netsim.scenario.schema import Scenario
 
 @dataclass(frozen=True)
 class DeviceTable:
-    """Per-device figures (arrays of length ``n``; the aggregator is one of the devices).
+    """Per-device figures (read-only arrays of length ``n``; the aggregator is one of the
+    devices).
 
     Routes are those between the device and the aggregator: ``down_*`` from the aggregator to
     the device, ``up_*`` back; ``*_bps`` the route's bottleneck bandwidth (bit/s), ``*_latency_s``
@@ -39,7 +42,16 @@ class DeviceTable:
     up_latency_s: np.ndarray
     up_j_per_bit: np.ndarray
     device_class: tuple[str | None, ...]
-    index: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
+    index: Mapping[str, int] = field(repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Read-only in fact: every array ``writeable=False`` and the index a read-only
+        mapping, so a policy that writes into the table gets an error, never a changed world."""
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        if not isinstance(self.index, MappingProxyType):
+            object.__setattr__(self, "index", MappingProxyType(dict(self.index)))
 
     @property
     def n(self) -> int:

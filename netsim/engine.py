@@ -28,25 +28,31 @@ from typing import Any
 import numpy as np
 import simpy
 
-from netsim.decisions import validate_decision
 from netsim.devices import DeviceTable, build_device_table
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.fastepoch import RouteTable, play_plain_epoch
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
+from netsim.policy import (
+    ClusterDecision,
+    Decision,
+    InvalidDecision,
+    Observation,
+    Policy,
+    validate_decision,
+)
 from netsim.results.recorder import Recorder
 from netsim.scenario.loading import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.training.models import resolve_model
-from policies.base import ClusterDecision, Decision, InvalidDecision, Observation, Policy
 
 
 def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
     """The scenario with its network made explicit and its model a full spec (for policies)."""
     net = resolve_network(scenario, seed)
     return scenario.model_copy(update={
-        "devices": net.devices, "links": net.links, "aggregator": net.aggregator,
+        "devices": tuple(net.devices), "links": tuple(net.links), "aggregator": net.aggregator,
         "generate": None, "model": resolve_model(scenario.model)})
 
 
@@ -101,7 +107,9 @@ class World:
         """Which devices are available this epoch (each with its ``availability`` probability)."""
         if self._always:
             return self._all_true
-        return self._rng.random(self.devices.n) < self.devices.availability
+        available = self._rng.random(self.devices.n) < self.devices.availability
+        available.setflags(write=False)
+        return available
 
     def run_epoch(self, decision: Decision) -> EpochOutcome:
         """Execute one validated decision; returns the epoch's interval and energy."""

@@ -60,7 +60,7 @@ def placement_time_figure(table: pd.DataFrame | str | Path, out: str | Path) -> 
 def gantt_figure(record: dict | str | Path, out: str | Path) -> Path:
     """Gantt chart of one step (operators per device, transfers) above per-device memory.
 
-    ``record``: the dict written by ``netsim.commands.place.step_record`` (or its JSON file):
+    ``record``: the dict written by ``policies.baechi.command.step_record`` (or its JSON file):
     devices, memory_bytes, ops [[node, device, start_s, end_s]], transfers [[node, src, dst,
     bytes, start_s, end_s]], memory_trace [per device [[time_s, bytes]]].
     """

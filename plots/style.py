@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import cycle
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from netsim.figures import save  # noqa: E402, F401  (plots save through netsim's one writer)
 
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442",
              "#000000"]
@@ -57,16 +58,3 @@ def figure(ncols: int = 1, nrows: int = 1, wide: bool = False, **kwargs):
     plt.rcParams.update(RC)
     size = TWO_COLUMN_IN if wide or ncols > 1 else ONE_COLUMN_IN
     return plt.subplots(nrows, ncols, figsize=(size[0], size[1] * nrows), **kwargs)
-
-
-def save(fig, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
-    """Write ``fig`` as OUT_BASE.png and OUT_BASE.pdf (folders created); returns the paths."""
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = base.with_name(f"{base.name}.{fmt}")  # names may contain dots (x=0.3)
-        fig.savefig(path)
-        paths.append(path)
-    plt.close(fig)
-    return paths

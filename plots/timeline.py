@@ -6,13 +6,14 @@ the mean over seeds on a common time grid and the band its 95% interval.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from netsim.sweep.results import Results
 from plots.common import band, curves_on_grid
-from plots.style import figure, save, style_for
+from plots.style import figure, style_for
 
 
 def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, list[tuple]]:
@@ -29,9 +30,16 @@ def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, 
     return out
 
 
-def plot_timeline(runs: pd.DataFrame, epochs: pd.DataFrame, out_base: str | Path,
-                  target_loss: float | None = None) -> list[Path]:
-    """Two panels (loss; cumulative energy in J) vs simulated time (s); returns file paths."""
+def timeline_figure(results: Results) -> Any:
+    """Loss and cumulative energy (J) vs simulated time (s), a line per policy.
+
+    ``netsim run``'s figure; the target loss is a dotted line when the runs share one."""
+    runs = results.runs
+    targets = runs["target_loss"].dropna().unique() if "target_loss" in runs else []
+    return _timeline(runs, results.epochs, float(targets[0]) if len(targets) == 1 else None)
+
+
+def _timeline(runs: pd.DataFrame, epochs: pd.DataFrame, target_loss: float | None) -> Any:
     fig, (ax_loss, ax_energy) = figure(ncols=2)
     styles = style_for(sorted(runs["policy"].unique()))
     for ax, column in ((ax_loss, "loss"), (ax_energy, "energy")):
@@ -50,4 +58,4 @@ def plot_timeline(runs: pd.DataFrame, epochs: pd.DataFrame, out_base: str | Path
     ax_energy.set(xlabel="simulated time (s)", ylabel="cumulative energy (J)")
     ax_loss.legend(loc="upper right")
     fig.tight_layout()
-    return save(fig, out_base)
+    return fig

@@ -1,22 +1,6 @@
-"""Orchestration policies. Each module registers its policies by name (see policies/base.py).
+"""Orchestration policies, one package per family, each implementing ``netsim.policy.Policy``.
 
-``netsim policies`` lists them. To add a family, create its module (or package) and add its
-import path to ``POLICY_MODULES``.
+They are found by name through the entry-point group ``netsim.policies`` (declared in
+setup.cfg); ``netsim policies`` lists them. To add a policy, decorate its class with
+``netsim.policy.register`` and add a line under that group.
 """
-
-from __future__ import annotations
-
-import importlib
-
-POLICY_MODULES = [
-    "policies.baselines",
-    "policies.pact",
-    "policies.depl",
-    "policies.baechi.policy",
-]
-
-
-def load_all() -> None:
-    """Import every policy module so that its policies are registered."""
-    for module in POLICY_MODULES:
-        importlib.import_module(module)

@@ -8,9 +8,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.costs import device_epoch_times, estimate_epoch
+from netsim.policy import Decision, NoParams, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor, LossState
-from policies.base import Decision, NoParams, Observation, register
 
 
 def available_trainers(obs: Observation) -> np.ndarray:

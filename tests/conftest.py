@@ -50,3 +50,30 @@ STAR = {
 def star() -> dict:
     """A server and three devices on direct links (no shared link: contention-free)."""
     return copy.deepcopy(STAR)
+
+
+@pytest.fixture
+def add_entry_point(monkeypatch):
+    """Declare an extra entry point for this test, as an installed package would:
+    ``add_entry_point("netsim.policies", "my-policy", "tests.test_x:MyPolicy")``."""
+    from importlib.metadata import EntryPoint
+
+    import netsim.plugins
+    from netsim.figures import registered_figures
+    from netsim.policy.registry import _load
+
+    extra: list[EntryPoint] = []
+    real = netsim.plugins.entry_points
+
+    def entry_points(group: str):
+        return [*real(group=group), *(ep for ep in extra if ep.group == group)]
+
+    def add(group: str, name: str, value: str) -> None:
+        extra.append(EntryPoint(name, value, group))
+        _load.cache_clear()
+        registered_figures.cache_clear()
+
+    monkeypatch.setattr(netsim.plugins, "entry_points", entry_points)
+    yield add
+    _load.cache_clear()
+    registered_figures.cache_clear()

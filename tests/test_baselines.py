@@ -6,8 +6,8 @@ import pytest
 import netsim
 from netsim.costs import device_epoch_times, estimate_epoch
 from netsim.engine import World, resolve_scenario
+from netsim.policy import make_policy, registered
 from netsim.scenario import ScenarioError, load_scenario
-from policies.base import make_policy, registered
 
 
 def test_registry_lists_the_baselines_with_descriptions():
@@ -48,8 +48,8 @@ def test_random_k_and_fastest_k(star):
 def test_greedy_energy_picks_the_lowest_energy_per_predicted_loss_drop():
     """Its own criterion at the first epoch: no worse than fedavg-all's choice (every device,
     full model) or than any single variant on all devices, and a variant able to reach L*."""
+    from netsim.policy import Observation
     from netsim.training.loss import LossPredictor, LossState
-    from policies.base import Observation
 
     sc = resolve_scenario(load_scenario("default"), 0)
     world = World(sc, np.random.default_rng(0))
@@ -80,7 +80,7 @@ def test_cost_estimate_matches_the_engine_without_contention(star):
     world = World(sc, np.random.default_rng(0))
     samples = np.array([0, 500, 300, 0])
     est = estimate_epoch(world.devices, sc.model, 1, samples)
-    from policies.base import Decision
+    from netsim.policy import Decision
 
     out = world.run_epoch(Decision(participants={"d1": 500, "d2": 300}, variant=1))
     assert out.end_s - out.start_s == pytest.approx(est.time_s)

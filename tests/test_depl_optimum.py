@@ -3,8 +3,8 @@
 import pytest
 
 from netsim.engine import resolve_scenario
+from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
-from policies.base import make_policy
 
 SMALL = "experiments/depl/scenarios/small.yaml"
 FRACTIONS = [0.25, 0.5, 0.75, 1.0]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import netsim
+from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
-from policies.base import make_policy
 
 SMALL = "experiments/depl/scenarios/small.yaml"
 N_SEEDS = 200

@@ -6,8 +6,8 @@ import pytest
 
 import netsim
 from netsim.engine import World, resolve_scenario
+from netsim.policy import Decision
 from netsim.scenario.loading import load_scenario
-from policies.base import Decision, register
 
 
 class FixedPolicy:
@@ -205,7 +205,6 @@ def test_events_per_device_epoch_are_pinned():
     assert same[10] - 1 * 10 == 5  # per epoch: 2 shared wake-ups, barrier, run-until, aggregation
 
 
-@register("test-raises", "a policy that raises (test helper)")
 class _Raises:
     def __init__(self, params):
         self.name, self.params = "test-raises", params
@@ -218,7 +217,7 @@ class _Raises:
 
 
 def test_a_policy_error_is_recorded_as_failed(star):
-    res = netsim.simulate(star, "test-raises", seed=0)
+    res = netsim.simulate(star, _Raises(None), seed=0)
     assert res.runs.iloc[0]["status"] == "failed" and "boom" in res.runs.iloc[0]["error"]
     with pytest.raises(RuntimeError):
-        netsim.simulate(star, "test-raises", seed=0, raise_errors=True)
+        netsim.simulate(star, _Raises(None), seed=0, raise_errors=True)

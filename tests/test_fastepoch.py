@@ -12,8 +12,8 @@ from netsim.engine import World, resolve_scenario
 from netsim.fastepoch import RouteTable, play_plain_epoch
 from netsim.flows import fire_after
 from netsim.linkshare import last_bit_times
+from netsim.policy import Decision
 from netsim.scenario.loading import load_scenario
-from policies.base import Decision
 from tests.test_network import link, make
 
 
@@ -112,7 +112,7 @@ def test_generated_networks_give_the_event_engines_tables(monkeypatch, n, per_ce
         resolved = resolve_scenario(scenario, 0)
         links = [link.model_copy(update={"bandwidth_bps": fibre_bps})
                  if "aggregator" in (link.a, link.b) else link for link in resolved.links]
-        scenario = resolved.model_copy(update={"links": links})
+        scenario = resolved.model_copy(update={"links": tuple(links)})
     fast, slow = _both_paths(monkeypatch, scenario)
     _assert_same_tables(fast, slow)
     assert fast.runs.iloc[0]["epochs"] == 3

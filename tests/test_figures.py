@@ -11,7 +11,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from experiments import registry  # noqa: E402
+from netsim import figures as registry  # noqa: E402
 from netsim.cli import main  # noqa: E402
 from netsim.results.store import (
     write_parquet_atomic,  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 import netsim
 from netsim.costs import estimate_epoch
-from policies.base import make_policy
+from netsim.policy import make_policy
 from policies.pact.candidates import build_candidates
 from policies.pact.instances import scenario_problem, small_instance
 from policies.pact.planner import Planner

@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from netsim.policy import Decision, NoParams, PolicyEntry
 from netsim.results.store import completed_runs, read_table
 from netsim.sweep import dask_runner
 from netsim.sweep.plan import load_plan
 from netsim.sweep.results import load_results
 from netsim.sweep.runner import run_sweep
 from netsim.sweep.worker import execute
-from policies import base as policy_base
-from policies.base import Decision, NoParams, PolicyEntry
 
 SWEEP = """
 name: tiny
@@ -116,11 +115,13 @@ class _Invalid(_Raises):
         return Decision(participants={"no-such-phone": 10})
 
 
-def test_failing_runs_are_recorded_and_do_not_stop_the_sweep(tmp_path, monkeypatch):
-    monkeypatch.setitem(policy_base._REGISTRY, "test-raises",
-                        PolicyEntry("test-raises", _Raises, "raises", NoParams))
-    monkeypatch.setitem(policy_base._REGISTRY, "test-invalid",
-                        PolicyEntry("test-invalid", _Invalid, "invalid", NoParams))
+RAISES = PolicyEntry("test-raises", _Raises, "raises", NoParams)
+INVALID = PolicyEntry("test-invalid", _Invalid, "invalid", NoParams)
+
+
+def test_failing_runs_are_recorded_and_do_not_stop_the_sweep(tmp_path, add_entry_point):
+    add_entry_point("netsim.policies", "test-raises", "test_sweep_runner:RAISES")
+    add_entry_point("netsim.policies", "test-invalid", "test_sweep_runner:INVALID")
     path = tmp_path / "f.yaml"
     path.write_text("base: two-phones\npolicies: [test-raises, fedavg-all, test-invalid]\n"
                     "seeds: 2\ngrid: {training.max_epochs: [5]}\n")

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from netsim.commands.place import step_record
 from netsim.opgraph import identical_devices, layered_dag, load_graph, total_memory_bytes
 from plots.baechi import gantt_figure, placement_time_figure, step_time_vs_memory_figure
+from policies.baechi.command import step_record
 from policies.baechi.place import place, simulate
 
 ALGORITHMS = ("m-topo", "m-etf", "m-sct")

@@ -16,9 +16,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import netsim
+from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
 from plots import depl as figs
-from policies.base import make_policy
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "scenarios" / "medium.yaml"

@@ -1,6 +1,7 @@
-"""``netsim figures --results DIR --out FIGDIR [--only NAME ...]``.
+"""``netsim figures --results DIR --out FIGDIR [--only NAME ...]``; ``netsim figures`` alone
+lists the registered figures (netsim's and any installed package's) with what each shows.
 
-Redraws every figure registered in experiments/registry.py from the stored results in DIR
+Redraws every figure registered under the entry-point group ``netsim.figures`` from the stored results in DIR
 (nothing is simulated) as PNG and PDF in FIGDIR. A figure whose runs are absent is skipped
 with a note; a figure whose plot function fails is reported and the exit code is 1.
 """
@@ -16,20 +17,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``netsim figures``."""
     p = sub.add_parser("figures", help="redraw the registered paper figures from stored results",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", required=True, metavar="DIR", help="results folder")
-    p.add_argument("--out", required=True, metavar="FIGDIR", help="folder for PNG and PDF files")
+    p.add_argument("--results", metavar="DIR", help="results folder (without it: list the figures)")
+    p.add_argument("--out", metavar="FIGDIR", help="folder for PNG and PDF files (with --results)")
     p.add_argument("--only", action="append", metavar="NAME", help="draw only this figure "
-                   "(repeatable; names from experiments/registry.py)")
+                   "(repeatable; `netsim figures` lists the names)")
     p.set_defaults(func=figures_command)
 
 
 def figures_command(args: argparse.Namespace) -> int:
     """Draw and save the figures; exit code 2 for a missing folder or unknown name."""
-    from experiments.registry import FIGURES, draw
+    from netsim.figures import draw, registered_figures, save
     from netsim.sweep.results import load_results
-    from plots.style import save
 
-    known = [e.name for e in FIGURES]
+    entries = registered_figures()
+    if args.results is None:
+        width = max(len(n) for n in entries)
+        for name, entry in entries.items():
+            print(f"{name:<{width}}  {entry.description}")
+        return 0
+    if args.out is None:
+        print("netsim: figures: --out FIGDIR is required with --results", file=sys.stderr)
+        return 2
+    known = list(entries)
     unknown = [n for n in args.only or [] if n not in known]
     if unknown:
         print(f"netsim: --only: unknown figure(s) {', '.join(unknown)} (registered: "

@@ -36,7 +36,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _policies(args: argparse.Namespace) -> int:
-    from policies.base import registered
+    from netsim.policy import registered
 
     entries = registered()
     width = max(len(n) for n in entries)

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     """Write the page (atomically); exit code 2 if DIR holds no results, 1 if a figure failed."""
-    from experiments.registry import draw
+    from netsim.figures import draw
     from netsim.sweep.report import render_report
     from netsim.sweep.results import load_results
 

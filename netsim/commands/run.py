@@ -100,9 +100,11 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"  {run.policy} seed {run.seed}: {run.status}: {run.error}")
     print(f"tables: {out}/{{runs,epochs,devices}}/")
     if not args.no_figure:
-        from plots.timeline import plot_timeline
+        from netsim.figures import registered_figures, save
+        from netsim.sweep.results import Results
 
-        paths = plot_timeline(runs, epochs, out / "figures" / "timeline",
-                              target_loss=scenario.training.target_loss)
+        timeline = registered_figures()["timeline"]
+        paths = save(timeline.plot(Results(runs, epochs, pd.concat(
+            [r.devices for r in results], ignore_index=True))), out / "figures" / "timeline")
         print(f"figure: {paths[0]}")
     return 1 if (runs["status"] == "failed").any() else 0

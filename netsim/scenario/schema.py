@@ -86,8 +86,8 @@ class ModelSpec(_Strict):
     params: Annotated[float, Positive]
     bytes_per_param: Annotated[float, Positive] = 4.0
     train_flop_per_sample: Annotated[float, Positive]
-    variants: Annotated[list[VariantSpec], Field(min_length=1)] = Field(
-        default_factory=lambda: [VariantSpec(name="full", params_fraction=1.0, flop_fraction=1.0)]
+    variants: Annotated[tuple[VariantSpec, ...], Field(min_length=1)] = Field(
+        default_factory=lambda: (VariantSpec(name="full", params_fraction=1.0, flop_fraction=1.0),)
     )
     loss: LossParams | None = None
     source: str = ""
@@ -160,8 +160,8 @@ class Scenario(_Strict):
 
     name: str = "scenario"
     seed: Annotated[int, NonNegative] = 0
-    devices: list[DeviceSpec] | None = None
-    links: list[LinkSpec] | None = None
+    devices: tuple[DeviceSpec, ...] | None = None
+    links: tuple[LinkSpec, ...] | None = None
     generate: GenerateSpec | None = None
     aggregator: str | None = None
     model: str | ModelSpec

@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 from netsim.api import resolve_policy, run_id
+from netsim.policy import policy_params
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.loading import load_scenario
 from netsim.sweep.spec import PolicyEntry, SweepSpec, axis_points, base_data, read_sweep, set_path
-from policies.base import policy_params
 
 MANIFEST_COLUMNS = ["run_id", "sweep", "point", "point_label", "policy_label", "axes_json"]
 

@@ -9,13 +9,13 @@ of the built-in two-phones scenario, nothing stored.
 from __future__ import annotations
 
 from netsim.api import simulate
+from netsim.policy import registered
 from netsim.scenario.loading import scenario_data
-from policies import load_all
 
 
 def warm_up() -> None:
     """Load the policies and run every lazy import path of a run once."""
-    load_all()
+    registered()
     data = scenario_data("two-phones")
     simulate({**data, "training": {**data["training"], "max_epochs": 1}}, seed=0)
 

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from netsim.opgraph.backward import add_backward
 from netsim.opgraph.costs import PlacementDevice
 from netsim.opgraph.layers import LayerSpec, graph_from_layers
+from netsim.policy import ClusterDecision, Decision, Observation, register
 from policies.baechi.place import Candidate, best_placement
-from policies.base import ClusterDecision, Decision, Observation, register
 
 
 class BaechiParams(BaseModel):

@@ -13,4 +13,4 @@ extension. Only the abstracts were available; netsim's formalization is in
 * :mod:`policies.depl.optimum`: the exact reference on small instances (depl-optimum).
 """
 
-from policies.depl import optimum, policy  # noqa: F401  (registers the policies)
+from policies.depl import optimum, policy  # noqa: F401  (the policy classes, by entry point)

@@ -20,8 +20,8 @@ import numpy as np
 from pydantic import Field
 
 from netsim.devices import DeviceTable, build_device_table
+from netsim.policy import register
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
-from policies.base import register
 from policies.depl.planner import Plan, epoch_options
 from policies.depl.policy import DepL, DepLParams, target_probability
 from policies.depl.predictor import DistributionalPredictor, montecarlo_spread

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import netsim
 from netsim.devices import build_device_table
+from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
-from policies.base import Decision, Observation, register
 from policies.depl.placement import eligible_trainers, place_epoch
 from policies.depl.planner import Goal, Plan, plan_training
 from policies.depl.predictor import (

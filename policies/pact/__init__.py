@@ -3,7 +3,7 @@
 Modules, one job each: ``problem`` (the planning problem), ``candidates`` (candidate epochs),
 ``graph`` (the time-expanded graph's grids and edges), ``dp`` (dynamic programming over it),
 ``planner`` (putting them together), ``policy`` (the registered policies), ``optimum`` (the
-exact reference). Importing this package registers the policies.
+exact reference). The policies are declared under the entry-point group netsim.policies.
 """
 
-from policies.pact import optimum, policy  # noqa: F401  (registers the policies)
+from policies.pact import optimum, policy  # noqa: F401  (the policy classes, by entry point)

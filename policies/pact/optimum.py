@@ -30,9 +30,9 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from netsim.costs import estimate_epoch
+from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor
-from policies.base import Decision, Observation, register
 from policies.pact.candidates import coefficients
 from policies.pact.planner import Plan, PlannedEpoch
 from policies.pact.policy import observation_problem

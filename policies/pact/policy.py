@@ -17,9 +17,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor
-from policies.base import Decision, Observation, register
 from policies.pact.planner import Plan, Planner
 from policies.pact.problem import PlanningProblem, effective_target, state_from_loss
 

@@ -1,4 +1,4 @@
-"""Checking a policy's Decision before anything runs."""
+"""Checking a policy's Decision before anything runs: every bad field named, nothing simulated."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from policies.base import Decision, InvalidDecision, Observation
+from netsim.policy.contract import Decision, InvalidDecision, Observation
 
 
 def _problems(decision: Decision, obs: Observation) -> list[str]:

@@ -1,28 +1,37 @@
-"""The figure registry: each paper figure, the function in plots/ that draws it, and its runs.
+"""The figure registry: figures found through the entry-point group ``netsim.figures``.
 
-``netsim figures --results DIR --out FIGDIR`` and ``netsim report DIR`` draw every entry of
-:data:`FIGURES` from stored results (never simulating). To add a figure, add one line::
+``netsim figures --results DIR --out FIGDIR`` and ``netsim report DIR`` draw every registered
+figure from stored results (never simulating). A package registers a figure by declaring a
+:class:`FigureEntry` under the group in its metadata (netsim's own live in plots/registry.py)::
 
-    figure("pact-energy-vs-devices", pact_plots.energy_vs_devices, runs={"sweep": "pact-scale"}),
+    [options.entry_points]
+    netsim.figures =
+        pact-energy-vs-devices = mypkg.figures:ENERGY_VS_DEVICES
+
+    ENERGY_VS_DEVICES = figure("pact-energy-vs-devices", energy_vs_devices,
+                               runs={"sweep": "pact-scale"})
 
 ``runs`` selects the runs that feed it: a mapping ``column -> value or list of values`` over the
 runs table as :func:`netsim.sweep.results.load_results` returns it (run columns such as
 ``policy``, ``scenario``, ``status``; ``sweep``, ``point_label``, ``policy_label``; each sweep
 axis by its dotted path), or a function ``runs DataFrame -> bool mask``; ``None`` means every
-run. A plot function takes a :class:`Results` and returns a figure, a mapping
-``suffix -> figure`` (written as ``NAME-SUFFIX``), or ``None`` when it has nothing to draw.
+run. A plot function takes a :class:`~netsim.sweep.results.Results` and returns a matplotlib
+figure, a mapping ``suffix -> figure`` (written as ``NAME-SUFFIX``), or ``None`` when it has
+nothing to draw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from netsim.plugins import FIGURES, group
 from netsim.sweep.results import Results
-from plots import compare
 
 Selector = Mapping[str, Any] | Callable[[pd.DataFrame], pd.Series] | None
 
@@ -43,16 +52,25 @@ def figure(name: str, plot: Callable[[Results], Any], runs: Selector = None,
     return FigureEntry(name, plot, runs, description or (plot.__doc__ or "").split("\n")[0])
 
 
-FIGURES: list[FigureEntry] = [
-    figure("energy-by-policy", compare.energy_by_policy),
-    figure("energy-vs-time", compare.energy_time),
-    figure("energy-vs-axis", compare.metric_vs_axis),
-    figure("time-vs-axis", lambda r: compare.metric_vs_axis(r, "time_s"),
-           description="Training time (s) vs each numeric sweep axis, a line per policy"),
-    figure("loss-vs-time", compare.loss_vs_time),
-    # PACT, DepL, Baechi: one line each, e.g.
-    # figure("pact-energy-vs-devices", pact_plots.energy_vs_devices, runs={"sweep": "pact-scale"}),
-]
+@cache
+def registered_figures() -> dict[str, FigureEntry]:
+    """Every figure declared under the entry-point group ``netsim.figures`` (netsim's own in
+    plots/, and any installed package's), by name, sorted; loaded once per process.
+
+    Raises
+    ------
+    TypeError
+        If an entry point loads something other than a :class:`FigureEntry`.
+    """
+    out = {}
+    for name, ep in group(FIGURES).items():
+        entry = ep.load()
+        if not isinstance(entry, FigureEntry):
+            raise TypeError(f"entry point {name!r} of group {FIGURES!r} loads {entry!r}, "
+                            "not a netsim.figures.FigureEntry")
+        out[name] = entry if entry.name == name else FigureEntry(name, entry.plot, entry.runs,
+                                                                 entry.description)
+    return out
 
 
 def select_mask(runs: pd.DataFrame, selector: Selector) -> pd.Series:
@@ -93,7 +111,7 @@ def draw(results: Results, entries: list[FigureEntry] | None = None,
     A plot function that raises yields a ``Drawn`` with ``error=True`` and the message; the
     other figures are still drawn.
     """
-    for entry in entries if entries is not None else FIGURES:
+    for entry in entries if entries is not None else registered_figures().values():
         if only and entry.name not in only:
             continue
         try:
@@ -112,3 +130,19 @@ def draw(results: Results, entries: list[FigureEntry] | None = None,
                 yield Drawn(f"{entry.name}-{suffix}", fig)
         else:
             yield Drawn(entry.name, drawn)
+
+
+def save(fig: Any, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+    """Write ``fig`` as OUT_BASE.png and OUT_BASE.pdf (folders created), close it; returns the
+    paths."""
+    import matplotlib.pyplot as plt
+
+    base = Path(out_base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = base.with_name(f"{base.name}.{fmt}")  # names may contain dots (x=0.3)
+        fig.savefig(path)
+        paths.append(path)
+    plt.close(fig)
+    return paths
