@@ -3,6 +3,12 @@
 Format: ``{"name", "source", "nodes": [{id, name, op, compute_us, persistent_bytes,
 temporary_bytes, output_bytes: [per output], colocation: ["loc:@NAME", ...]}], "edges": [{src,
 dst, bytes, control}]}``. Times are converted to seconds, memory stays in bytes.
+
+As in Baechi's profiles (``placer/placer_lib.py``, ``placer/m_etf.py``), an operator's outputs
+include its persistent memory (a variable's output *is* its weights): Baechi frees ``outputs -
+persistent`` after the last consumer and keeps the rest. netsim keeps ``memory_bytes`` (persistent)
+for the whole step and ``output_bytes`` until the last consumer, so the loader stores the
+outputs beyond the persistent part, and :func:`save_profile` writes them back added.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ def load_profile(path: str | Path) -> nx.DiGraph:
     -------
     networkx.DiGraph
         Nodes keyed by the file's integer ids with ``time_s`` (s), ``memory_bytes``,
-        ``temporary_bytes``, ``output_bytes`` (sum over outputs, bytes), ``name``, ``op`` and,
+        ``temporary_bytes``, ``output_bytes`` (sum over outputs less the persistent bytes they
+        hold, at least 0; bytes), ``name``, ``op`` and,
         for colocated operators, ``colocation`` (the TensorFlow colocation target's name).
 
     Raises
@@ -59,14 +66,15 @@ def profile_from_dict(data: dict) -> nx.DiGraph:
         try:
             outs = n.get("output_bytes", [])
             outs = [outs] if isinstance(outs, (int, float)) else outs
+            persistent = float(n.get("persistent_bytes", 0))
             g.add_node(
                 n["id"],
                 name=n.get("name", str(n["id"])),
                 op=n.get("op", ""),
                 time_s=float(n["compute_us"]) * 1e-6,
-                memory_bytes=float(n.get("persistent_bytes", 0)),
+                memory_bytes=persistent,
                 temporary_bytes=float(n.get("temporary_bytes", 0)),
-                output_bytes=float(sum(outs)),
+                output_bytes=max(0.0, float(sum(outs)) - persistent),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"nodes[{i}]: {exc}") from exc
@@ -87,7 +95,8 @@ def profile_from_dict(data: dict) -> nx.DiGraph:
 
 
 def save_profile(graph: nx.DiGraph, path: str | Path) -> None:
-    """Write ``graph`` in the profile JSON format (times in microseconds, one output each)."""
+    """Write ``graph`` in the profile JSON format (times in microseconds, one output each, holding
+    the persistent bytes as the loader expects)."""
     index = {n: i for i, n in enumerate(graph.nodes)}
     nodes = []
     for n, a in graph.nodes(data=True):
@@ -99,7 +108,7 @@ def save_profile(graph: nx.DiGraph, path: str | Path) -> None:
                 "compute_us": node_reference_time_s(graph, n) * 1e6,
                 "persistent_bytes": a.get("memory_bytes", 0.0),
                 "temporary_bytes": a.get("temporary_bytes", 0.0),
-                "output_bytes": [a.get("output_bytes", 0.0)],
+                "output_bytes": [a.get("output_bytes", 0.0) + a.get("memory_bytes", 0.0)],
                 "colocation": [_LOC_PREFIX + a["colocation"]] if "colocation" in a else [],
             }
         )

@@ -16,9 +16,9 @@ their data-ready time, refreshed lazily). The device's best candidate is cached 
 only when that device, a channel it uses, or its memory changes: each step costs
 O(devices x log n) plus the in-degree of the operators re-evaluated.
 
-Options: ``fixed`` pins operators to devices (m-TOPO), ``favourite`` gives each operator a
-favourite child that runs on its parent's device, the device waiting for it once it is ready
-(m-SCT). Colocation groups (``IndexedGraph.group``) go to the device of their first operator.
+Options: ``fixed`` pins operators to devices (m-TOPO); colocation groups (``IndexedGraph.group``)
+go to the device of their first operator. m-SCT's favourite-child rule is a subclass
+(:mod:`policies.baechi.favourite`) that overrides :meth:`_Scheduler.choose`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from policies.baechi.result import PlacementResult
 
 
 class _Scheduler:
-    def __init__(self, ig: IndexedGraph, cost: CostModel, fixed, favourite) -> None:
+    """The list scheduler's state; :meth:`run` places every operator or says why it cannot."""
+
+    def __init__(self, ig: IndexedGraph, cost: CostModel, fixed=None, favourite=None) -> None:
         n, nd = len(ig), cost.n_devices
         self.ig, self.cost, self.n, self.nd = ig, cost, n, nd
         self.mem = [MemoryTimeline(m) for m in cost.memory_bytes]
@@ -42,10 +44,9 @@ class _Scheduler:
         self.start = [0.0] * n
         self.end = [0.0] * n
         self.pin = list(fixed) if fixed is not None else [-1] * n
-        self.fpin = [-1] * n  # favourite-child pins (m-SCT): released when memory forbids
         self.fav = list(favourite) if favourite is not None else [-1] * n
         self.group_dev = [-1] * ig.n_groups
-        self.rules = fixed is not None or favourite is not None or ig.n_groups > 0
+        self.rules = fixed is not None or ig.n_groups > 0
         self.missing = [len(p) for p in ig.preds]
         self.inputs: list[list[tuple]] = [[] for _ in range(n)]  # set when ready, see ready()
         self.comm_out: list[list[float]] = [[] for _ in range(n)]  # set on commit (s)
@@ -59,7 +60,6 @@ class _Scheduler:
         self.now_q: list[list[int]] = [[] for _ in range(nd)]
         self.later_q: list[list[tuple[float, int]]] = [[] for _ in range(nd)]
         self.blocked: list[list[int]] = [[] for _ in range(nd)]
-        self.reserved = [-1] * nd
         self.cache: list[tuple | None] = [None] * nd
         self.order: list[int] = []
         self.transfers: list[tuple[int, int, int, float, float]] = []
@@ -67,7 +67,7 @@ class _Scheduler:
 
     # -- candidates -----------------------------------------------------------------------
     def allowed(self, i: int, d: int) -> bool:
-        p = self.pin[i] if self.pin[i] >= 0 else self.fpin[i]
+        p = self.pin[i]
         if p >= 0:
             return p == d
         g = self.ig.group[i]
@@ -76,8 +76,6 @@ class _Scheduler:
     def devices_for(self, i: int) -> range | tuple[int]:
         if self.pin[i] >= 0:
             return (self.pin[i],)
-        if self.fpin[i] >= 0:
-            return (self.fpin[i],)
         g = self.ig.group[i]
         if g >= 0 and self.group_dev[g] >= 0:
             return (self.group_dev[g],)
@@ -168,13 +166,6 @@ class _Scheduler:
         if self.cache[d] is not None:
             return self.cache[d]
         dev, now_q, later_q = self.dev, self.now_q[d], self.later_q[d]
-        r = self.reserved[d]
-        if r >= 0 and dev[r] < 0 and self.missing[r] == 0:
-            c = self.evaluate(r, d)
-            if c is not None:
-                self.cache[d] = c
-                return c
-            self.unpin(r)
         free = self.dev_free[d]
         allowed = self.allowed if self.rules else None
         while later_q and later_q[0][0] <= free:
@@ -210,18 +201,8 @@ class _Scheduler:
         return None
 
     def block(self, i: int, d: int) -> None:
-        """i does not fit on d now: wait for frees there, or drop a favourite pin."""
-        if self.fpin[i] == d:
-            self.unpin(i)
-        else:
-            self.blocked[d].append(i)
-
-    def unpin(self, i: int) -> None:
-        d = self.fpin[i]
-        self.fpin[i] = -1
-        if d >= 0 and self.reserved[d] == i:
-            self.reserved[d] = -1
-        self.push(i)
+        """i does not fit on d now: wait for frees there."""
+        self.blocked[d].append(i)
 
     # -- commitment -----------------------------------------------------------------------
     def commit(self, c) -> None:
@@ -264,11 +245,6 @@ class _Scheduler:
         g = ig.group[i]
         if g >= 0 and self.group_dev[g] < 0:
             self.group_dev[g] = d
-        if self.reserved[d] == i:
-            self.reserved[d] = -1
-        f = self.fav[i]
-        if f >= 0 and self.dev[f] < 0 and self.pin[f] < 0 and self.fpin[f] < 0 and self.allowed(f, d):
-            self.fpin[f] = self.reserved[d] = d
         for x in self.touched:  # frees may unblock operators; they only make caches pessimistic
             if self.blocked[x]:
                 for b in self.blocked[x]:
@@ -304,17 +280,23 @@ class _Scheduler:
             self.touched.add(d)
 
     # -- driver ---------------------------------------------------------------------------
+    choose = None
+    """Optional ``choose(d, candidate) -> candidate``: a rule over m-ETF's candidate of device d
+    (m-SCT's favourite child, :mod:`policies.baechi.favourite`)."""
+
     def run(self) -> str:
         for i in range(self.n):
             if self.missing[i] == 0:
                 self.ready(i)
-        cache, devices = self.cache, range(self.nd)
+        cache, devices, choose = self.cache, range(self.nd), self.choose
         for _ in range(self.n):
             best = None
             for d in devices:
                 c = cache[d]
                 if c is None:
                     c = self.top(d)
+                if choose is not None:
+                    c = choose(d, c)
                 if c is not None and (best is None or c[0] < best[0] or (c[0] == best[0] and c[1] < best[1])):
                     best = c
             if best is None:
@@ -344,15 +326,19 @@ def list_schedule(
     algorithm: str,
     fixed: Sequence[int] | None = None,
     favourite: Sequence[int] | None = None,
+    scheduler: type[_Scheduler] = _Scheduler,
 ) -> PlacementResult:
     """Schedule ``ig`` on the cost model's devices (see the module docstring).
+
+    ``favourite[i]`` is operator i's favourite child index or -1, used by ``scheduler`` (the
+    plain scheduler ignores it).
 
     Returns
     -------
     PlacementResult
         Status ``"infeasible"`` with the reason when some operator can never be placed.
     """
-    s = _Scheduler(ig, cost, fixed, favourite)
+    s = scheduler(ig, cost, fixed, favourite)
     reason = s.run()
     nodes = ig.nodes
     placed = [i for i in s.order]

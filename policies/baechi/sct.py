@@ -1,5 +1,5 @@
-"""m-SCT: small-communication-times placement (Baechi): favourite-child LP, then m-ETF with
-favourite children kept on their parent's device."""
+"""m-SCT: small-communication-times placement (Baechi): favourite-child LP, then m-ETF with the
+soft favourite-child rule (:mod:`policies.baechi.favourite`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ import networkx as nx
 
 from netsim.gcpause import relaxed_gc
 from netsim.opgraph.costs import CostModel, DeviceLike, IndexedGraph
+from policies.baechi.favourite import SoftFavouriteScheduler, UrgentFavouriteScheduler
 from policies.baechi.listsched import list_schedule
 from policies.baechi.result import PlacementResult
 from policies.baechi.sct_lp import favourite_children
+
+DEFAULT_THRESHOLD = 0.1
+"""Rounding threshold of the LP's favourite-edge variables (Baechi's placer default)."""
 
 
 @relaxed_gc()
@@ -21,15 +25,17 @@ def m_sct(
     devices: Sequence[DeviceLike],
     mode: str = "faithful",
     topology=None,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
+    urgent: bool = False,
 ) -> PlacementResult:
     """Place ``graph`` with m-SCT.
 
     Solves the favourite-child LP relaxation (:mod:`policies.baechi.sct_lp`, HiGHS), rounds it
-    at ``threshold``, then list-schedules as m-ETF with one more rule: an operator's favourite
-    child goes to the parent's device, and that device waits for the child once the child is
-    ready instead of taking other work (unless memory forbids, when the child is released).
-    When the pins leave the schedule stuck for memory, it is rerun without them (m-ETF's rule).
+    at ``threshold`` (an edge with ``x <= threshold`` is a favourite edge; Baechi's placer uses
+    0.1, ``placer/placer_lib.py``'s ``sct_threshold``), then list-schedules as m-ETF with the soft
+    favourite-child rule: a device that last ran a parent waits for its favourite child only when
+    the child is ready and starts earliest there (:mod:`policies.baechi.favourite`); ``urgent``
+    adds Baechi's urgent-operator clause (:class:`policies.baechi.favourite.UrgentFavouriteScheduler`).
     ``lp_time_s`` reports the LP's share. Parameters and return as
     :func:`policies.baechi.etf.m_etf`.
     """
@@ -39,10 +45,8 @@ def m_sct(
     t_lp = time.perf_counter()
     favourite, _ = favourite_children(ig, cost, threshold)
     lp_time = time.perf_counter() - t_lp
-    res = list_schedule(ig, cost, "m-sct", favourite=favourite)
-    if not res.ok:  # favourite pins can strand memory: retry with plain m-ETF's rule
-        retry = list_schedule(ig, cost, "m-sct")
-        res = retry if retry.ok else res
+    scheduler = UrgentFavouriteScheduler if urgent else SoftFavouriteScheduler
+    res = list_schedule(ig, cost, "m-sct", favourite=favourite, scheduler=scheduler)
     res.placement_time_s = time.perf_counter() - t0
     res.lp_time_s = lp_time
     return res

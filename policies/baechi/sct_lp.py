@@ -18,8 +18,9 @@ degenerate (only the critical paths pin ``x``), so the optimal vertex returned, 
 favourites off the critical paths, depends on the form and the solver's path. Any optimum is
 the paper's LP solution.
 
-Rounding: an edge is favourite when ``x_ij < threshold``; conflicts keep each parent's and each
-child's smallest ``x``.
+Rounding: an edge is favourite when ``x_ij <= threshold`` (Baechi's ``round(x - threshold + 0.5)``
+is 0 there, Python rounding half to even); conflicts keep each parent's and each child's smallest
+``x`` (Baechi keeps the last edge in edge order, its code notes the conflict as a TODO).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SCALE = 1e6  # LP times in microseconds: better conditioned
 HIGHS_OPTIONS = {"simplex_dual_edge_weight_strategy": "devex"}
 
 
-def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.5) -> tuple[list[int], float]:
+def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.1) -> tuple[list[int], float]:
     """Solve the LP and round it.
 
     Parameters
@@ -43,7 +44,7 @@ def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.5
         The graph and cost model; ``p_i`` is the fastest device's compute time, ``c_ij`` the
         mean transfer time of the producer's tensor over device pairs (s).
     threshold
-        Edges with ``x_ij`` below it become favourite edges.
+        Edges with ``x_ij`` at most this become favourite edges.
 
     Returns
     -------
@@ -107,12 +108,12 @@ def solve_lp(n: int, src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndar
 
 
 def round_favourites(n: int, src: np.ndarray, dst: np.ndarray, x: np.ndarray, threshold: float) -> list[int]:
-    """Favourite child per operator (-1: none): edges with ``x < threshold`` by increasing ``x``
+    """Favourite child per operator (-1: none): edges with ``x <= threshold`` by increasing ``x``
     (ties by edge order), skipping a parent or child already matched."""
     favourite = [-1] * n
     has_parent = [False] * n
     order = np.argsort(x, kind="stable")
-    order = order[x[order] < threshold]
+    order = order[x[order] <= threshold]
     for i, j in zip(src[order].tolist(), dst[order].tolist(), strict=True):
         if favourite[i] < 0 and not has_parent[j]:
             favourite[i] = j

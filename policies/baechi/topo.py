@@ -20,8 +20,9 @@ def m_topo(
     """Place ``graph`` with m-TOPO.
 
     Operators are taken in topological order and assigned to the current device until its cap,
-    ``min(device memory, graph memory / n_devices)`` of summed operator memory (persistent +
-    temporary + output, bytes), would be exceeded; then the next device. Colocated operators
+    ``min(device memory, graph memory / n_devices + largest operator memory)`` of summed operator
+    memory (persistent + temporary + output, bytes; Baechi's ``placer/m_topo.py``), would be
+    exceeded; then the next device. Colocated operators
     follow their group. Unlike Baechi's public m-TOPO, the assignment is then scheduled with
     live-memory checks against each device's real limit, and an overflow is reported as
     infeasible. When the balanced caps leave the last device overfull, the fill is retried
@@ -31,7 +32,8 @@ def m_topo(
     ig = IndexedGraph(graph)
     cost = CostModel(ig, devices, mode, topology)
     nd = len(devices)
-    share = sum(ig.memory_bytes[i] + ig.temporary_bytes[i] + ig.output_bytes[i] for i in range(len(ig))) / nd
+    sizes = [ig.memory_bytes[i] + ig.temporary_bytes[i] + ig.output_bytes[i] for i in range(len(ig))]
+    share = sum(sizes) / nd + max(sizes, default=0.0)  # Baechi's cap: the mean plus the largest operator
     res = None
     for caps in ([min(m, share) for m in cost.memory_bytes], cost.memory_bytes):
         res = list_schedule(ig, cost, "m-topo", fixed=_fill(ig, caps))

@@ -1,0 +1,133 @@
+"""m-SCT's soft favourite-child rule on top of m-ETF's list scheduler.
+
+Followed from Baechi's public code (beomyeol/baechi, ``placer/m_sct.py``: ``SCTDevice``): only
+the favourite child of the operator a device ran *last* is considered, and only once that child
+is ready (all its inputs ended) and not placed yet (an operator is placed with the first of its
+colocation group, ``'p' in fc_op`` there). If the device is the one where the child can start earliest
+(ties count), the device is *awake*: it takes
+
+1. the most urgent ready operator, if one can start on every device where it fits by the time
+   the child could start here (urgency = the latest of its starts over those devices; ties by
+   topological index; only in the ``urgent`` variant, see below), else
+2. the favourite child, when it can start (the device idles until then, skipping other work).
+
+Otherwise, or before the child is ready, plain m-ETF decides. Clause 1 is Baechi's, but on
+GNMT it lengthens the step (``benchmarks/placement.py`` prints both), so the default scheduler
+leaves it out and :class:`UrgentFavouriteScheduler` keeps it. Nothing is pinned: another device
+may run the child first, and memory is checked as in m-ETF, so the rule never makes a schedule
+infeasible that m-ETF would finish.
+
+netsim's own choices where Baechi's time-stepped loop has no counterpart in the list scheduler:
+an operator's urgency is only computed when every device is free by the child's start (else some
+device is busy past it, and an operator that fits there cannot be urgent; one that does not fit
+there is not looked for), and an urgent operator starts as soon as it can on the device (the plan
+stays an as-soon-as-possible schedule, so executing it reproduces it).
+"""
+
+from __future__ import annotations
+
+from policies.baechi.listsched import _Scheduler
+
+
+class SoftFavouriteScheduler(_Scheduler):
+    """:class:`policies.baechi.listsched._Scheduler` with m-SCT's soft favourite-child rule
+    (without Baechi's urgent-operator clause: see :class:`UrgentFavouriteScheduler`)."""
+
+    urgent_rule = False
+
+    def __init__(self, ig, cost, fixed=None, favourite=None) -> None:
+        super().__init__(ig, cost, fixed, favourite)
+        nd = self.nd
+        self.last = [-1] * nd  # operator each device ran last
+        self.free_ready: set[int] = set()  # ready, unplaced, allowed anywhere
+        self.bound: list[set[int]] = [set() for _ in range(nd)]  # ready, unplaced, bound to a device
+        self.members: list[list[int]] = [[] for _ in range(ig.n_groups)]
+        for i, g in enumerate(ig.group):
+            if g >= 0:
+                self.members[g].append(i)
+
+    def _bound_to(self, i: int) -> int:
+        if self.pin[i] >= 0:
+            return self.pin[i]
+        g = self.ig.group[i]
+        return self.group_dev[g] if g >= 0 else -1
+
+    def ready(self, i: int) -> None:
+        super().ready(i)
+        d = self._bound_to(i)
+        if d >= 0:
+            self.bound[d].add(i)
+        else:
+            self.free_ready.add(i)
+
+    def commit(self, c) -> None:
+        i, d = c[1], c[2]
+        g = self.ig.group[i]
+        newly_bound = g >= 0 and self.group_dev[g] < 0
+        self.free_ready.discard(i)
+        self.bound[d].discard(i)
+        self.last[d] = i
+        super().commit(c)
+        if newly_bound:
+            for j in self.members[g]:
+                if j in self.free_ready:
+                    self.free_ready.discard(j)
+                    self.bound[d].add(j)
+
+    def choose(self, d: int, c):
+        """Device d's next operator under the soft rule, given m-ETF's candidate ``c``."""
+        last = self.last[d]
+        f = self.fav[last] if last >= 0 else -1
+        if f < 0 or self.dev[f] >= 0 or self.missing[f] or self._bound_to(f) >= 0:
+            return c  # no child, or not ready, or placed already (with its group or pinned)
+        inputs = self.inputs[f]  # sorted by end: the last one ends when f becomes ready
+        ready_s = max(self.dev_free[d], inputs[-1][3] if inputs else 0.0)
+        if c is not None and c[0] < ready_s:
+            return c  # m-ETF's operator starts before the favourite child is ready
+        cf = self.evaluate(f, d)
+        if cf is None:
+            return c
+        start_f = cf[0]
+        for x in self.devices_for(f):
+            if x != d:
+                cx = self.evaluate(f, x)
+                if cx is not None and max(cx[0], ready_s) < start_f:
+                    return c  # another device starts the child earlier
+        urgent = self._urgent(d, start_f) if self.urgent_rule else None
+        return urgent if urgent is not None else cf
+
+    def _urgent(self, d: int, by_s: float):
+        """The candidate on d of the most urgent operator startable everywhere by ``by_s``."""
+        best, best_key = None, None
+        for i in self.bound[d]:
+            ci = self.evaluate(i, d)
+            if ci is not None and ci[0] <= by_s and (best_key is None or (ci[0], i) < best_key):
+                best, best_key = ci, (ci[0], i)
+        if max(self.dev_free) > by_s:
+            return best
+        evaluate, nd = self.evaluate, self.nd
+        for i in self.free_ready:
+            latest, here = None, None
+            for x in range(nd):
+                cx = evaluate(i, x)
+                if cx is None:
+                    continue
+                if cx[0] > by_s:
+                    break
+                if latest is None or cx[0] > latest:
+                    latest = cx[0]
+                if x == d:
+                    here = cx
+            else:
+                if here is not None and (best_key is None or (latest, i) < best_key):
+                    best, best_key = here, (latest, i)
+        return best
+
+
+class UrgentFavouriteScheduler(SoftFavouriteScheduler):
+    """The soft rule with Baechi's urgent-operator clause (1. in the module docstring): the
+    ``m_sct(..., urgent=True)`` variant. Measured by ``benchmarks/placement.py`` (issue 16): it
+    lengthens GNMT's step and leaves the synthetic graphs' about unchanged, so it is not the
+    default."""
+
+    urgent_rule = True
