@@ -1,11 +1,18 @@
 """Predicted time and energy of one synchronous epoch, for policies to plan with.
 
-The same formulas the engine executes (architecture spec, "Epoch semantics"), evaluated
-without contention: each participant downloads the variant (bytes over its route's bottleneck
-plus latency), trains its samples at its FLOP/s, uploads the update; the aggregator then
-averages (2 x params x participants FLOP). Energy: busy power x compute time, route J/bit x bits
-both ways, and idle power of *every* device for the epoch's non-busy time (devices stay on for
-the whole run). Where transfers share a bottleneck the engine's epoch is longer than predicted.
+The engine's own cost functions (architecture spec, "Epoch semantics"): each participant
+downloads the variant from the aggregator, trains its samples at its FLOP/s, uploads the
+update; the aggregator then averages (2 x params x participants FLOP). Energy: busy power x
+compute time, route J/bit x bits both ways, and idle power of *every* device for the epoch's
+non-busy time (devices stay on for the whole run).
+
+Timing, shared-link contention included: when the device table carries its routes (every
+table the engine builds does), the transfers are played forward by the same function the
+engine's fast path executes (:func:`netsim.fastepoch.play_plain_epoch`: max-min sharing of
+every saturated link), so on an idle network the estimate *is* the simulated epoch, to
+rounding. Where that function hands an epoch to the event engine (routes crossing two
+saturated links) and for tables without routes, each transfer is timed alone on its route
+(bits over the bottleneck plus latency), a lower bound on the simulated time.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.devices import DeviceTable
+from netsim.fastepoch import play_plain_epoch
 from netsim.scenario.schema import ModelSpec
 
 
@@ -51,10 +59,19 @@ def device_epoch_times(table: DeviceTable, model: ModelSpec, variant: int,
 
 def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
                    samples: np.ndarray) -> EpochEstimate:
-    """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out)."""
+    """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out);
+    ``device_time_s`` is each participant's update arrival after the epoch's start (s)."""
     samples = np.asarray(samples, dtype=float)
     transfer, compute, comm = device_epoch_times(table, model, variant, samples)
     finish = transfer + compute
+    if table.down_routes is not None and table.up_routes is not None \
+            and table.capacity_bps is not None:
+        rows = np.flatnonzero(samples > 0)
+        played = play_plain_epoch(0.0, rows, compute[rows], 8.0 * model.model_bytes(variant),
+                                  table.down_routes, table.up_routes, table.capacity_bps)
+        if played is not None:
+            finish = np.zeros(table.n)
+            finish[rows] = played.upload_arrival_s
     n_part = int(np.count_nonzero(samples))
     agg = table.aggregator
     agg_s = 2.0 * model.params * model.variants[variant].params_fraction * n_part / table.flop_per_s[agg]

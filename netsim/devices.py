@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.scenario.loading import ResolvedNetwork
 from netsim.scenario.schema import Scenario
@@ -43,6 +44,13 @@ class DeviceTable:
     up_j_per_bit: np.ndarray
     device_class: tuple[str | None, ...]
     index: Mapping[str, int] = field(repr=False, compare=False, default_factory=dict)
+    down_routes: RouteTable | None = field(default=None, repr=False, compare=False)
+    """Each device's route from the aggregator as arrays (hops over ``capacity_bps``), row i
+    for device i: what the engine and :func:`netsim.costs.estimate_epoch` share links with."""
+    up_routes: RouteTable | None = field(default=None, repr=False, compare=False)
+    """Each device's route to the aggregator (row i for device i)."""
+    capacity_bps: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Capacity of every directed link of the topology (bit/s), indexed by the routes' hops."""
 
     def __post_init__(self) -> None:
         """Read-only in fact: every array ``writeable=False`` and the index a read-only
@@ -86,6 +94,8 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         cols["down_j_per_bit"][i] = down.total_energy_j_per_bit
         cols["up_j_per_bit"][i] = up.total_energy_j_per_bit
     ids = tuple(d.id for d in devices)
+    down_routes = RouteTable.of([topology.route(agg, d) for d in ids])
+    up_routes = RouteTable.of([topology.route(d, agg) for d in ids])
     return DeviceTable(
         ids=ids,
         aggregator=ids.index(agg),
@@ -97,5 +107,7 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         availability=np.array([d.availability for d in devices]),
         device_class=tuple(d.device_class for d in devices),
         index={d: i for i, d in enumerate(ids)},
+        down_routes=down_routes, up_routes=up_routes,
+        capacity_bps=np.array(topology.capacity_bps, dtype=float),
         **cols,
     )

@@ -152,8 +152,8 @@ class World:
         (netsim.fastepoch): bytes, energy and busy time booked as the event path books them.
         False, with nothing changed, when it needs the event path."""
         if self._tables is None:
-            self._tables = (RouteTable.of(self._down), RouteTable.of(self._up),
-                            np.asarray(self.topology.capacity_bps, dtype=float),
+            t = self.devices
+            self._tables = (t.down_routes, t.up_routes, t.capacity_bps,  # type: ignore[assignment]
                             np.asarray(self._flops, dtype=float))
         down, up, capacity, flops = self._tables
         n, index = len(decision.participants), self.devices.index

@@ -48,6 +48,12 @@ class RouteTable:
     hop_start: np.ndarray
     hops: np.ndarray
 
+    def __post_init__(self) -> None:
+        """Read-only arrays: a table handed to policies (through the device table) cannot be
+        changed by them."""
+        for value in vars(self).values():
+            value.setflags(write=False)
+
     @classmethod
     def of(cls, routes: Sequence[Route]) -> RouteTable:
         """The table of ``routes``, in their order."""

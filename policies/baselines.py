@@ -112,7 +112,8 @@ class GreedyEnergy:
                 samples = np.zeros(table.n)
                 samples[chosen] = table.samples[chosen]
                 est = estimate_epoch(table, obs.model, v, samples)
-                drop = pred.mean(state) - pred.mean(pred.step(state, samples.sum(), v, len(chosen)))
+                after = pred.step(state, samples.sum(), v, participants=len(chosen))
+                drop = pred.mean(state) - pred.mean(after)
                 score = est.energy_j / drop if drop > 0 else np.inf
                 if score < best_score:
                     best, best_score = (v, chosen), score

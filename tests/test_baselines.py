@@ -62,7 +62,8 @@ def test_greedy_energy_picks_the_lowest_energy_per_predicted_loss_drop():
 
     def score(samples: np.ndarray, variant: int) -> float:
         est = estimate_epoch(table, sc.model, variant, samples)
-        after = pred.step(LossState(), samples.sum(), variant, int(np.count_nonzero(samples)))
+        after = pred.step(LossState(), samples.sum(), variant,
+                          participants=int(np.count_nonzero(samples)))
         return est.energy_j / (pred.initial_loss - pred.mean(after))
 
     chosen = np.zeros(table.n)

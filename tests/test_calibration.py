@@ -46,7 +46,7 @@ def test_surrogate_mean_is_the_loss_models_formula() -> None:
 
     state = LossState()
     for f in fractions:
-        state = predictor.step(state, 1400.0, 0 if f == 1.0 else 1)
+        state = predictor.step(state, 1400.0, 0 if f == 1.0 else 1, participants=10)
         expected.append(predictor.mean(state))
     got = cal.surrogate_mean(_schedule(fractions, 0.5), 2.5, CURVES, 1.2, 0.1)
     np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -28,7 +28,7 @@ def test_pruning_mid_training_makes_the_loss_jump():
     pred = LossPredictor(builtin_models()["small-cnn"], TRAIN)
     s = LossState()
     for _ in range(10):
-        s = pred.step(s, 5000, 0)
+        s = pred.step(s, 5000, 0, participants=1)
     before = pred.mean(s)
     after = pred.mean(pred.switch(s, 2))
     assert after > before + 0.05
@@ -39,8 +39,8 @@ def test_non_iid_data_slows_progress():
     model = builtin_models()["small-cnn"]
     iid = LossPredictor(model, TRAIN)
     skew = LossPredictor(model, TRAIN.model_copy(update={"dirichlet_alpha": 0.1}))
-    s_iid = iid.step(LossState(), 1e4, 0)
-    s_skew = skew.step(LossState(), 1e4, 0)
+    s_iid = iid.step(LossState(), 1e4, 0, participants=1)
+    s_skew = skew.step(LossState(), 1e4, 0, participants=1)
     assert skew.mean(s_skew) > iid.mean(s_iid)
 
 
@@ -55,7 +55,7 @@ def test_ground_truth_noise_is_seeded_and_its_quantiles_match_the_predictor():
     pred = LossPredictor(model, TRAIN)
     state = LossState()
     for _ in range(5):
-        state = pred.step(state, 2000, 0)
+        state = pred.step(state, 2000, 0, participants=1)
     for q in (0.1, 0.5, 0.9):
         assert np.quantile(finals, q) == pytest.approx(pred.quantile(state, q), rel=0.02)
     a = SurrogateLoss(model, TRAIN, np.random.default_rng(1)).advance({"a": 10}, 0).loss
@@ -70,8 +70,8 @@ def test_truth_can_be_worse_than_the_predictor():
         update={"noise_run_sigma": 0.0, "noise_epoch_sigma": 0.0})}), slow, np.random.default_rng(0))
     pred = LossPredictor(model, slow)
     got = truth.advance({"a": 4000}, 0).loss
-    assert got == pytest.approx(pred.mean(pred.step(LossState(), 2000, 0)))
-    assert got > pred.mean(pred.step(LossState(), 4000, 0))
+    assert got == pytest.approx(pred.mean(pred.step(LossState(), 2000, 0, participants=1)))
+    assert got > pred.mean(pred.step(LossState(), 4000, 0, participants=1))
 
 
 def test_builtin_models_have_sources_and_consistent_sizes():

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from netsim.training.real import RealBackend, RealTrainingConfig
+from netsim.training.loss import CurveParams, LossPredictor, LossState
 
 #: Where the measured curves live in the repository.
 CURVES_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "curves.parquet")
@@ -231,23 +232,22 @@ def surrogate_mean(
 
     ``schedule`` has per epoch (>= 1, in order) ``samples``, ``variant_fraction``,
     ``dirichlet_alpha`` (NaN = IID) and ``n_nodes`` (participants); ``curves`` maps
-    params_fraction -> (floor, samples_half, exponent). Same formula as
-    :class:`netsim.training.loss.LossPredictor`; ``participant_exponent`` b > 0 is the
-    proposed extension counting ``samples * participants ** -b`` per epoch (0: as now).
+    params_fraction -> (floor, samples_half, exponent). Evaluated by the one progress model,
+    :class:`netsim.training.loss.LossPredictor` (its step and switch rule), built from these
+    constants: calibration fits exactly what the simulator and the planners run.
     """
     alpha = schedule["dirichlet_alpha"].iloc[0]
     iid = alpha is None or math.isnan(float(alpha))
     eff = 1.0 if iid else 1.0 / (1.0 + heterogeneity / float(alpha))
-    n, f_prev, out = 0.0, None, []
-    for samples, f, nodes in zip(schedule["samples"], schedule["variant_fraction"],
-                                 schedule["n_nodes"], strict=True):
-        if f_prev is not None and f != f_prev:
-            n *= math.exp(-prune_progress_loss * abs(f - f_prev))
-        n += samples * eff * float(nodes) ** -participant_exponent
-        floor, half, exponent = curves[f]
-        out.append(floor + (initial_loss - floor) * (1.0 + n / half) ** -exponent)
-        f_prev = f
-    return np.asarray(out)
+    fractions = sorted(curves, reverse=True)
+    model = LossPredictor.from_curves(
+        [CurveParams(initial_loss, *curves[f]) for f in fractions], fractions, eff,
+        prune_progress_loss, participant_exponent)
+    index = {f: v for v, f in enumerate(fractions)}
+    epochs = [(index[f], float(samples), int(nodes)) for samples, f, nodes in
+              zip(schedule["samples"], schedule["variant_fraction"], schedule["n_nodes"],
+                  strict=True)]
+    return np.array([model.mean(state) for state in model.replay(LossState(), epochs)])
 
 
 SCHEDULE_COLUMNS = ["samples", "variant_fraction", "dirichlet_alpha", "n_nodes"]

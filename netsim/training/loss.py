@@ -103,27 +103,73 @@ class LossState:
 
 
 class LossPredictor:
-    """The policies' view of training progress: the surrogate's mean curve and its spread.
+    """The one progress model (netsim's formula, module docstring): its state, its step, its
+    switch rule and its mean curves, used by the simulator's ground truth
+    (:class:`SurrogateLoss`), by every planner and by calibration.
 
-    Separate from the simulator's ground truth (:class:`SurrogateLoss`), which adds noise and
-    may use other constants, so a policy can be wrong about the future.
+    A policy's predictor is this model with the policy's constants and no hidden noise; the
+    world's truth is the same model with the scenario's constants plus seeded noise
+    (:class:`SurrogateLoss`). Where truth and prediction should differ, that is an explicit
+    parameter of the scenario (``training.truth_sample_efficiency``), never divergent code.
+    Every method that takes arrays is numpy-vectorised, so planners evaluate many states at
+    once with the same code the simulator runs.
     """
 
     def __init__(self, model: ModelSpec, training: TrainingSpec) -> None:
-        self.model = model
-        self.efficiency = data_efficiency(model, training)
-        self.curves = [curve_params(model, v) for v in range(len(model.variants))]
-        self._floor = np.array([c.floor for c in self.curves])
-        self._half = np.array([c.samples_half for c in self.curves])
-        self._exponent = np.array([c.exponent for c in self.curves])
-        self._fraction = np.array([v.params_fraction for v in model.variants])
         loss = model.loss
-        self.prune_progress_loss = loss.prune_progress_loss if loss else 0.0
-        self.participant_exponent = loss.participant_exponent if loss else 0.0
+        curves = [curve_params(model, v) for v in range(len(model.variants))]
+        self._setup(curves, [v.params_fraction for v in model.variants],
+                    data_efficiency(model, training),
+                    loss.prune_progress_loss if loss else 0.0,
+                    loss.participant_exponent if loss else 0.0)
+        self.model = model
         self.sigma_run = run_noise_sigma(model, training)
         self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
         self.sigma = math.hypot(self.sigma_run, self.sigma_epoch)
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
+
+    @classmethod
+    def from_curves(cls, curves: list[CurveParams], params_fractions: list[float],
+                    efficiency: float, prune_progress_loss: float,
+                    participant_exponent: float) -> LossPredictor:
+        """The model from explicit curves (one per variant, all with one initial loss) and
+        constants, without noise (calibration fits its constants through this)."""
+        self = cls.__new__(cls)
+        self._setup(curves, params_fractions, efficiency, prune_progress_loss,
+                    participant_exponent)
+        self.model = None
+        self.sigma_run = self.sigma_epoch = self.sigma = 0.0
+        self.initial_loss = curves[0].initial_loss
+        return self
+
+    def _setup(self, curves: list[CurveParams], fractions: list[float], efficiency: float,
+               prune_progress_loss: float, participant_exponent: float) -> None:
+        self.curves = list(curves)
+        self.efficiency = float(efficiency)
+        self.prune_progress_loss = float(prune_progress_loss)
+        self.participant_exponent = float(participant_exponent)
+        self._floor = np.array([c.floor for c in curves])
+        self._half = np.array([c.samples_half for c in curves])
+        self._exponent = np.array([c.exponent for c in curves])
+        self._fraction = np.array(fractions, dtype=float)
+        self._initial = curves[0].initial_loss
+
+    def gain(self, samples, participants):
+        """Effective samples one epoch adds: ``samples`` trained in total by ``participants``
+        devices (clusters count one each). numpy-vectorised; scalars give a float.
+
+        ``samples x efficiency x participants ** -participant_exponent`` (module docstring)."""
+        p = np.maximum(np.asarray(participants, dtype=float), 1.0)
+        out = np.asarray(samples, dtype=float) * self.efficiency * p ** -self.participant_exponent
+        return float(out) if out.ndim == 0 else out
+
+    def mean_of(self, variant, n_eff):
+        """Mean loss of ``variant`` after ``n_eff`` effective samples (vectorised over both)."""
+        v = np.asarray(variant)
+        n = np.asarray(n_eff, dtype=float)
+        floor = self._floor[v]
+        out = floor + (self._initial - floor) * (1.0 + n / self._half[v]) ** -self._exponent[v]
+        return float(out) if out.ndim == 0 else out
 
     def carry(self, n_eff, v_from, v_to):
         """Effective samples right after switching ``v_from`` -> ``v_to`` (numpy-vectorised
@@ -131,9 +177,9 @@ class LossPredictor:
         n = np.asarray(n_eff, dtype=float)
         a, b = np.asarray(v_from), np.asarray(v_to)
         floor, half, expo = self._floor, self._half, self._exponent
-        loss = floor[a] + (self.initial_loss - floor[a]) * (1.0 + n / half[a]) ** -expo[a]
+        loss = floor[a] + (self._initial - floor[a]) * (1.0 + n / half[a]) ** -expo[a]
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = (loss - floor[b]) / (self.initial_loss - floor[b])
+            ratio = (loss - floor[b]) / (self._initial - floor[b])
             equiv = np.where(ratio <= 0.0, np.inf,
                              half[b] * (np.minimum(ratio, 1.0) ** (-1.0 / expo[b]) - 1.0))
         keep = np.exp(-self.prune_progress_loss * np.abs(self._fraction[b] - self._fraction[a]))
@@ -146,21 +192,31 @@ class LossPredictor:
             return LossState(state.n_eff, variant)
         return LossState(self.carry(state.n_eff, state.variant, variant), variant)
 
-    def step(self, state: LossState, samples: float, variant: int,
-             participants: int = 1) -> LossState:
-        """State after one epoch in which ``participants`` devices trained ``samples`` samples
-        in total with ``variant``."""
+    def step(self, state: LossState, samples: float, variant: int, *,
+             participants: int) -> LossState:
+        """State after one epoch in which ``participants`` devices (clusters count one each)
+        trained ``samples`` samples in total with ``variant``: the switch, then the gain."""
         s = self.switch(state, variant)
-        gain = samples * self.efficiency
-        if self.participant_exponent and participants > 1:
-            gain *= participants ** -self.participant_exponent
-        return LossState(s.n_eff + gain, variant)
+        return LossState(s.n_eff + self.gain(samples, participants), variant)
+
+    def replay(self, state: LossState, epochs) -> list[LossState]:
+        """The states after each of ``epochs`` = [(variant, samples, participants), ...]."""
+        out = []
+        for v, samples, participants in epochs:
+            state = self.step(state, samples, v, participants=participants)
+            out.append(state)
+        return out
 
     def mean(self, state: LossState) -> float:
         """Predicted mean loss in ``state``."""
         if state.variant is None:
             return self.initial_loss
-        return float(self.curves[state.variant].mean(state.n_eff))
+        return float(self.mean_of(state.variant, state.n_eff))
+
+    def samples_for(self, variant: int, loss: float) -> float:
+        """Effective samples at which ``variant``'s mean curve reaches ``loss`` (inf if at or
+        below its floor, 0 at or above the initial loss)."""
+        return self.curves[variant].samples_for(loss)
 
     def quantile(self, state: LossState, q: float) -> float:
         """Predicted ``q``-quantile of the loss in ``state`` (log-normal spread)."""
