@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("graph", help="profile JSON file or built-in name (gnmt, gnmt-train, chain-N, layered-N, inception-N, transformer-N)")
     p.add_argument("--devices", default="4", help="number of identical devices, 1..64 (default 4)")
     p.add_argument("--memory", default="1.0", help="memory per device: bytes, or a fraction <= 1.0 of the graph's total operator memory")
-    p.add_argument("--algorithm", default="m-etf", help="m-topo, m-etf, m-sct, single or optimum (default m-etf)")
+    p.add_argument("--algorithm", default="m-etf",
+                   help="m-topo, m-etf, m-sct, single, best (the shortest step of those four, as the baechi policy) "
+                        "or optimum (default m-etf)")
     p.add_argument("--mode", default="faithful", help="faithful (Baechi's cost model) or heterogeneous (netsim's extension)")
     p.add_argument("--forward-only", action="store_true", help="place the forward graph only (default: forward + backward + update)")
     p.add_argument("--no-group", action="store_true", help="skip co-placement grouping and fusion")
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError
     except ValueError:
         return _invalid(f"--devices: must be an integer in [1, {MAX_DEVICES}], got {args.devices!r}")
-    algorithms = [*ALGORITHMS, "optimum"]
+    algorithms = [*ALGORITHMS, "best", "optimum"]
     if args.algorithm not in algorithms:
         return _invalid(f"--algorithm: must be one of {', '.join(algorithms)}, got {args.algorithm!r}")
     if args.mode not in ("faithful", "heterogeneous"):
@@ -112,6 +114,7 @@ def _place(graph, devices, args, topology) -> int:
     out = {
         "graph": args.graph,
         "algorithm": args.algorithm,
+        "chosen": res.algorithm,
         "mode": args.mode,
         "operators": graph.number_of_nodes(),
         "placed_operators": res.graph.number_of_nodes() if res.graph is not None else 0,
@@ -168,7 +171,8 @@ def _print(out: dict, as_json: bool) -> None:
     else:
         print(f"status: {out['status']}")
     if out.get("step_time_s") is not None:
-        print(f"step time: {out['step_time_s'] * 1e3:.3f} ms")
+        chosen = f" ({out['chosen']})" if out.get("algorithm") == "best" else ""
+        print(f"step time: {out['step_time_s'] * 1e3:.3f} ms{chosen}")
     if out.get("placement_time_s") is not None:
         print(f"placement time: {out['placement_time_s'] * 1e3:.1f} ms "
               f"({out.get('operators')} operators, {out.get('placed_operators')} after grouping)")

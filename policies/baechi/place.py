@@ -67,10 +67,13 @@ def place(
     Parameters
     ----------
     algorithm
-        One of :data:`ALGORITHMS` (``m-topo``, ``m-etf``, ``m-sct``, ``single``).
+        One of :data:`ALGORITHMS` (``m-topo``, ``m-etf``, ``m-sct``, ``single``), or ``best``:
+        the shortest simulated step of all four (:func:`best_placement`, the ``baechi``
+        policy's choice; ``algorithm`` of the result names the winner).
     group
         Run co-placement grouping and fusion first (groups capped at the smallest device's
         memory); the result's ``graph`` is then the fused graph and ``fused`` maps it back.
+        ``single`` always places the graph as given.
 
     Returns
     -------
@@ -82,8 +85,13 @@ def place(
     ValueError
         On an unknown algorithm or mode.
     """
+    if algorithm == "best":
+        t0 = time.perf_counter()
+        best, _ = best_placement(graph, devices, mode, topology, group=group)
+        best.result.placement_time_s = time.perf_counter() - t0
+        return best.result
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm: must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+        raise ValueError(f"algorithm: must be one of {sorted([*ALGORITHMS, 'best'])}, got {algorithm!r}")
     t0 = time.perf_counter()
     fused = None
     if group:
@@ -123,9 +131,12 @@ def best_placement(
     mode: str = "faithful",
     topology=None,
     algorithms: Sequence[str] = ("m-topo", "m-etf", "m-sct"),
+    group: bool = True,
 ) -> tuple[Candidate, list[Candidate]]:
     """Run each algorithm (plus ``single`` on the unfused graph), simulate each feasible
-    placement, and keep the shortest simulated step.
+    placement, and keep the shortest simulated step (ties: the first of ``single``, then
+    ``algorithms`` in order). When one device holds the graph, ``single`` is a candidate, so the
+    best is never slower than one device. ``group``: as :func:`place`.
 
     Returns
     -------
@@ -134,7 +145,7 @@ def best_placement(
     """
     candidates = []
     for name in ("single", *algorithms):
-        res = place(graph, devices, name, mode, topology, group=name != "single")
+        res = place(graph, devices, name, mode, topology, group=group and name != "single")
         step = simulate(res, devices, topology) if res.ok else None
         candidates.append(Candidate(res, step))
     best = min(candidates, key=lambda c: c.step_time_s)
