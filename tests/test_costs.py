@@ -11,8 +11,8 @@ import netsim
 from netsim.costs import estimate_epoch
 from netsim.devices import build_device_table
 from netsim.engine import resolve_scenario
-from netsim.training.models import resolve_model
 from netsim.policy import Decision
+from netsim.training.models import resolve_model
 
 
 class _Fixed:

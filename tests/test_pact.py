@@ -59,7 +59,8 @@ def _check_plan(problem, plan):
     assert plan.feasible, plan.reason
     state = problem.start
     for ep in plan.epochs:
-        state = problem.predictor.step(state, ep.samples, ep.variant)
+        state = problem.predictor.step(state, ep.samples, ep.variant,
+                                           participants=len(ep.participants))
     assert problem.predictor.mean(state) <= problem.target_loss * (1 + 1e-9)
     assert plan.loss <= problem.target_loss * (1 + 1e-9)
     assert sum(ep.time_s for ep in plan.epochs) <= problem.time_left_s

@@ -52,7 +52,8 @@ def test_plans_meet_target_deadline_and_epoch_limit_under_the_predictor(instance
         for plan in [opt, *plans.values()]:
             state = problem.start
             for ep in plan.epochs:
-                state = problem.predictor.step(state, ep.samples, ep.variant)
+                state = problem.predictor.step(state, ep.samples, ep.variant,
+                                           participants=len(ep.participants))
                 assert all(1 <= s <= problem.table.samples[i] for i, s in ep.participants.items())
             assert problem.predictor.mean(state) <= problem.target_loss * (1 + 1e-9)
             assert sum(ep.time_s for ep in plan.epochs) <= problem.time_left_s

@@ -20,8 +20,11 @@ last device partially). Because that greedy can take a small device whose fixed 
 one's spare capacity would avoid (the knapsack greedy's failure), two more rankings fill too:
 largest capacity first (fewest participants) and marginal energy a_i alone. Sample amounts D lie on a grid of relative step eps (plus every
 "first k devices, all they can" amount); budgets on a grid of relative step eps plus every
-device's full-data finish time. Candidates dominated in (time, energy) at about the same D
-are dropped.
+device's full-data finish time. Each candidate's progress is the progress model's gain for its
+samples and participant count (:meth:`netsim.training.loss.LossPredictor.gain`); candidates
+dominated in (time, energy) at about the same gain are dropped. The (time, energy) here are the
+separable contention-free form used for the search; the planner re-evaluates the epochs it
+keeps with :func:`netsim.costs.estimate_epoch` (contention included).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class VariantCandidates:
     energy_j: np.ndarray
     budget: np.ndarray       # index into budgets_s
     rule: np.ndarray         # index into RULES: the ranking the fill followed
+    n_participants: np.ndarray  # devices the fill uses
+    gain: np.ndarray         # effective samples one epoch adds (the progress model's gain)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -124,8 +129,9 @@ def _grid(lo: float, hi: float, eps: float) -> np.ndarray:
 
 
 def _fills(coef: Coefficients, order: np.ndarray, caps: np.ndarray,
-           amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(time_s, energy_j) of greedy fills of ``amounts`` samples along ``order``."""
+           amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time_s, energy_j, participants) of greedy fills of ``amounts`` samples along
+    ``order``."""
     a, b = coef.j_per_sample[order], coef.fixed_j[order]
     t_full = coef.transfer_s[order] + coef.s_per_sample[order] * caps
     q = np.cumsum(caps)
@@ -137,7 +143,7 @@ def _fills(coef: Coefficients, order: np.ndarray, caps: np.ndarray,
     last_t = coef.transfer_s[order][k] + coef.s_per_sample[order][k] * r
     time_s = np.maximum(full_t, last_t) + coef.agg_s * (k + 1)
     energy = full_e + a[k] * r + b[k] + coef.idle_w * time_s
-    return time_s, energy
+    return time_s, energy, k + 1
 
 
 def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> VariantCandidates:
@@ -146,14 +152,14 @@ def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> Vari
     empty = np.zeros(0)
     if len(coef.idx) == 0:
         return VariantCandidates(variant, coef, empty, empty, empty, empty, empty.astype(int),
-                                 empty.astype(int))
+                                 empty.astype(int), empty.astype(int), empty)
     finish = coef.transfer_s + coef.s_per_sample * coef.samples
     lo = float(np.min(coef.transfer_s + coef.s_per_sample))
     budgets = np.unique(np.concatenate([_grid(lo, float(finish.max()), eps), finish]))
     amounts = np.unique(np.round(_grid(1.0, float(coef.samples.sum()), eps)))
     if problem.all_nodes:  # the only candidate: every device, all its samples
         budgets, amounts = np.array([finish.max()]), np.array([coef.samples.sum()])
-    d_all, t_all, e_all, b_all, r_all = [], [], [], [], []
+    d_all, t_all, e_all, b_all, r_all, p_all = [], [], [], [], [], []
     for bi, budget in enumerate(budgets):
         for rule in range(1 if problem.all_nodes else len(RULES)):
             order, caps = _ranking(coef, float(budget), rule)
@@ -161,16 +167,19 @@ def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> Vari
                 continue
             prefix = np.zeros(0) if problem.all_nodes else np.cumsum(caps)
             amt = np.unique(np.concatenate([amounts[amounts <= caps.sum()], prefix]))
-            t, e = _fills(coef, order, caps, amt)
+            t, e, parts = _fills(coef, order, caps, amt)
+            p_all.append(parts)
             d_all.append(amt)
             t_all.append(t)
             e_all.append(e)
             b_all.append(np.full(len(amt), bi))
             r_all.append(np.full(len(amt), rule))
-    d, t, e, bud, rule_ = (np.concatenate(x) for x in (d_all, t_all, e_all, b_all, r_all))
-    keep = _pareto(d, t, e, eps)
+    d, t, e, bud, rule_, parts = (np.concatenate(x) for x in (d_all, t_all, e_all, b_all,
+                                                               r_all, p_all))
+    gain = problem.predictor.gain(d, parts)
+    keep = _pareto(gain, t, e, eps)
     return VariantCandidates(variant, coef, budgets, d[keep], t[keep], e[keep], bud[keep],
-                             rule_[keep])
+                             rule_[keep], parts[keep], gain[keep])
 
 
 def _front_2d(group: np.ndarray, t: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -184,8 +193,10 @@ def _front_2d(group: np.ndarray, t: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def _pareto(d: np.ndarray, t: np.ndarray, e: np.ndarray, eps: float) -> np.ndarray:
-    """Indices of candidates not dominated (at least as many samples, no longer, no costlier)
-    by another candidate of their bucket of D (relative width eps)."""
+    """Indices of candidates not dominated (at least as much progress ``d``, no longer, no
+    costlier) by another candidate of their bucket of ``d`` (relative width eps). ``d`` is the
+    epoch's gain in effective samples: with a participant exponent, more samples spread over
+    more devices can be less progress."""
     first = _front_2d(d, t, e)                        # same D: a (time, energy) front
     d1, t1, e1 = d[first], t[first], e[first]
     bucket = np.floor(np.log(d1) / eps + 1e-9).astype(np.int64)

@@ -13,9 +13,10 @@ predictor: any path that ends at a target vertex is feasible for the predictor.
 Time slots have width eps * (time left) and an edge of duration t occupies ceil(t / width)
 slots (rounded up), so a path within the slots meets the deadline.
 
-An edge is a *run*: m >= 1 consecutive epochs of one candidate (variant v', samples D),
-from (s, j, v) to (s + slots, j', v') where m is the fewest epochs that lift the state from
-n_j (after the variant switch's progress loss) to n_j'. Runs keep the number of roundings per
+An edge is a *run*: m >= 1 consecutive epochs of one candidate (variant v', samples D over P
+participants, each epoch adding the progress model's gain(D, P)), from (s, j, v) to
+(s + slots, j', v') where m is the fewest epochs that lift the state from n_j (carried through
+the variant switch by the progress model's own rule, ``LossPredictor.carry``) to n_j'. Runs keep the number of roundings per
 path small (one per edge, not one per epoch). The work still needed, n_j' - switch(n_j), is
 rounded *up* on a grid of relative step eps before the cheapest run for it is looked up in a
 per-variant table (:func:`run_costs`).
@@ -23,7 +24,6 @@ per-variant table (:func:`run_costs`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,16 +76,17 @@ class RunTable:
     epochs: np.ndarray
 
 
-def run_costs(cands: VariantCandidates, need: np.ndarray, efficiency: float, max_epochs: int,
+def run_costs(cands: VariantCandidates, need: np.ndarray, max_epochs: int,
               penalty_j: float = 0.0, slot_s: float | None = None,
               n_slots: int = 0) -> RunTable:
-    """Cheapest run of ``cands`` for each work amount; ``penalty_j`` is added per epoch (the
+    """Cheapest run of ``cands`` for each work amount (effective samples: each epoch adds the
+    candidate's gain, the progress model's); ``penalty_j`` is added per epoch (the
     epoch-limit multiplier). With ``n_slots`` > 0, tables are per slot budget 1..n_slots, a
     run taking ceil(duration / slot_s) slots, or, with ``slot_s`` None, one slot per epoch."""
     if len(cands) == 0:
         shape = (len(need),) if n_slots <= 0 else (len(need), n_slots)
         return RunTable(np.full(shape, np.inf), np.zeros(shape, int), np.zeros(shape, int))
-    per_epoch = cands.samples * efficiency
+    per_epoch = cands.gain
     m = np.maximum(np.ceil(need[None, :] / per_epoch[:, None] * (1 - 1e-12)), 1.0)  # C x K
     cost = m * (cands.energy_j + penalty_j)[:, None]
     cost[m > max_epochs] = np.inf
@@ -121,20 +122,20 @@ def run_costs(cands: VariantCandidates, need: np.ndarray, efficiency: float, max
     return RunTable(best, cand, epochs)
 
 
-def switch_factor(problem: PlanningProblem, old: int | None, new: int) -> float:
-    """Fraction of effective samples kept when moving from ``old`` to ``new`` (predictor's)."""
-    if old is None or old == new:
-        return 1.0
-    f = problem.model.variants
-    return math.exp(-problem.predictor.prune_progress_loss
-                    * abs(f[new].params_fraction - f[old].params_fraction))
+def carried(problem: PlanningProblem, n: np.ndarray, old: int, new: int) -> np.ndarray:
+    """Effective samples kept from levels ``n`` of variant ``old`` when moving to ``new``: the
+    progress model's own switch rule (:meth:`netsim.training.loss.LossPredictor.carry`),
+    monotone in ``n``, so a state rounded down stays rounded down through a switch."""
+    if old == new:
+        return n
+    return np.asarray(problem.predictor.carry(n, np.full(len(n), old), np.full(len(n), new)))
 
 
 def need_index(problem: PlanningProblem, levels: Levels, need: np.ndarray, old: int,
                new: int) -> np.ndarray:
     """J x J indices into ``need`` of the work from level j (variant old) to level j' (new),
     rounded up; -1 where the edge is useless (same variant, not upward)."""
-    kept = levels.n * switch_factor(problem, old, new)
+    kept = carried(problem, levels.n, old, new)
     work = levels.n[None, :] - kept[:, None]
     idx = np.searchsorted(need, work * (1 - 1e-12), side="left")
     idx = np.where(work <= 0, 0, idx)
@@ -155,7 +156,7 @@ def variant_needs(problem: PlanningProblem, levels: Levels, base: np.ndarray, ne
     for a, old in enumerate(olds):
         idx = need_index(problem, levels, base, old, new)
         if t < len(levels.n):
-            work = levels.n[t] - levels.n * switch_factor(problem, old, new)
+            work = levels.n[t] - carried(problem, levels.n, old, new)
             exact = len(base) + a * len(levels.n) + np.arange(len(levels.n))
             useful = (work > 0) | (old != new)
             idx[:, t] = np.where(useful, exact, -1)

@@ -36,7 +36,7 @@ from netsim.training.loss import LossPredictor
 from policies.pact.candidates import coefficients
 from policies.pact.planner import Plan, PlannedEpoch
 from policies.pact.policy import observation_problem
-from policies.pact.problem import PlanningProblem
+from policies.pact.problem import PlanningProblem, replay_states
 
 MAX_BINARIES = 800
 MIP_REL_GAP = 1e-6  # HiGHS's optimality tolerance: the optimum is exact to this relative gap
@@ -51,12 +51,46 @@ def check_size(problem: PlanningProblem) -> None:
     f = [problem.model.variants[v].params_fraction for v in sorted(problem.variants)]
     if any(b > a for a, b in zip(f, f[1:], strict=False)):
         raise ValueError("pact-optimum: params_fraction must not increase with the variant index")
+    check_linear(problem)
     n = int(problem.usable.sum())
     size = problem.epochs_left * len(problem.variants) * n
     if size > MAX_BINARIES:
         raise ValueError(f"pact-optimum: instance too large for the exact search: "
                          f"{problem.epochs_left} epochs x {len(problem.variants)} variants x "
                          f"{n} devices = {size} binaries > {MAX_BINARIES}")
+
+
+def check_linear(problem: PlanningProblem) -> None:
+    """Raise ValueError where the MILP's linear progress is not the progress model's.
+
+    The MILP counts ``eff * d * exp(-kappa (f_u - f_L))`` per sample: exact when the
+    participant exponent is 0 (an epoch's gain is linear in its samples) and when every
+    forward switch keeps ``n * exp(-kappa |df|)``, i.e. the progress model's switch rule
+    (:meth:`~netsim.training.loss.LossPredictor.carry`) never binds on the loss (a more pruned
+    curve never lies below a less pruned one). Both are checked here, the second on a grid of
+    effective samples up to every variant's target, so the MILP never reads as an optimum of
+    a problem it does not model.
+    """
+    pred = problem.predictor
+    if pred.participant_exponent != 0:
+        raise ValueError("pact-optimum: the MILP is linear in the samples only with "
+                         f"participant_exponent 0 (this model's is {pred.participant_exponent:g})")
+    variants = sorted(problem.variants)
+    top = max((t for t in (problem.target_samples(v) for v in variants) if math.isfinite(t)),
+              default=1.0)
+    n = np.concatenate([[0.0], top * np.logspace(-6, 1, 200)])
+    for a in variants:
+        for b in variants:
+            if b <= a:
+                continue
+            keep = math.exp(-pred.prune_progress_loss * abs(
+                problem.model.variants[b].params_fraction
+                - problem.model.variants[a].params_fraction))
+            got = np.asarray(pred.carry(n, np.full(len(n), a), np.full(len(n), b)))
+            if not np.allclose(got, n * keep, rtol=1e-9, atol=0.0):
+                raise ValueError(f"pact-optimum: switching variant {a} -> {b} carries progress "
+                                 "as loss (their curves cross), which the MILP's linear "
+                                 "weights do not model")
 
 
 def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan:
@@ -188,11 +222,10 @@ def _plan_from(problem: PlanningProblem, used: list[int], dev: np.ndarray,
             est = estimate_epoch(problem.table, problem.model, u, samples)
             parts = {int(i): int(s) for i, s in zip(dev, d[k, a], strict=True) if s > 0}
             epochs.append(PlannedEpoch(u, parts, est.time_s, est.energy_j))
-    state = problem.start
-    for ep in epochs:
-        state = problem.predictor.step(state, ep.samples, ep.variant)
+    losses = [problem.predictor.mean(s) for s in replay_states(problem, epochs)]
     return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)),
-                float(sum(e.time_s for e in epochs)), problem.predictor.mean(state), True)
+                float(sum(e.time_s for e in epochs)), losses[-1] if losses else np.inf, True,
+                losses=tuple(losses))
 
 
 class OptimumParams(BaseModel):

@@ -31,7 +31,7 @@ import numpy as np
 from policies.pact.candidates import VariantCandidates, build_candidates
 from policies.pact.dp import Edge, solve_timed, solve_untimed
 from policies.pact.graph import Levels, loss_levels, need_grid, run_costs, variant_needs
-from policies.pact.problem import PlanningProblem
+from policies.pact.problem import PlanningProblem, replay_states
 from policies.pact.repair import epoch_cost, trim
 
 _BISECTIONS = 12
@@ -66,6 +66,7 @@ class Plan:
     mode: str = ""          # which graph gave the plan: untimed, timed or epochs
     planning_s: float = 0.0
     info: dict = field(default_factory=dict)
+    losses: tuple[float, ...] = ()  # predicted mean loss after each epoch (the progress model)
 
 
 class Planner:
@@ -155,16 +156,16 @@ class Planner:
         """One DP: ``mode`` "untimed" (no time coordinate), "timed" (time slots) or "epochs"
         (slots of one epoch each, so the epoch limit is exact)."""
         levels, need, nidx = self._graph  # type: ignore[misc]
-        eff, h = problem.predictor.efficiency, problem.epochs_left
+        h = problem.epochs_left
         variants = sorted(problem.variants)
         start = _start_vertex(problem, levels)
         if mode == "untimed":
-            runs = {v: run_costs(self._cands[v], need[v], eff, h, penalty_j) for v in variants}
+            runs = {v: run_costs(self._cands[v], need[v], h, penalty_j) for v in variants}
             _, edges = solve_untimed(levels, runs, nidx, variants, start, problem.allow_unprune)
         else:
             n_slots = h if mode == "epochs" else max(1, int(round(1.0 / self.eps)))
             slot_s = None if mode == "epochs" else problem.time_left_s / n_slots
-            runs = {v: run_costs(self._cands[v], need[v], eff, h, penalty_j, slot_s, n_slots)
+            runs = {v: run_costs(self._cands[v], need[v], h, penalty_j, slot_s, n_slots)
                     for v in variants}
             _, edges = solve_timed(levels, runs, nidx, variants, start, problem.allow_unprune,
                                    n_slots)
@@ -185,14 +186,31 @@ class Planner:
             epochs += [ep] * m
         graph_energy = float(sum(e.energy_j for e in epochs))
         if not problem.all_nodes:
-            epochs = trim(problem, epochs, lambda v, parts: PlannedEpoch(
-                v, parts, *epoch_cost(problem, v, parts)))
-        state = problem.start
-        for ep in epochs:
-            state = problem.predictor.step(state, ep.samples, ep.variant)
+            epochs = trim(problem, epochs, lambda v, parts: PlannedEpoch(v, parts, 0.0, 0.0))
+        epochs = _costed(problem, epochs)
+        losses = [problem.predictor.mean(s) for s in replay_states(problem, epochs)]
+        if losses[-1] > problem.target_loss * (1 + 1e-9):  # the replay is the plan's claim
+            return Plan(reason=f"the plan's replay through the progress model ends at "
+                               f"{losses[-1]:.6g} > target {problem.target_loss:.6g}")
         return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)),
-                    float(sum(e.time_s for e in epochs)), problem.predictor.mean(state),
-                    True, "", mode, info={"graph_energy_j": graph_energy})
+                    float(sum(e.time_s for e in epochs)), losses[-1],
+                    True, "", mode, info={"graph_energy_j": graph_energy},
+                    losses=tuple(losses))
+
+
+def _costed(problem: PlanningProblem, epochs: list[PlannedEpoch]) -> list[PlannedEpoch]:
+    """The epochs with time and energy from the engine's cost functions, shared-link
+    contention included (:func:`policies.pact.repair.epoch_cost`); one evaluation per
+    distinct epoch."""
+    seen: dict[tuple, PlannedEpoch] = {}
+    out = []
+    for ep in epochs:
+        key = (ep.variant, tuple(sorted(ep.participants.items())))
+        if key not in seen:
+            seen[key] = PlannedEpoch(ep.variant, ep.participants,
+                                     *epoch_cost(problem, ep.variant, ep.participants))
+        out.append(seen[key])
+    return out
 
 
 def _start_vertex(problem: PlanningProblem, levels: Levels) -> tuple[int, int | None]:

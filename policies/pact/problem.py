@@ -92,9 +92,8 @@ def state_from_loss(predictor: LossPredictor, loss: float, variant: int | None) 
     return LossState(float(n), variant)
 
 
-def replay(problem: PlanningProblem, epochs: list[tuple[int, float]]) -> float:
-    """Predicted mean loss after running ``epochs`` = [(variant, samples), ...] from the start."""
-    state = problem.start
-    for v, samples in epochs:
-        state = problem.predictor.step(state, samples, v)
-    return problem.predictor.mean(state)
+def replay_states(problem: PlanningProblem, epochs) -> list[LossState]:
+    """The progress model's state after each planned epoch (objects with ``variant``,
+    ``samples`` and ``participants``) from the problem's start."""
+    return problem.predictor.replay(problem.start, [(e.variant, e.samples, len(e.participants))
+                                                    for e in epochs])

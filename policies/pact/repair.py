@@ -1,12 +1,18 @@
 """Removing the slack that rounding leaves in a plan (netsim's addition to the DP).
 
 A path of the graph is feasible because loss levels were rounded up; its exact replay under the
-predictor usually overshoots the target by up to about eps of the work. Within a run of
-variants the final effective samples are linear in each epoch's samples (weight: efficiency x
-the progress kept through later switches), so the overshoot converts into samples that can be
-removed. They are removed where a sample costs most (largest marginal energy per unit of
-final progress first); a participant whose samples all go is dropped (saving its transfer).
-Energy and time never increase and the plan stays feasible.
+progress model usually overshoots the target by up to about eps of the work. The overshoot is
+removed from the plan's *last* run of one variant (the epochs after its last switch), where the
+final effective samples are exactly linear in each epoch's gain: no linearisation through a
+switch (the switch rule is not linear), so the trimmed plan is exact, not approximate.
+
+Within that segment a sample trained by a participant that stays adds ``gain(1, P)`` effective
+samples (P the epoch's participants); samples are removed where they cost most per unit of
+progress, ties going to the *latest* epoch, so the plan's first epochs stay whole (online PACT
+runs a plan's first epoch: trimming it would make it keep executing its smallest epoch). A
+participant is dropped whole only when its epoch's exact gain without it still covers the cut.
+Every cut is checked against the exact gain, so the plan stays feasible; the planner replays it
+through the progress model once more before accepting it.
 """
 
 from __future__ import annotations
@@ -17,67 +23,57 @@ import numpy as np
 
 from netsim.costs import estimate_epoch
 from policies.pact.candidates import coefficients
-from policies.pact.problem import PlanningProblem
-
-
-def progress_weights(problem: PlanningProblem, variants: list[int]) -> np.ndarray:
-    """Final effective samples added per sample trained in each epoch of the variant sequence."""
-    pred, f = problem.predictor, problem.model.variants
-    w = np.empty(len(variants))
-    keep = 1.0
-    for k in range(len(variants) - 1, -1, -1):
-        w[k] = pred.efficiency * keep
-        if k > 0 and variants[k - 1] != variants[k]:
-            keep *= math.exp(-pred.prune_progress_loss
-                             * abs(f[variants[k]].params_fraction - f[variants[k - 1]].params_fraction))
-    return w
+from policies.pact.problem import PlanningProblem, replay_states
 
 
 def trim(problem: PlanningProblem, epochs: list, make_epoch) -> list:
-    """``epochs`` with the rounding slack removed; ``make_epoch(variant, participants)`` builds
-    a planned epoch (its time and energy evaluated with :func:`netsim.costs.estimate_epoch`)."""
+    """``epochs`` with the rounding slack removed from their last single-variant run;
+    ``make_epoch(variant, participants)`` builds a planned epoch."""
     if not epochs:
         return epochs
-    variants = [e.variant for e in epochs]
-    v_last = variants[-1]
-    state = problem.start
-    for e in epochs:
-        state = problem.predictor.step(state, e.samples, e.variant)
-    slack = state.n_eff - problem.target_samples(v_last)
-    if not slack > 0:
+    pred = problem.predictor
+    v_last = epochs[-1].variant
+    final = replay_states(problem, epochs)[-1]
+    slack = final.n_eff - problem.target_samples(v_last)
+    if not slack > 0 or not math.isfinite(slack):
         return epochs
-    w = progress_weights(problem, variants)
-    marginal = {v: coefficients(problem, v) for v in set(variants)}
-    cuts = []  # (cost per unit progress, epoch, device)
-    for k, e in enumerate(epochs):
-        c = marginal[e.variant]
-        pos = {int(i): j for j, i in enumerate(c.idx)}
-        for dev in e.participants:
-            if c.j_per_sample[pos[dev]] <= 0:
-                continue
-            cuts.append((c.j_per_sample[pos[dev]] / w[k], k, dev))
-    cuts.sort(key=lambda x: -x[0])
+    first = len(epochs)
+    while first > 0 and epochs[first - 1].variant == v_last:
+        first -= 1
+    c = coefficients(problem, v_last)
+    pos = {int(i): j for j, i in enumerate(c.idx)}
     out = [dict(e.participants) for e in epochs]
+    cuts = []  # (cost per unit of progress, epoch, device): costliest, then latest, first
+    for k in range(first, len(epochs)):
+        per_sample = pred.gain(1.0, len(out[k]))
+        for dev in out[k]:
+            if c.j_per_sample[pos[dev]] > 0:
+                cuts.append((c.j_per_sample[pos[dev]] / per_sample, k, dev))
+    cuts.sort(reverse=True)
     for _, k, dev in cuts:
         if slack <= 0:
             break
-        have = out[k][dev]
-        can = int(math.floor(slack / w[k] * (1 - 1e-9)))
-        if can <= 0:
-            continue
-        drop = have if can >= have and len(out[k]) > 1 else min(can, have - 1)
-        if drop <= 0:
-            continue
-        out[k][dev] = have - drop
-        if out[k][dev] == 0:
-            del out[k][dev]
-        slack -= drop * w[k]
+        parts, have = out[k], out[k][dev]
+        total, n_parts = sum(parts.values()), len(parts)
+        gain_now = pred.gain(total, n_parts)
+        if n_parts > 1:  # drop the participant whole if the epoch's exact gain allows it
+            lost = gain_now - pred.gain(total - have, n_parts - 1)
+            if lost <= slack * (1 - 1e-9):
+                del parts[dev]
+                slack -= lost
+                continue
+        per_sample = pred.gain(1.0, n_parts)
+        drop = min(int(math.floor(slack / per_sample * (1 - 1e-9))), have - 1)
+        if drop > 0:
+            parts[dev] = have - drop
+            slack -= drop * per_sample
     return [e if out[k] == e.participants else make_epoch(e.variant, out[k])
             for k, e in enumerate(epochs)]
 
 
 def epoch_cost(problem: PlanningProblem, variant: int, participants: dict[int, int]):
-    """(time_s, energy_j) of one epoch from :func:`netsim.costs.estimate_epoch`."""
+    """(time_s, energy_j) of one epoch from :func:`netsim.costs.estimate_epoch` (the engine's
+    cost functions, shared-link contention included)."""
     samples = np.zeros(problem.table.n)
     for i, s in participants.items():
         samples[i] = s
