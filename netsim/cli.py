@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 
 from netsim.plugins import COMMANDS, group
 from netsim.scenario.errors import ScenarioError
+from netsim.scenario.loading import ScenarioWarning
 
 COMMAND_MODULES = [
     "netsim.commands.run",
@@ -51,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (also used as the process's)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the commands print scenario warnings themselves (netsim: warning: PATH: ...)
+    warnings.filterwarnings("ignore", category=ScenarioWarning)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

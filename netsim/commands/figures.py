@@ -12,6 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from netsim.outputs import dir_problems
+from netsim.scenario.errors import ScenarioError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``netsim figures``."""
@@ -44,6 +47,9 @@ def figures_command(args: argparse.Namespace) -> int:
         print(f"netsim: --only: unknown figure(s) {', '.join(unknown)} (registered: "
               f"{', '.join(known)})", file=sys.stderr)
         return 2
+    problems = dir_problems(args.out)
+    if problems:
+        raise ScenarioError(problems, "command line")
     results = load_results(args.results)
     out, failed, written = Path(args.out), 0, 0
     for drawn in draw(results, only=args.only):

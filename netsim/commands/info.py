@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from netsim.scenario.loading import builtin_scenarios, load_scenario, scenario_data
+from netsim.scenario.errors import Problem
+from netsim.scenario.loading import builtin_scenarios, scenario_data, validate_scenario
+
+
+def print_warnings(warnings: list[Problem], where: str = "") -> None:
+    """Each warning on stderr as ``netsim: warning: PATH: MESSAGE``."""
+    for w in warnings:
+        print(f"netsim: warning: {where}{w}", file=sys.stderr)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the information commands."""
     p = sub.add_parser("validate", help="check a scenario file; print each problem with its path")
     p.add_argument("scenario", help="scenario file or built-in name")
+    p.add_argument("--strict", action="store_true",
+                   help="treat warnings (implausible magnitudes, unit traps) as errors")
     p.set_defaults(func=_validate)
     p = sub.add_parser("policies", help="list registered policies")
     p.set_defaults(func=_policies)
@@ -25,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from netsim.engine import resolve_scenario
 
-    sc = load_scenario(args.scenario)
+    result = validate_scenario(args.scenario)
+    print_warnings(result.warnings)
+    sc = result.raise_for(args.strict)
     resolved = resolve_scenario(sc, sc.seed)
     n_links = len(resolved.links or [])
     model = resolved.model
@@ -49,7 +61,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     builtins = builtin_scenarios()
     if args.action == "show":
         if not args.name or args.name not in builtins:
-            from netsim.scenario.errors import Problem, ScenarioError
+            from netsim.scenario.errors import ScenarioError
 
             raise ScenarioError([Problem("name", f"one of: {', '.join(sorted(builtins))}")])
         print(builtins[args.name].read_text(encoding="utf-8"), end="")

@@ -8,9 +8,10 @@ so the single file can be mailed or archived. Default FILE: DIR/report.html.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
+
+from netsim.outputs import file_problems, write_atomic
+from netsim.scenario.errors import ScenarioError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,18 +30,17 @@ def report_command(args: argparse.Namespace) -> int:
     from netsim.sweep.report import render_report
     from netsim.sweep.results import load_results
 
+    out = Path(args.out) if args.out else Path(args.results) / "report.html"
+    problems = file_problems(out)
+    if problems:
+        raise ScenarioError(problems, "command line")
     results = load_results(args.results)
     drawn = list(draw(results))
     notes = [f"{'FAILED' if d.error else 'skipped'} {d.name}: {d.note}"
              for d in drawn if d.figure is None]
     page = render_report(results, [(d.name, d.figure) for d in drawn if d.figure is not None],
                          title=args.title or f"netsim results: {args.results}", notes=notes)
-    out = Path(args.out) if args.out else Path(args.results) / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".html.tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    os.replace(tmp, out)
+    write_atomic(out, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"), ".html.tmp")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, "
           f"{sum(d.figure is not None for d in drawn)} figures)")
     for note in notes:

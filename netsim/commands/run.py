@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from tqdm import tqdm
 
+from netsim.commands.info import print_warnings
+from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
-from netsim.scenario.loading import load_scenario
+from netsim.scenario.loading import validate_scenario
+from netsim.scenario.schema import MAX_SEED, Scenario
 from netsim.yamlio import safe_load
 
 DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
@@ -35,11 +39,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a policy parameter, e.g. pact.epsilon=0.05 (repeatable)")
     p.add_argument("--out", default="netsim-out", help="output folder (default ./netsim-out)")
     p.add_argument("--no-figure", action="store_true", help="skip the figure")
+    p.add_argument("--strict", action="store_true",
+                   help="treat warnings (implausible magnitudes, unit traps) as errors")
     p.set_defaults(func=run_command)
 
 
 def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
-    """``["pact.epsilon=0.05"]`` -> ``{"pact": {"epsilon": 0.05}}`` (values read as YAML)."""
+    """``["pact.epsilon=0.05"]`` -> ``{"pact": {"epsilon": 0.05}}`` (values read as YAML).
+
+    Raises
+    ------
+    ScenarioError
+        Naming every malformed item (``--param[i]``).
+    """
+    out, problems = params_and_problems(items)
+    if problems:
+        raise ScenarioError(problems, "command line")
+    return out
+
+
+def params_and_problems(items: list[str]) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
+    """:func:`parse_params` without raising: the parameters read, and every problem."""
     out: dict[str, dict[str, Any]] = {}
     problems = []
     for i, item in enumerate(items):
@@ -48,10 +68,64 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not policy or not name:
             problems.append(Problem(f"--param[{i}]", f"expected POLICY.KEY=VALUE, got {item!r}"))
             continue
-        out.setdefault(policy, {})[name] = safe_load(value)
-    if problems:
-        raise ScenarioError(problems, "command line")
+        try:
+            out.setdefault(policy, {})[name] = safe_load(value)
+        except (yaml.YAMLError, ValueError) as exc:
+            problems.append(Problem(f"--param[{i}]", f"cannot read the value {value!r}: "
+                                                     f"{str(exc).splitlines()[0]}"))
+    return out, problems
+
+
+def _policy_problems(scenario: Scenario | None, names: list[str],
+                     params: dict[str, dict[str, Any]]) -> list[Problem]:
+    """Unknown policies and bad parameters of the policies to run (every one, not the first)."""
+    from netsim.api import resolve_policy
+    from netsim.policy import make_policy
+
+    out = []
+    for name in params:
+        if name not in names:
+            out.append(Problem("--param", f"policy {name!r} is not being run "
+                                          f"(running: {', '.join(names)})"))
+    for name in names:
+        try:
+            if scenario is not None:
+                resolve_policy(scenario, name, params.get(name))
+            else:
+                make_policy(name, params.get(name))
+        except ScenarioError as exc:
+            out += [Problem("--policy", p.message) if p.path == "policy" else p
+                    for p in exc.problems]
     return out
+
+
+def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
+                                                          dict[str, dict[str, Any]]]:
+    """Validate the scenario, the policies, their parameters, the seeds and the output folder
+    together, before anything runs; warnings go to stderr.
+
+    Raises
+    ------
+    ScenarioError
+        With every problem found (and every warning, with ``--strict``).
+    """
+    result = validate_scenario(args.scenario)
+    print_warnings(result.warnings)
+    problems = result.problems + (result.warnings if args.strict else [])
+    params, param_problems = params_and_problems(args.param)
+    problems += param_problems
+    scenario = result.scenario
+    names = args.policy or (list(scenario.policies) if scenario is not None else []) \
+        or DEFAULT_POLICIES
+    problems += _policy_problems(scenario, names, params)
+    for i, seed in enumerate(args.seed or []):
+        if not 0 <= seed <= MAX_SEED:
+            problems.append(Problem(f"--seed[{i}]", f"{seed} outside 0..{MAX_SEED}"))
+    problems += dir_problems(args.out)
+    unique = list(dict.fromkeys(problems))
+    if unique or scenario is None:
+        raise ScenarioError(unique, "scenario or command line")
+    return scenario, names, params
 
 
 def summary_table(runs: pd.DataFrame) -> str:
@@ -66,15 +140,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Validate everything first, then simulate; returns the exit code."""
     from netsim.api import resolve_policy, simulate
 
-    scenario = load_scenario(args.scenario)
-    params = parse_params(args.param)
-    names = args.policy or list(scenario.policies) or DEFAULT_POLICIES
-    for name in params:
-        if name not in names:
-            raise ScenarioError([Problem("--param", f"policy {name!r} is not being run")],
-                                "command line")
-    for name in names:  # fail fast on unknown policies or bad parameters
-        resolve_policy(scenario, name, params.get(name))
+    scenario, names, params = check_run_inputs(args)
     seeds = args.seed or [scenario.seed]
     out = Path(args.out)
     results = []

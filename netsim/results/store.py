@@ -13,26 +13,19 @@ runs. Each table folder reads back as one Parquet dataset (pandas, pyarrow, Duck
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from netsim.outputs import write_atomic
 
 TABLES = ("epochs", "devices", "runs")  # runs last: its file marks the run complete
 
 
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write ``df`` to ``path`` via a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``df`` to ``path`` via a temporary file in the same folder and a rename; the file
+    gets the user's normal mode (0666 less the umask), as a plain ``open()`` would give."""
+    write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def write_run(out_dir: str | Path, runs: pd.DataFrame, epochs: pd.DataFrame,

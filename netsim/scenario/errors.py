@@ -64,7 +64,8 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
         msg = err["msg"].removeprefix("Value error, ")
-        if kind != "extra_forbidden" and isinstance(value, int | float | str) and not isinstance(value, bool):
+        if kind != "extra_forbidden" and isinstance(value, int | float | str) \
+                and not isinstance(value, bool) and repr(value) not in msg:
             msg = f"{msg} (got {value!r})"
         if kind == "extra_forbidden":
             msg = "unknown field (a typo?)"

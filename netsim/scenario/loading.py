@@ -1,13 +1,16 @@
 """Loading scenarios (file, dict, built-in name), validating them, resolving their network.
 
 Validation reports every problem at once with its field path; nothing runs on an invalid
-scenario. Structural problems come from the schema (pydantic); semantic ones (duplicate ids,
-unknown aggregator or model, unreachable devices, unknown device classes) from :func:`check`.
+scenario. Field problems come from the schema (pydantic); cross-field ones (duplicate ids,
+unknown aggregator, link end, model or policy, unreachable devices, a network where no device
+can ever train) from :mod:`netsim.scenario.checks`, run on the raw mapping so that both are
+reported in the same pass. Implausible magnitudes (unit traps) are warnings.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,10 +20,12 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from netsim.scenario.checks import cross_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
-from netsim.scenario.generator import edge_catalog, generate_network
-from netsim.scenario.schema import DeviceSpec, LinkSpec, ModelSpec, Scenario
-from netsim.yamlio import safe_load
+from netsim.scenario.generator import generate_network
+from netsim.scenario.schema import DeviceSpec, LinkSpec, Scenario
+from netsim.units import unit_warnings
+from netsim.yamlio import YamlLimitError, read_text, safe_load
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -30,22 +35,26 @@ def builtin_scenarios() -> dict[str, Path]:
 
 
 def read_yaml(source: str | Path, what: str = "scenario") -> dict[str, Any]:
-    """A YAML mapping from a file, parsed with ``safe_load``.
+    """A YAML mapping from a file, parsed with ``safe_load`` within netsim's limits
+    (:mod:`netsim.yamlio`: size, nesting, aliases).
 
     Raises
     ------
     ScenarioError
-        If the file is missing, unparsable or not a mapping.
+        With a plain message if the file is missing, too large, empty, binary, not UTF-8,
+        unparsable, beyond the limits, or not a mapping.
     """
     path = Path(source)
-    if not path.is_file():
-        raise ScenarioError([Problem("", f"no such file: {path}")], what)
     try:
-        data = safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(read_text(path))
+    except YamlLimitError as exc:
+        raise ScenarioError([Problem("", str(exc))], what) from None
     except yaml.YAMLError as exc:
-        raise ScenarioError([Problem("", f"{path}: not valid YAML: {exc}")], what) from exc
+        raise ScenarioError([Problem("", f"{path}: not valid YAML: {exc}")], what) from None
     if not isinstance(data, dict):
-        raise ScenarioError([Problem("", f"{path}: expected a mapping at the top level")], what)
+        kind = "nothing" if data is None else type(data).__name__
+        raise ScenarioError([Problem("", f"{path}: expected a mapping (key: value) at the top "
+                                         f"level, found {kind}")], what)
     return data
 
 
@@ -64,92 +73,91 @@ def scenario_data(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     return read_yaml(source)
 
 
-def load_scenario(source: str | Path | dict[str, Any] | Scenario) -> Scenario:
+class ScenarioWarning(UserWarning):
+    """A scenario value that is valid but implausible (a unit trap, most often)."""
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The outcome of validating a scenario: the Scenario (None if invalid), every problem,
+    and every warning (field path and message, like problems)."""
+
+    scenario: Scenario | None
+    problems: list[Problem]
+    warnings: list[Problem]
+
+    def raise_for(self, strict: bool = False) -> Scenario:
+        """The scenario; :class:`ScenarioError` with every problem (and, if ``strict``, every
+        warning) when there are any."""
+        problems = self.problems + (self.warnings if strict else [])
+        if problems or self.scenario is None:
+            raise ScenarioError(problems)
+        return self.scenario
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    seen: set[Problem] = set()
+    return [p for p in problems if not (p in seen or seen.add(p))]
+
+
+def validate_data(data: dict[str, Any] | Scenario) -> Validation:
+    """Validate a raw scenario mapping (or re-check a Scenario): field problems (the schema)
+    and cross-field problems (:mod:`netsim.scenario.checks`) together, plus warnings."""
+    if isinstance(data, Scenario):
+        scenario: Scenario | None = data
+        problems: list[Problem] = []
+        raw: dict[str, Any] = {k: getattr(data, k) for k in Scenario.model_fields}
+    else:
+        if not isinstance(data, dict):
+            return Validation(None, [Problem("", "a scenario is a mapping (key: value), found "
+                                                 f"{type(data).__name__}")], [])
+        raw = data
+        try:
+            scenario, problems = Scenario.model_validate(data), []
+        except ValidationError as exc:
+            scenario, problems = None, problems_from_validation(exc)
+        except (OverflowError, RecursionError) as exc:
+            scenario, problems = None, [Problem("", f"cannot be read: {exc}")]
+    problems = _unique(problems + cross_problems(raw))
+    warnings = [Problem(path, msg) for path, msg in unit_warnings(
+        data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)]
+    return Validation(scenario if not problems else None, problems, warnings)
+
+
+def validate_scenario(source: str | Path | dict[str, Any] | Scenario) -> Validation:
+    """Like :func:`validate_data`, from a file path, built-in name, mapping or Scenario; an
+    unreadable file is a problem too (never raises :class:`ScenarioError`)."""
+    if isinstance(source, Scenario):
+        return validate_data(source)
+    try:
+        data = scenario_data(source)
+    except ScenarioError as exc:
+        return Validation(None, exc.problems, [])
+    return validate_data(data)
+
+
+def load_scenario(source: str | Path | dict[str, Any] | Scenario,
+                  strict: bool = False) -> Scenario:
     """A validated :class:`Scenario` from a file path, built-in name, mapping or Scenario.
+
+    Warnings (implausible magnitudes, see :func:`netsim.units.unit_warnings`) are issued as
+    :class:`ScenarioWarning`; with ``strict`` they are problems.
 
     Raises
     ------
     ScenarioError
         With every problem found, each naming its field path and what is allowed.
     """
-    if isinstance(source, Scenario):
-        scenario = source
-    else:
-        try:
-            scenario = Scenario.model_validate(scenario_data(source))
-        except ValidationError as exc:
-            raise ScenarioError(problems_from_validation(exc)) from None
-    problems = check(scenario)
-    if problems:
-        raise ScenarioError(problems)
+    result = validate_scenario(source)
+    scenario = result.raise_for(strict)
+    for w in result.warnings:
+        warnings.warn(str(w), ScenarioWarning, stacklevel=2)
     return scenario
 
 
-def _check_model(model: str | ModelSpec) -> list[Problem]:
-    from netsim.training.models import builtin_models
-
-    if isinstance(model, str) and model not in builtin_models():
-        return [Problem("model", f"unknown built-in model {model!r} "
-                                 f"(one of: {', '.join(sorted(builtin_models()))})")]
-    return []
-
-
-def _check_generate(scenario: Scenario) -> list[Problem]:
-    spec = scenario.generate
-    assert spec is not None
-    catalog = edge_catalog()
-    classes, links = catalog["device_classes"], catalog["access_links"]
-    out = []
-    for field, table, shares in (("mix", classes, spec.mix), ("access", links, spec.access)):
-        for key in shares:
-            if key not in table:
-                out.append(Problem(f"generate.{field}.{key}",
-                                   f"unknown {field} entry (one of: {', '.join(table)})"))
-        if not any(v > 0 for v in shares.values()):
-            out.append(Problem(f"generate.{field}", "needs at least one positive share"))
-    if spec.aggregator_class not in classes:
-        out.append(Problem("generate.aggregator_class", f"one of: {', '.join(classes)}"))
-    if spec.backhaul not in links:
-        out.append(Problem("generate.backhaul", f"one of: {', '.join(links)}"))
-    return out
-
-
-def _check_explicit(scenario: Scenario) -> list[Problem]:
-    import networkx as nx
-
-    devices, links = scenario.devices or [], scenario.links or []
-    out = []
-    seen: dict[str, int] = {}
-    for i, d in enumerate(devices):
-        if d.id in seen:
-            out.append(Problem(f"devices[{i}].id", f"duplicate id {d.id!r} (first at devices[{seen[d.id]}])"))
-        seen.setdefault(d.id, i)
-        if d.power_idle_w > d.power_busy_w:
-            out.append(Problem(f"devices[{i}].power_idle_w",
-                               f"must be <= power_busy_w ({d.power_busy_w} W)"))
-    graph = nx.Graph()
-    graph.add_nodes_from(seen)
-    for i, link in enumerate(links):
-        if link.a == link.b:
-            out.append(Problem(f"links[{i}].b", f"a link joins two different nodes (both {link.a!r})"))
-        graph.add_edge(link.a, link.b)
-    if scenario.aggregator is None:
-        out.append(Problem("aggregator", "required: the id of the device that aggregates"))
-    elif scenario.aggregator not in seen:
-        out.append(Problem("aggregator", f"{scenario.aggregator!r} is not a device id"))
-    else:
-        reach = nx.node_connected_component(graph, scenario.aggregator)
-        for i, d in enumerate(devices):
-            if d.id not in reach:
-                out.append(Problem(f"devices[{i}].id", f"{d.id!r} has no route to the aggregator"))
-    return out
-
-
 def check(scenario: Scenario) -> list[Problem]:
-    """Semantic problems of a schema-valid scenario (empty list when it is fine)."""
-    out = _check_model(scenario.model)
-    out += _check_generate(scenario) if scenario.generate is not None else _check_explicit(scenario)
-    return out
+    """Cross-field problems of a schema-valid scenario (empty list when it is fine)."""
+    return validate_data(scenario).problems
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, JoulesPerBit, Seconds, Watts
 
-Positive = Field(gt=0)
-NonNegative = Field(ge=0)
+#: Largest integers and floats the engine holds (int64 arrays, float sums that must stay
+#: finite): values beyond are rejected with the range, never overflow inside a run.
+MAX_SEED = 2**63 - 1
+MAX_SAMPLES = 10**12
+MAX_FLOAT = 1e30
+
+
+def _range(low: str, bound: float, high: float = MAX_FLOAT) -> Any:
+    """A pydantic Field: ``low`` is ``"gt"`` or ``"ge"`` ``bound``; at most ``high``."""
+    return Field(**{low: bound}, le=high)
+
+
+PositiveF = _range("gt", 0)
+NonNegativeF = _range("ge", 0)
 
 
 class _Strict(BaseModel):
@@ -24,11 +36,11 @@ class DeviceSpec(_Strict):
     """A device that can compute: FLOP/s, memory (bytes), power (W), local samples."""
 
     id: Annotated[str, Field(min_length=1)]
-    flop_per_s: Annotated[FlopPerSecond, Positive]
-    memory_bytes: Annotated[Bytes, Positive]
-    power_busy_w: Annotated[Watts, NonNegative]
-    power_idle_w: Annotated[Watts, NonNegative]
-    samples: Annotated[int, NonNegative] = 0
+    flop_per_s: Annotated[FlopPerSecond, _range("gt", 0, 1e24)]
+    memory_bytes: Annotated[Bytes, _range("gt", 0, 1e21)]
+    power_busy_w: Annotated[Watts, _range("ge", 0, 1e9)]
+    power_idle_w: Annotated[Watts, _range("ge", 0, 1e9)]
+    samples: Annotated[int, Field(ge=0, le=MAX_SAMPLES)] = 0
     availability: Annotated[float, Field(gt=0, le=1)] = 1.0
     device_class: str | None = None
 
@@ -38,9 +50,9 @@ class LinkSpec(_Strict):
 
     a: Annotated[str, Field(min_length=1)]
     b: Annotated[str, Field(min_length=1)]
-    bandwidth_bps: Annotated[BitsPerSecond, Positive]
-    latency_s: Annotated[Seconds, NonNegative] = 0.0
-    energy_j_per_bit: Annotated[JoulesPerBit, NonNegative] = 0.0
+    bandwidth_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18)]
+    latency_s: Annotated[Seconds, _range("ge", 0, 1e9)] = 0.0
+    energy_j_per_bit: Annotated[JoulesPerBit, _range("ge", 0, 1.0)] = 0.0
     link_type: str | None = None
 
 
@@ -55,18 +67,18 @@ class VariantSpec(_Strict):
 class LossParams(_Strict):
     """Parameters of the surrogate loss model (formula in :mod:`netsim.training.loss`)."""
 
-    initial_loss: Annotated[float, Positive]
-    floor_full: Annotated[float, NonNegative]
-    floor_prune: Annotated[float, NonNegative] = 0.0
-    floor_exponent: Annotated[float, Positive] = 2.0
-    samples_half: Annotated[float, Positive]
-    exponent: Annotated[float, Positive]
-    prune_progress_loss: Annotated[float, NonNegative] = 1.0
-    heterogeneity: Annotated[float, NonNegative] = 0.0
+    initial_loss: Annotated[float, PositiveF]
+    floor_full: Annotated[float, NonNegativeF]
+    floor_prune: Annotated[float, NonNegativeF] = 0.0
+    floor_exponent: Annotated[float, PositiveF] = 2.0
+    samples_half: Annotated[float, PositiveF]
+    exponent: Annotated[float, PositiveF]
+    prune_progress_loss: Annotated[float, NonNegativeF] = 1.0
+    heterogeneity: Annotated[float, NonNegativeF] = 0.0
     participant_exponent: Annotated[float, Field(ge=0, le=2)] = 0.0
-    noise_run_sigma: Annotated[float, NonNegative] = 0.0
-    noise_epoch_sigma: Annotated[float, NonNegative] = 0.0
-    noise_heterogeneity: Annotated[float, NonNegative] = 0.0
+    noise_run_sigma: Annotated[float, NonNegativeF] = 0.0
+    noise_epoch_sigma: Annotated[float, NonNegativeF] = 0.0
+    noise_heterogeneity: Annotated[float, NonNegativeF] = 0.0
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
     source: str = ""
 
@@ -74,18 +86,18 @@ class LossParams(_Strict):
 class VariantLossParams(_Strict):
     """Per-variant overrides of the surrogate's curve (from a per-variant fit)."""
 
-    floor: Annotated[float, NonNegative] | None = None
-    samples_half: Annotated[float, Positive] | None = None
-    exponent: Annotated[float, Positive] | None = None
+    floor: Annotated[float, NonNegativeF] | None = None
+    samples_half: Annotated[float, PositiveF] | None = None
+    exponent: Annotated[float, PositiveF] | None = None
 
 
 class ModelSpec(_Strict):
     """A trainable model: size, training cost per sample, and its variants (index 0 = full)."""
 
     name: str = "custom"
-    params: Annotated[float, Positive]
-    bytes_per_param: Annotated[float, Positive] = 4.0
-    train_flop_per_sample: Annotated[float, Positive]
+    params: Annotated[float, _range("gt", 0, 1e15)]
+    bytes_per_param: Annotated[float, _range("gt", 0, 1e3)] = 4.0
+    train_flop_per_sample: Annotated[float, _range("gt", 0, 1e21)]
     variants: Annotated[tuple[VariantSpec, ...], Field(min_length=1)] = Field(
         default_factory=lambda: (VariantSpec(name="full", params_fraction=1.0, flop_fraction=1.0),)
     )
@@ -116,8 +128,8 @@ class RealTrainingSpec(_Strict):
 
     The defaults are those the stored calibration curves were measured with."""
 
-    learning_rate: Annotated[float, Positive] = 0.05
-    batch_size: Annotated[int, Positive] = 16
+    learning_rate: Annotated[float, _range("gt", 0, 1e3)] = 0.05
+    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 16
     local_epochs: Annotated[int, Field(ge=1, le=100)] = 2
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
     hidden_units: Annotated[int, Field(ge=1, le=4096)] = 64
@@ -127,11 +139,11 @@ class TrainingSpec(_Strict):
     """Training goal and limits."""
 
     backend: Literal["surrogate", "real"] = "surrogate"
-    target_loss: Annotated[float, Positive]
-    deadline_s: Annotated[Seconds, Positive]
+    target_loss: Annotated[float, PositiveF]
+    deadline_s: Annotated[Seconds, _range("gt", 0, 1e15)]
     max_epochs: Annotated[int, Field(ge=1, le=1_000_000)] = 200
     target_probability: Annotated[float, Field(gt=0, lt=1)] | None = None
-    dirichlet_alpha: Annotated[float, Positive] | None = None
+    dirichlet_alpha: Annotated[float, PositiveF] | None = None
     truth_sample_efficiency: Annotated[float, Field(gt=0, le=10)] = 1.0
     memory_overhead: Annotated[float, Field(ge=1, le=100)] = 3.0
     real: RealTrainingSpec = Field(default_factory=RealTrainingSpec)
@@ -141,25 +153,25 @@ class GenerateSpec(_Strict):
     """A seeded heterogeneous edge network (see :mod:`netsim.scenario.generator`)."""
 
     n_devices: Annotated[int, Field(ge=1, le=200_000)]
-    mix: dict[str, Annotated[float, NonNegative]] = Field(
+    mix: dict[str, Annotated[float, NonNegativeF]] = Field(
         default_factory=lambda: {"phone": 0.5, "sbc": 0.2, "jetson": 0.15, "laptop": 0.15}
     )
-    access: dict[str, Annotated[float, NonNegative]] = Field(
+    access: dict[str, Annotated[float, NonNegativeF]] = Field(
         default_factory=lambda: {"wifi": 0.5, "lte": 0.3, "5g": 0.2}
     )
     aggregator_class: str = "edge-server"
     devices_per_cell: Annotated[int, Field(ge=1, le=100_000)] = 32
     backhaul: str = "fibre"
-    samples_mean: Annotated[float, NonNegative] = 600.0
+    samples_mean: Annotated[float, _range("ge", 0, 1e9)] = 600.0
     samples_spread: Annotated[float, Field(ge=0, le=5)] = 0.5
-    seed: Annotated[int, NonNegative] | None = None
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
 
 
 class Scenario(_Strict):
     """A whole scenario: network (explicit or generated), model, training goal, policy params."""
 
     name: str = "scenario"
-    seed: Annotated[int, NonNegative] = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     devices: tuple[DeviceSpec, ...] | None = None
     links: tuple[LinkSpec, ...] | None = None
     generate: GenerateSpec | None = None

@@ -1,0 +1,257 @@
+"""Cross-field checks of a scenario, run on the raw mapping so that they run even where some
+fields are invalid: every problem is reported in one pass, field problems (the schema's) and
+cross-field ones (these) together.
+
+Each check uses the parts of the scenario that are valid on their own (a device whose fields
+validate, a link with two ends, a model that resolves) and leaves out what it cannot judge.
+The checks: duplicate device ids, idle power above busy power, links joining a node to itself,
+unknown link ends (an id that is neither a device nor a network node joining two links),
+unknown or missing aggregator, devices without a route to the aggregator, a network in which
+no device can ever train (none holds samples, none can hold the model, none reaches the
+aggregator), unknown built-in models, the real backend on a model it cannot train, unknown
+generator classes and link types, and the ``policies:`` block (names and parameters).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from netsim.scenario.errors import Problem, problems_from_validation
+from netsim.scenario.schema import DeviceSpec, GenerateSpec, ModelSpec, TrainingSpec
+
+
+def _hint(name: str, known: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for a close match, else the list of known names (at most 12)."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    shown = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+    return f" (one of: {shown})"
+
+
+def _valid(model: type[BaseModel], raw: Any) -> Any:
+    """``raw`` validated as ``model``, or None when it is not valid on its own."""
+    if isinstance(raw, model):
+        return raw
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _field(obj: Any, key: str) -> Any:
+    """``obj[key]`` of a raw mapping or ``obj.key`` of a validated object (None if absent)."""
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _as_list(raw: Any) -> list[Any]:
+    return list(raw) if isinstance(raw, list | tuple) else []
+
+
+def resolved_model(raw: Any) -> ModelSpec | None:
+    """The model a raw ``model`` field names (a built-in or a valid explicit spec), or None."""
+    from netsim.training.models import builtin_models
+
+    if isinstance(raw, str):
+        return builtin_models().get(raw)
+    return _valid(ModelSpec, raw)
+
+
+def _training(data: dict[str, Any]) -> TrainingSpec | None:
+    return _valid(TrainingSpec, data.get("training"))
+
+
+def _memory_need(model: ModelSpec, training: TrainingSpec | None) -> tuple[float, str]:
+    """Bytes the smallest variant needs to train (model bytes x memory_overhead), its name."""
+    overhead = training.memory_overhead if training is not None else \
+        TrainingSpec.model_fields["memory_overhead"].default
+    v = min(range(len(model.variants)), key=model.model_bytes)
+    return model.model_bytes(v) * overhead, model.variants[v].name
+
+
+def model_problems(data: dict[str, Any]) -> list[Problem]:
+    """Unknown built-in model; the real backend on a model it does not train."""
+    from netsim.training.models import builtin_models
+
+    raw, out = data.get("model"), []
+    if isinstance(raw, str) and raw not in builtin_models():
+        out.append(Problem("model", f"unknown built-in model {raw!r}"
+                                    + _hint(raw, sorted(builtin_models()))))
+    if _field(data.get("training"), "backend") == "real":
+        from netsim.training.real import REAL_MODELS
+
+        model = resolved_model(raw)
+        if model is not None and model.name not in REAL_MODELS:
+            out.append(Problem("training.backend", f"the real backend trains only "
+                               f"{', '.join(sorted(REAL_MODELS))}; model is {model.name!r}"))
+    return out
+
+
+def policy_problems(data: dict[str, Any]) -> list[Problem]:
+    """The ``policies:`` block: each name registered, its parameters valid for that policy."""
+    from netsim.policy import registered
+
+    block = data.get("policies")
+    if not isinstance(block, dict):
+        return []
+    entries, out = registered(), []
+    for name, params in block.items():
+        if not isinstance(name, str) or name not in entries:
+            out.append(Problem(f"policies.{name}", f"unknown policy {name!r}"
+                                                   + _hint(str(name), list(entries))))
+            continue
+        if not isinstance(params, dict):
+            continue  # the schema reports it
+        try:
+            entries[name].params.model_validate(params)
+        except ValidationError as exc:
+            out += problems_from_validation(exc, prefix=f"policies.{name}")
+    return out
+
+
+def generate_problems(data: dict[str, Any]) -> list[Problem]:
+    """Generator classes and link types from the catalog; a network that can never train."""
+    from netsim.scenario.generator import edge_catalog
+
+    raw = data.get("generate")
+    if isinstance(raw, GenerateSpec):
+        raw = raw.model_dump()
+    if not isinstance(raw, dict):
+        return []
+    catalog = edge_catalog()
+    classes, links = catalog["device_classes"], catalog["access_links"]
+    out = []
+    for field, table in (("mix", classes), ("access", links)):
+        shares = raw.get(field)
+        if not isinstance(shares, dict):
+            continue
+        for key in shares:
+            if key not in table:
+                out.append(Problem(f"generate.{field}.{key}",
+                                   f"unknown {field} entry" + _hint(str(key), list(table))))
+        numbers = [v for v in shares.values() if isinstance(v, int | float)]
+        if len(numbers) == len(shares) and not any(v > 0 for v in numbers):
+            out.append(Problem(f"generate.{field}", "needs at least one positive share"))
+    for field, table in (("aggregator_class", classes), ("backhaul", links)):
+        value = raw.get(field)
+        if isinstance(value, str) and value not in table:
+            out.append(Problem(f"generate.{field}", f"unknown entry {value!r}"
+                                                    + _hint(value, list(table))))
+    spec = _valid(GenerateSpec, raw)
+    if spec is None:
+        return out
+    if spec.samples_mean == 0:
+        out.append(Problem("generate.samples_mean", "0: no generated device holds samples, so "
+                                                    "none can ever train (allowed: > 0)"))
+    model = resolved_model(data.get("model"))
+    mix = [k for k, v in spec.mix.items() if v > 0 and k in classes]
+    if model is not None and mix:
+        need, variant = _memory_need(model, _training(data))
+        largest = max(max(classes[k]["memory_bytes"]) for k in mix)
+        if need > largest:
+            out.append(Problem("model", f"even its smallest variant ({variant!r}) needs "
+                               f"{need:.3g} bytes to train (model bytes x "
+                               f"training.memory_overhead), more than any generated device "
+                               f"holds (largest: {largest:.3g} bytes)"))
+    return out
+
+
+def explicit_problems(data: dict[str, Any]) -> list[Problem]:
+    """Ids, link ends, the aggregator, routes, and whether any device can ever train."""
+    import networkx as nx
+
+    raw_devices, raw_links = _as_list(data.get("devices")), _as_list(data.get("links"))
+    if data.get("devices") is None and data.get("links") is None:
+        return []
+    out: list[Problem] = []
+    specs = [_valid(DeviceSpec, d) for d in raw_devices]
+    seen: dict[str, int] = {}
+    for i, d in enumerate(raw_devices):
+        dev_id = _field(d, "id")
+        if not isinstance(dev_id, str) or not dev_id:
+            continue
+        if dev_id in seen:
+            out.append(Problem(f"devices[{i}].id", f"duplicate id {dev_id!r} "
+                                                   f"(first at devices[{seen[dev_id]}])"))
+        seen.setdefault(dev_id, i)
+        spec = specs[i]
+        if spec is not None and spec.power_idle_w > spec.power_busy_w:
+            out.append(Problem(f"devices[{i}].power_idle_w",
+                               f"must be <= power_busy_w ({spec.power_busy_w} W)"))
+    ends: list[tuple[int, str, str]] = []
+    for i, link in enumerate(raw_links):
+        pair = (_field(link, "a"), _field(link, "b"))
+        if isinstance(pair[0], str) and pair[0] and pair[0] == pair[1]:
+            out.append(Problem(f"links[{i}].b", f"a link joins two different nodes "
+                                                f"(both {pair[0]!r})"))
+        ends += [(i, key, end) for key, end in zip("ab", pair, strict=True)
+                 if isinstance(end, str) and end]
+    uses = Counter(end for _, _, end in ends)
+    for i, key, end in ends:
+        if end not in seen and uses[end] == 1:
+            out.append(Problem(f"links[{i}].{key}", f"{end!r} is not a device id, and as a "
+                               "network node it would join no other link (a typo?)"
+                               + _hint(end, list(seen))))
+    graph = nx.Graph()
+    graph.add_nodes_from(seen)
+    for i in range(len(raw_links)):
+        pair = [end for j, _, end in ends if j == i]
+        if len(pair) == 2:
+            graph.add_edge(*pair)
+    agg = data.get("aggregator")
+    if agg is None:
+        out.append(Problem("aggregator", "required: the id of the device that aggregates"))
+        return out
+    if not isinstance(agg, str):
+        return out
+    if agg not in seen:
+        out.append(Problem("aggregator", f"{agg!r} is not a device id" + _hint(agg, list(seen))))
+        return out
+    reach = nx.node_connected_component(graph, agg)
+    for i, d in enumerate(raw_devices):
+        dev_id = _field(d, "id")
+        if isinstance(dev_id, str) and dev_id and dev_id not in reach and seen.get(dev_id) == i:
+            out.append(Problem(f"devices[{i}].id", f"{dev_id!r} has no route to the aggregator"))
+    if all(s is not None for s in specs):
+        out += _can_train_problems(data, specs, agg, reach)
+    return out
+
+
+def _can_train_problems(data: dict[str, Any], specs: list[DeviceSpec], agg: str,
+                        reach: set[str]) -> list[Problem]:
+    """A network where no device ever can train: none holds samples, or none of those that do
+    reaches the aggregator, or none of those can hold even the smallest variant."""
+    holders = [(i, d) for i, d in enumerate(specs) if d.samples > 0 and d.id != agg]
+    if not holders:
+        return [Problem("devices", "no device other than the aggregator holds samples "
+                                   "(samples >= 1 on at least one): none can ever train")]
+    reachable = [(i, d) for i, d in holders if d.id in reach]
+    if not reachable:
+        return [Problem("links", "no device holding samples has a route to the aggregator: "
+                                 "none can ever train")]
+    model = resolved_model(data.get("model"))
+    if model is None:
+        return []
+    need, variant = _memory_need(model, _training(data))
+    i, best = max(reachable, key=lambda item: item[1].memory_bytes)
+    if need > best.memory_bytes:
+        return [Problem("model", f"even its smallest variant ({variant!r}) needs {need:.3g} "
+                                 f"bytes to train (model bytes x training.memory_overhead), more "
+                                 f"than any device holding samples has (largest: "
+                                 f"devices[{i}] {best.id!r}, {best.memory_bytes:.3g} bytes)")]
+    return []
+
+
+def cross_problems(data: dict[str, Any]) -> list[Problem]:
+    """Every cross-field problem of a raw scenario mapping (see the module docstring)."""
+    out = model_problems(data)
+    out += generate_problems(data) if data.get("generate") is not None else explicit_problems(data)
+    out += policy_problems(data)
+    return out
