@@ -17,6 +17,9 @@ from netsim.opgraph import (
     save_profile,
     total_memory_bytes,
 )
+from netsim.opgraph.profile import profile_from_dict
+from netsim.opgraph.zoo import MODEL_LAYERS, model_layers
+from netsim.training.models import builtin_models
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +110,45 @@ def test_profile_round_trip(tmp_path):
 def test_unknown_graph_name_is_an_error():
     with pytest.raises(ValueError, match="unknown graph"):
         load_graph("no-such-graph")
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_LAYERS))
+def test_builtin_model_layers_add_up_to_their_spec(name):
+    spec = builtin_models()[name]
+    layers = model_layers(name, batch_samples=1)
+    assert sum(layer.params for layer in layers) == spec.params
+    assert 3 * sum(layer.flop for layer in layers) == pytest.approx(spec.train_flop_per_sample, rel=0.01)
+    batch = model_layers(name, batch_samples=8)
+    assert [b.flop for b in batch] == pytest.approx([8 * layer.flop for layer in layers])
+    assert [b.params for b in batch] == [layer.params for layer in layers]
+    g = load_graph(name)
+    assert nx.is_directed_acyclic_graph(g) and g.number_of_nodes() == len(layers)
+
+
+def test_profile_outputs_hold_persistent_bytes_once():
+    # a variable's output is its weights: persistent once, no transient output on top
+    data = {"nodes": [{"id": 0, "name": "w", "op": "VariableV2", "compute_us": 1, "persistent_bytes": 100,
+                       "output_bytes": [100]},
+                      {"id": 1, "name": "mm", "op": "MatMul", "compute_us": 5, "persistent_bytes": 0,
+                       "output_bytes": [40], "temporary_bytes": 8}],
+            "edges": [{"src": 0, "dst": 1, "bytes": 100}]}
+    g = profile_from_dict(data)
+    assert g.nodes[0]["memory_bytes"] == 100 and g.nodes[0]["output_bytes"] == 0
+    assert g.nodes[1]["output_bytes"] == 40
+    assert total_memory_bytes(g) == 100 + 40 + 8
+
+
+def test_fused_edge_carries_a_producer_tensor_once():
+    # p feeds a and b, which fuse into one node: the fused edge moves p's tensor once
+    g = nx.DiGraph()
+    for n in ("p", "a", "b"):
+        g.add_node(n, time_s=1e-3, memory_bytes=0.0, temporary_bytes=0.0, output_bytes=10.0)
+    g.add_edge("p", "a", bytes=10.0)
+    g.add_edge("p", "b", bytes=10.0)
+    g.add_edge("a", "b", bytes=10.0)
+    g.nodes["a"]["colocation"] = g.nodes["b"]["colocation"] = "ab"
+    g.nodes["p"]["colocation"] = "p"
+    fused = group_and_fuse(g).graph
+    assert fused.number_of_nodes() == 2
+    ((u, v, nbytes),) = fused.edges(data="bytes")
+    assert nbytes == 10.0

@@ -27,6 +27,9 @@ PROFILES = {"gnmt": "gnmt_v2_forward.json"}
 
 _LOC_PREFIX = "loc:@"
 
+#: Batch of the built-in models' graphs in :func:`load_graph` (samples).
+MODEL_BATCH_SAMPLES = 32
+
 
 def load_profile(path: str | Path) -> nx.DiGraph:
     """Read an operator graph from a profile JSON file.
@@ -123,7 +126,9 @@ def save_profile(graph: nx.DiGraph, path: str | Path) -> None:
 
 def builtin_names() -> list[str]:
     """Names accepted by :func:`load_graph` besides file paths."""
-    return ["gnmt", "gnmt-train", "chain-N", "layered-N", "inception-N", "transformer-N"]
+    from netsim.opgraph.zoo import MODEL_LAYERS
+
+    return ["gnmt", "gnmt-train", "chain-N", "layered-N", "inception-N", "transformer-N", *MODEL_LAYERS]
 
 
 def load_graph(spec: str, seed: int = 0) -> nx.DiGraph:
@@ -131,7 +136,9 @@ def load_graph(spec: str, seed: int = 0) -> nx.DiGraph:
 
     Built-ins: ``gnmt`` (the shipped forward profile), ``gnmt-train`` (forward + generated
     backward + update), ``chain-N``, ``layered-N`` (N operators), ``inception-N`` (N blocks),
-    ``transformer-N`` (N layers, from a layer list, with backward); synthetic ones use ``seed``.
+    ``transformer-N`` (N layers, from a layer list, with backward), and each built-in model's
+    forward graph for a batch of :data:`MODEL_BATCH_SAMPLES` (``small-cnn``, ``resnet18``,
+    ``mlp-digits``: :mod:`netsim.opgraph.zoo`); synthetic ones use ``seed``.
 
     Raises
     ------
@@ -144,12 +151,16 @@ def load_graph(spec: str, seed: int = 0) -> nx.DiGraph:
     from netsim.opgraph.backward import add_backward
     from netsim.opgraph.layers import graph_from_layers, transformer_layers
     from netsim.opgraph.synthetic import chain_graph, inception_graph, layered_dag
+    from netsim.opgraph.zoo import model_layers
 
     if spec in PROFILES or spec == "gnmt-train":
         ref = resources.files("netsim") / "data" / "opgraphs" / PROFILES["gnmt"]
         with resources.as_file(ref) as p:
             g = load_profile(p)
         return add_backward(g) if spec == "gnmt-train" else g
+    layers = model_layers(spec, MODEL_BATCH_SAMPLES)
+    if layers is not None:
+        return graph_from_layers(layers, name=spec)
     match = re.fullmatch(r"(chain|layered|inception|transformer)-(\d+)", spec)
     if match:
         kind, n = match.group(1), int(match.group(2))

@@ -1,7 +1,8 @@
 """The ``baechi`` policy: model-parallel training of one replica placed by Baechi's algorithms.
 
-At ``reset`` it builds the training-step operator graph of the scenario's model (a chain of
-``n_layers`` equal layers from the model spec, with generated backward and update), takes the
+At ``reset`` it builds the training-step operator graph of the scenario's model for one batch:
+a built-in model's own layers (:mod:`netsim.opgraph.zoo`), any other model as a chain of
+``n_layers`` equal layers from its spec; then the generated backward and update. It takes the
 ``max_devices`` fastest devices holding samples, runs m-TOPO, m-ETF and m-SCT (heterogeneous mode, the
 scenario's links) plus the best single device, simulates each feasible placement for one step
 and keeps the shortest step: never slower than not splitting when one device holds the graph.
@@ -13,18 +14,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.opgraph.backward import add_backward
 from netsim.opgraph.costs import PlacementDevice
 from netsim.opgraph.layers import LayerSpec, graph_from_layers
+from netsim.opgraph.zoo import model_layers
 from netsim.policy import ClusterDecision, Decision, Observation, register
 from policies.baechi.place import Candidate, best_placement
 
 
 class BaechiParams(BaseModel):
-    """Parameters of the baechi policy."""
+    """Parameters of the baechi policy: ``n_layers`` and ``activation_bytes_per_sample`` (bytes)
+    shape models that are not built in; ``batch_samples`` is the batch of one step."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_layers: Annotated[int, Field(ge=1, le=512)] = 8
@@ -34,11 +38,17 @@ class BaechiParams(BaseModel):
 
 
 def model_graph(params: float, bytes_per_param: float, train_flop_per_sample: float,
-                p: BaechiParams) -> object:
-    """Training-step graph of a model spec: ``n_layers`` equal layers for one batch.
+                p: BaechiParams, name: str = "") -> nx.DiGraph:
+    """Training-step graph of a model for one batch of ``p.batch_samples``.
 
-    Forward FLOP are a third of the training FLOP (backward is twice the forward).
+    A built-in model (``name`` in :data:`netsim.opgraph.zoo.MODEL_LAYERS`, with the built-in's
+    parameter count) gets its own layer list; any other model ``n_layers`` equal layers of
+    ``params / n_layers`` parameters and a third of the training FLOP (backward is twice the
+    forward), each passing ``activation_bytes_per_sample`` per sample on.
     """
+    layers = model_layers(name, p.batch_samples, bytes_per_param)
+    if layers is not None and sum(layer.params for layer in layers) == params:
+        return add_backward(graph_from_layers(layers, name=name))
     per = params / p.n_layers
     flop = train_flop_per_sample * p.batch_samples / 3.0 / p.n_layers
     act = p.activation_bytes_per_sample * p.batch_samples
@@ -64,7 +74,7 @@ class BaechiPolicy:
         ids += sorted({x for link in scenario.links for x in (link.a, link.b)} - set(ids))
         topology = Topology(ids, scenario.links)
         m = scenario.model
-        graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params)
+        graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params, m.name)
         self.best, self.candidates = best_placement(graph, pdevs, "heterogeneous", topology)
         self.devices = [d.id for d in pdevs]
 
