@@ -78,11 +78,12 @@ def test_graph_search_equals_enumeration(small_world):
     r, _ = small_world
     pred = DistributionalPredictor(r.model, r.training)
     costs = [10.0, 6.0, 2.5]
+    gains = [pred.base.gain(6000, p) for p in (1, 3, 2)]  # clusters of different sizes
     for target in (0.25, 0.3, 0.4, 0.6):
         for factor in (1.0, 1.1):
-            res = search(pred.base, costs, 6000, target, 8, factor, epsilon=0.0)
+            res = search(pred.base, costs, gains, target, 8, factor, epsilon=0.0)
             best = math.inf
-            for _, means, cost in enumerate_plans(pred, costs, 6000, 8):
+            for _, means, cost in enumerate_plans(pred, costs, gains, 8):
                 ok = factor * means <= target
                 if ok.any():
                     best = min(best, cost[ok].min())
@@ -97,13 +98,14 @@ def test_grid_step_costs_little(small_world):
     r, _ = small_world
     pred = LossPredictor(r.model, r.training)
     costs = [10.0, 6.0, 2.5]
-    exact = search(pred, costs, 3000, 0.3, 30, 1.08, epsilon=0.0).path
-    coarse = search(pred, costs, 3000, 0.3, 30, 1.08, epsilon=0.01).path
+    gains = [pred.gain(3000, 1)] * 3
+    exact = search(pred, costs, gains, 0.3, 30, 1.08, epsilon=0.0).path
+    coarse = search(pred, costs, gains, 0.3, 30, 1.08, epsilon=0.01).path
     assert exact.cost_j <= coarse.cost_j <= exact.cost_j * 1.1
 
 
 def test_unusable_variant_is_never_planned(small_world):
     r, _ = small_world
     pred = LossPredictor(r.model, r.training)
-    res = search(pred, [10.0, math.inf, 2.5], 6000, 0.3, 10, 1.0)
+    res = search(pred, [10.0, math.inf, 2.5], [pred.gain(6000, 1)] * 3, 0.3, 10, 1.0)
     assert res.path is not None and 1 not in res.path.variants

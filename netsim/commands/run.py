@@ -133,7 +133,11 @@ def summary_table(runs: pd.DataFrame) -> str:
     cols = ["policy", "seed", "status", "epochs", "energy_j", "time_s", "final_loss",
             "target_reached"]
     table = runs[cols].copy()
-    return table.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+    if "planned_energy_j" in runs and runs["planned_energy_j"].notna().any():
+        # a planning policy's first plan beside what the simulator did (blank for the others)
+        table["planned_j"] = runs["planned_energy_j"]
+        table["observed/planned"] = runs["energy_j"] / runs["planned_energy_j"]
+    return table.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="")
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 - runs: run_id, scenario, policy, seed, status, error, epochs, time_s, energy_j, final_loss,
   target_reached, wall_s  (+ policy_params, target_loss, deadline_s, initial_loss,
-  final_accuracy)
+  final_accuracy, planned_epochs, planned_energy_j, planned_time_s: the first decision's plan
+  of a planning policy, NaN for others, so plan and outcome sit side by side)
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
@@ -24,6 +25,7 @@ EPOCH_COLUMNS = ["run_id", "epoch", "start_s", "end_s", "energy_compute_j", "ene
 DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "energy_idle_j",
                   "busy_s", "bytes_sent", "bytes_received"]
 STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
+PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s")
 
 
 class Recorder:
@@ -42,6 +44,7 @@ class Recorder:
         self._node_ids: list[str] = []
         self._classes: list[str | None] = []
         self._n_devices = 0
+        self._first_plan: dict[str, float] = {}
 
     def start(self, node_ids: list[str], devices) -> None:
         """The run's nodes (devices first, then network nodes)."""
@@ -56,6 +59,9 @@ class Recorder:
         self.energy_j += compute + comm + idle
         ids = list(decision.participants) + [d for c in decision.clusters for d in c.devices]
         samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
+        if not self._epochs:
+            self._first_plan = {k: float(decision.info[k]) for k in PLAN_KEYS
+                                if isinstance(decision.info.get(k), int | float)}
         self._epochs.append({
             "run_id": self.run_id, "epoch": epoch, "start_s": outcome.start_s,
             "end_s": outcome.end_s, "energy_compute_j": compute, "energy_comm_j": comm,
@@ -95,6 +101,7 @@ class Recorder:
             "policy_params": self.policy_params, "target_loss": self.target_loss,
             "deadline_s": self.deadline_s, "initial_loss": float(self.initial_loss),
             "final_accuracy": last["accuracy"] if last else math.nan,
+            **{k: self._first_plan.get(k, math.nan) for k in PLAN_KEYS},
         }
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

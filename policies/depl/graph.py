@@ -5,11 +5,14 @@ A vertex is (epoch, model variant, level of the planned loss quantile on a grid 
 
 * a *training edge* runs epoch ``k + 1`` with ``m`` on its cluster; its cost is the cluster's
   predicted energy (J), and it moves the quantile down the variant's curve;
-* a *switch edge* ``m -> m'`` followed by training with ``m'``: the predictor's loss jump
-  (progress lost, ``n_eff * exp(-prune_progress_loss * |f' - f|)``) and ``switch_cost_j``.
+* a *switch edge* ``m -> m'`` followed by training with ``m'``: progress carried by the one
+  progress model's switch rule (:meth:`netsim.training.loss.LossPredictor.carry`: the loss
+  learned is kept, not the samples, minus the pruning penalty) and ``switch_cost_j``.
   The new model's transfer is the next epoch's download, which netsim charges to every
   epoch on the training edge (each epoch's participants download the current variant).
 
+Each training edge adds the progress model's gain for the epoch's cluster (its samples and its
+participant count, :meth:`~netsim.training.loss.LossPredictor.gain`).
 The planned level of a state is ``factor * mean(n_eff, m)``: ``factor = exp(q_pi)`` of the
 predictor's log-spread for DepL (the pi-quantile), 1 for expectation-driven planning.
 Labels carry their exact ``n_eff``; the grid only merges labels: in each vertex the cheapest
@@ -49,17 +52,6 @@ class GraphSearch:
     vertices: int
 
 
-def _curve_table(pred: LossPredictor) -> np.ndarray:
-    """Rows (initial_loss, floor, samples_half, exponent) per variant."""
-    return np.array([[c.initial_loss, c.floor, c.samples_half, c.exponent] for c in pred.curves])
-
-
-def _curve_means(curves: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Mean-curve loss of variant ``m[i]`` after ``n[i]`` effective samples (vectorised)."""
-    init, floor, half, expo = curves[m].T
-    return floor + (init - floor) * (1.0 + n / half) ** (-expo)
-
-
 def _pareto(m: np.ndarray, n: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Indices of labels not beaten, within their variant, on both cost and progress."""
     order = np.lexsort((cost, -n, m))
@@ -73,7 +65,7 @@ def _pareto(m: np.ndarray, n: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return order[new_group | (seg < prev)]
 
 
-def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch: float,
+def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Sequence[float],
            target_loss: float, horizon: int, factor: float = 1.0, epsilon: float = 0.005,
            switch_cost_j: float = 0.0) -> GraphSearch:
     """Cheapest sequence of variants whose planned level ends <= ``target_loss``.
@@ -82,7 +74,8 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
     ----------
     pred: the policy-side predictor (mean curves, switch losses, data efficiency).
     epoch_cost_j: predicted energy of one epoch with each variant (J); inf = not usable.
-    samples_per_epoch: samples trained each epoch.
+    epoch_gain: effective samples one epoch with each variant adds (the progress model's
+        gain for that variant's cluster: its samples and participants).
     target_loss: the loss target the level must reach.
     horizon: most epochs in a plan.
     factor: level = factor x mean loss (exp of the pi-quantile of the log-spread for DepL).
@@ -90,17 +83,16 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
     switch_cost_j: extra energy charged on a switch edge (J).
     """
     cost_m = np.asarray(epoch_cost_j, dtype=float)
-    curves = _curve_table(pred)
+    gain = np.asarray(epoch_gain, dtype=float)
     usable = np.flatnonzero(np.isfinite(cost_m))
-    gain = samples_per_epoch * pred.efficiency
     m = usable.copy()
-    n = np.full(len(m), gain)
+    n = gain[m].copy()
     cost = cost_m[m]
     layers: list[tuple[np.ndarray, np.ndarray]] = [(m, np.full(len(m), -1))]
     best: tuple[float, int, int] | None = None  # cost, layer, index
     best_level, vertices = math.inf, 0
     for k in range(horizon):
-        level = factor * _curve_means(curves, m, n)
+        level = factor * np.asarray(pred.mean_of(m, n))
         vertices += len(m)
         if len(level):
             best_level = min(best_level, float(level.min()))
@@ -116,10 +108,10 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], samples_per_epoch
             break
         src = np.repeat(go, len(usable))
         dst = np.tile(usable, len(go))
-        n2 = pred.carry(n[src], m[src], dst) + gain  # the engine's switch rule (netsim.training.loss)
+        n2 = pred.carry(n[src], m[src], dst) + gain[dst]  # the one progress model's rule
         c2 = cost[src] + cost_m[dst] + switch_cost_j * (dst != m[src])
         if epsilon > 0:
-            lvl = factor * _curve_means(curves, dst, n2)
+            lvl = factor * np.asarray(pred.mean_of(dst, n2))
             key = dst * 10**9 + np.floor(lvl / epsilon).astype(np.int64)
             order = np.lexsort((-n2, c2, key))
             first = np.concatenate([[True], key[order][1:] != key[order][:-1]])
@@ -148,6 +140,6 @@ def _backtrack(pred: LossPredictor, layers, best, factor, gain) -> PathResult:
     for i, v in enumerate(seq):
         if i:
             n = pred.carry(n, seq[i - 1], v)
-        n += gain
-    mean = float(pred.curves[seq[-1]].mean(n))
+        n += gain[v]
+    mean = float(pred.mean_of(seq[-1], n))
     return PathResult(tuple(seq), cost, factor * mean, mean)

@@ -22,18 +22,19 @@ from pydantic import Field
 from netsim.devices import DeviceTable, build_device_table
 from netsim.policy import register
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
-from policies.depl.planner import Plan, epoch_options
+from policies.depl.planner import Plan, epoch_gains, epoch_options
 from policies.depl.policy import DepL, DepLParams, target_probability
 from policies.depl.predictor import DistributionalPredictor, montecarlo_spread
 
 
 def enumerate_plans(pred: DistributionalPredictor, epoch_cost_j: Sequence[float],
-                    samples_per_epoch: float, horizon: int, max_sequences: int = 2_000_000):
+                    epoch_gain: Sequence[float], horizon: int, max_sequences: int = 2_000_000):
     """Every variant sequence up to ``horizon`` epochs, layer by layer.
 
     Yields, for each length ``k`` = 1..horizon, ``(seqs, final_mean, cost_j)``: the sequences
     (array k x count of variant indices), their predicted mean final loss and energy (J).
-    Variants with an infinite cost are left out.
+    Variants with an infinite cost are left out. ``epoch_gain``: effective samples an epoch of
+    each variant adds (the progress model's gain, :func:`policies.depl.planner.epoch_gains`).
     """
     usable = np.flatnonzero(np.isfinite(np.asarray(epoch_cost_j, dtype=float)))
     total = sum(len(usable) ** k for k in range(1, horizon + 1))
@@ -42,23 +43,20 @@ def enumerate_plans(pred: DistributionalPredictor, epoch_cost_j: Sequence[float]
                          f"(> max_sequences={max_sequences})")
     base = pred.base
     cost_m = np.asarray(epoch_cost_j, dtype=float)
-    gain = samples_per_epoch * base.efficiency
+    gain = np.asarray(epoch_gain, dtype=float)
     seqs = usable[None, :].copy()
-    n = np.full(len(usable), gain)
+    n = gain[usable].copy()
     cost = cost_m[usable]
     for k in range(1, horizon + 1):
         last = seqs[-1]
-        means = np.empty(len(n))
-        for v in usable:
-            sel = last == v
-            means[sel] = base.curves[int(v)].mean(n[sel])
+        means = np.asarray(base.mean_of(last, n))
         yield seqs, means, cost
         if k == horizon:
             break
         count = len(n)
         src = np.repeat(np.arange(count), len(usable))
         dst = np.tile(usable, count)
-        n = base.carry(n[src], last[src], dst) + gain
+        n = base.carry(n[src], last[src], dst) + gain[dst]
         cost = cost[src] + cost_m[dst]
         seqs = np.vstack([seqs[:, src], dst[None, :]])
 
@@ -81,7 +79,8 @@ def optimum_plan(table: DeviceTable, model: ModelSpec, training: TrainingSpec, p
         samples, clusters = epoch_options(table, model, training, phi, variants, budget, placement)
         cost_m = [c.energy_j if c is not None else np.inf for c in clusters]
         costs[phi] = np.inf
-        for seqs, means, cost in enumerate_plans(pred, cost_m, samples, horizon, max_sequences):
+        for seqs, means, cost in enumerate_plans(pred, cost_m, epoch_gains(pred.base, clusters),
+                                                 horizon, max_sequences):
             prob = pred.success_probability(means, training.target_loss)
             best_p = max(best_p, float(prob.max(initial=0.0)))
             ok = np.flatnonzero(prob >= pi)

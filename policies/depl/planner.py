@@ -86,6 +86,13 @@ def epoch_options(table: DeviceTable, model: ModelSpec, training: TrainingSpec,
     return samples, out
 
 
+def epoch_gains(pred: LossPredictor, clusters: Sequence[Cluster | None]) -> list[float]:
+    """Effective samples one epoch on each variant's cluster adds: the progress model's gain
+    for its samples and its participant count (0 where there is no cluster)."""
+    return [0.0 if c is None else float(pred.gain(c.samples.sum(), len(c.members)))
+            for c in clusters]
+
+
 def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, goal: Goal,
                   variants: Sequence[int] | None = None,
                   fractions: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0),
@@ -115,8 +122,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
     for phi in sorted(fractions):
         samples, clusters = epoch_options(table, model, training, phi, allowed, budget, placement)
         cost = [c.energy_j if c is not None else np.inf for c in clusters]
-        res = search(pred, cost, samples, goal.target_loss, horizon, goal.factor, epsilon,
-                     switch_cost_j)
+        res = search(pred, cost, epoch_gains(pred, clusters), goal.target_loss, horizon,
+                     goal.factor, epsilon, switch_cost_j)
         best_level = min(best_level, res.best_level)
         costs[phi] = res.path.cost_j if res.path else np.inf
         if res.path is None:

@@ -31,6 +31,7 @@ import netsim
 from netsim.devices import build_device_table
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
+from netsim.training.loss import LossPredictor, LossState
 from policies.depl.placement import eligible_trainers, place_epoch
 from policies.depl.planner import Goal, Plan, plan_training
 from policies.depl.predictor import (
@@ -82,6 +83,16 @@ def target_probability(params: DepLParams, scenario: Scenario) -> float:
     return scenario.training.target_probability or DEFAULT_PI
 
 
+def planned_losses(pred: LossPredictor, plan: Plan) -> list[float]:
+    """The predicted mean loss after each epoch of ``plan`` (the one progress model, each
+    epoch's cluster counted with its samples and participants)."""
+    if not plan.feasible:
+        return []
+    states = pred.replay(LossState(), [(c.variant, float(c.samples.sum()), len(c.members))
+                                       for c in plan.clusters])
+    return [pred.mean(s) for s in states]
+
+
 class DepL:
     """DepL (chance-constrained planning); subclasses change the goal or the variants."""
 
@@ -91,6 +102,7 @@ class DepL:
         self.params = params
         self.plan: Plan | None = None
         self._cache: dict[str, Plan] = {}
+        self._losses: list[float] = []
 
     # -- what subclasses change -------------------------------------------------------
     def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
@@ -139,6 +151,8 @@ class DepL:
         if key not in self._cache:
             self._cache = {key: self.make_plan(scenario)}
         self.plan = self._cache[key]
+        self._losses = planned_losses(LossPredictor(scenario.model, scenario.training),  # type: ignore[arg-type]
+                                      self.plan)
 
     def decide(self, obs: Observation) -> Decision:
         """Follow the plan: epoch k's variant on its cluster; stop when it is spent."""
@@ -165,8 +179,12 @@ class DepL:
             samples = again.samples
         ids = obs.devices.ids
         parts = {ids[i]: int(samples[i]) for i in np.flatnonzero(samples)}
+        rest = plan.clusters[k:]
         return Decision(participants=parts, variant=cluster.variant, info={
-            "planned_epochs": len(plan.variants), "data_fraction": plan.data_fraction,
+            "planned_epochs": len(plan.variants),
+            "planned_energy_j": obs.energy_j + float(sum(c.energy_j for c in rest)),
+            "planned_time_s": obs.now_s + float(sum(c.time_s for c in rest)),
+            "planned_loss": self._losses[k], "data_fraction": plan.data_fraction,
             "planned_level": plan.final_level, "switches": plan.switches})
 
     def describe(self) -> str:

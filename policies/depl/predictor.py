@@ -88,37 +88,48 @@ class DistributionalPredictor:
         self.sigma_epoch = self.base.sigma_epoch
         self.spread = spread or LogSpread(self.base.sigma)
 
-    def final_state(self, variants: Sequence[int], samples: Sequence[float]) -> LossState:
-        """The predictor's state after training ``samples[k]`` samples with ``variants[k]``."""
-        state = LossState()
-        for v, s in zip(variants, samples, strict=True):
-            state = self.base.step(state, float(s), int(v))
-        return state
+    def final_state(self, variants: Sequence[int], samples: Sequence[float],
+                    participants: Sequence[int] | int = 1) -> LossState:
+        """The progress model's state after training ``samples[k]`` samples with
+        ``variants[k]`` on ``participants[k]`` devices (one count for every epoch, or one
+        per epoch)."""
+        parts = [participants] * len(variants) if isinstance(participants, int) \
+            else list(participants)
+        states = self.base.replay(LossState(), [(int(v), float(s), int(p)) for v, s, p in
+                                                zip(variants, samples, parts, strict=True)])
+        return states[-1] if states else LossState()
 
-    def final_mean(self, variants: Sequence[int], samples: Sequence[float]) -> float:
+    def final_mean(self, variants: Sequence[int], samples: Sequence[float],
+                   participants: Sequence[int] | int = 1) -> float:
         """The mean-curve loss after the trajectory (the median of the final loss)."""
-        return self.base.mean(self.final_state(variants, samples))
+        return self.base.mean(self.final_state(variants, samples, participants))
 
-    def quantile(self, variants: Sequence[int], samples: Sequence[float], q: float) -> float:
+    def quantile(self, variants: Sequence[int], samples: Sequence[float], q: float,
+                 participants: Sequence[int] | int = 1) -> float:
         """The ``q``-quantile of the final loss (with this predictor's spread)."""
-        return self.final_mean(variants, samples) * math.exp(self.spread.quantile(q))
+        return self.final_mean(variants, samples, participants) * math.exp(
+            self.spread.quantile(q))
 
     def analytic_quantile(self, variants: Sequence[int], samples: Sequence[float],
-                          q: float) -> float:
+                          q: float, participants: Sequence[int] | int = 1) -> float:
         """The ``q``-quantile of the final loss, log-normal form."""
-        return self.final_mean(variants, samples) * math.exp(self.base.sigma * float(ndtri(q)))
+        return self.final_mean(variants, samples, participants) * math.exp(
+            self.base.sigma * float(ndtri(q)))
 
     def sample_final_losses(self, variants: Sequence[int], samples: Sequence[float],
-                            rng: np.random.Generator, n_draws: int = 10_000) -> np.ndarray:
+                            rng: np.random.Generator, n_draws: int = 10_000,
+                            participants: Sequence[int] | int = 1) -> np.ndarray:
         """Monte Carlo draws of the final loss over the surrogate's noise."""
         z = rng.standard_normal((2, n_draws))
         noise = self.sigma_run * z[0] + self.sigma_epoch * z[1]
-        return self.final_mean(variants, samples) * np.exp(noise)
+        return self.final_mean(variants, samples, participants) * np.exp(noise)
 
     def montecarlo_quantile(self, variants: Sequence[int], samples: Sequence[float], q: float,
-                            rng: np.random.Generator, n_draws: int = 10_000) -> float:
+                            rng: np.random.Generator, n_draws: int = 10_000,
+                            participants: Sequence[int] | int = 1) -> float:
         """The ``q``-quantile of the final loss by Monte Carlo over the surrogate's noise."""
-        return float(np.quantile(self.sample_final_losses(variants, samples, rng, n_draws), q))
+        return float(np.quantile(self.sample_final_losses(variants, samples, rng, n_draws,
+                                                          participants), q))
 
     def success_probability(self, final_mean: np.ndarray | float,
                             target_loss: float) -> np.ndarray:

@@ -4,14 +4,16 @@ and the ``compress-first`` baseline.
 PACT (Malandrino et al., IEEE/ACM ToN 2024) decides jointly when and how much to compress the
 model, which devices train and on how much data, for minimum energy under a loss target and a
 deadline [paper]; the planning problem, graph and candidates are netsim's formalization
-(docs: policies/pact/README.md). Online (``replan: true``, default) it re-plans before every
-epoch from the *observed* loss and the time and epochs left (receding horizon) and runs the
-plan's first epoch; offline (``replan: false``) it plans once at the first epoch and follows
-that plan, stopping when it is used up.
+(docs: policies/pact/README.md). Online (``replan: true``, default) it keeps its plan while the
+observations stay within the predicted band and re-plans from the tracked state, the estimated
+noise offset and the time and epochs left otherwise (receding horizon, see :class:`_PactBase`);
+offline (``replan: false``) it plans once at the first epoch and follows that plan, stopping
+when it is used up.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import numpy as np
@@ -19,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
-from netsim.training.loss import LossPredictor
+from netsim.training.loss import LossPredictor, LossState
 from policies.pact.planner import Plan, Planner
 from policies.pact.problem import PlanningProblem, effective_target, state_from_loss
 
@@ -34,8 +36,9 @@ class PactParams(BaseModel):
     variants: variant indices PACT may use (default: all).
     node_selection: choose participants and samples; false makes every usable device train
         on all its samples each epoch (the pact-all-nodes ablation).
-    replan_tolerance: online, keep the current plan while the observed loss and time stay
-        within this relative distance of the plan's predictions (0: re-plan every epoch).
+    band_sigmas: online, keep the current plan while each observed loss stays within this
+        many standard deviations of the per-epoch noise around the predicted loss (with the
+        run's estimated offset) and its remaining epochs still reach the target.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,12 +47,15 @@ class PactParams(BaseModel):
     allow_unprune: bool = False
     variants: list[Annotated[int, Field(ge=0)]] | None = None
     node_selection: bool = True
-    replan_tolerance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    band_sigmas: Annotated[float, Field(ge=0.0, le=10.0)] = 2.0
 
 
 def observation_problem(obs: Observation, predictor: LossPredictor, variants: list[int] | None,
-                        allow_unprune: bool) -> PlanningProblem:
-    """The planning problem from the current observation (state from the observed loss)."""
+                        allow_unprune: bool, start: LossState | None = None,
+                        target_loss: float | None = None) -> PlanningProblem:
+    """The planning problem from the current observation: the training state ``start`` (by
+    default inverted from the observed loss) and the mean loss to reach ``target_loss`` (by
+    default :func:`effective_target`)."""
     table = obs.devices
     usable = np.asarray(obs.available, dtype=bool) & (table.samples > 0)
     usable[table.aggregator] = False
@@ -59,16 +65,32 @@ def observation_problem(obs: Observation, predictor: LossPredictor, variants: li
         allowed = tuple(sorted({*allowed, obs.variant}))
     return PlanningProblem(
         table=table, model=obs.model, predictor=predictor,
-        target_loss=effective_target(obs.training, predictor),
+        target_loss=effective_target(obs.training, predictor) if target_loss is None
+        else float(target_loss),
         time_left_s=float(obs.deadline_s - obs.now_s),
         epochs_left=int(obs.training.max_epochs - obs.epoch),
-        start=state_from_loss(predictor, obs.loss, obs.variant), usable=usable,
+        start=state_from_loss(predictor, obs.loss, obs.variant) if start is None else start,
+        usable=usable,
         variants=allowed, allow_unprune=allow_unprune,
         memory_overhead=float(obs.training.memory_overhead))
 
 
 class _PactBase:
-    """Shared logic; subclasses fix the name and may override the parameters."""
+    """Shared logic; subclasses fix the name and may override the parameters.
+
+    Online (netsim's formalization of the paper's receding horizon):
+
+    - the training state is tracked by stepping the progress model with what was executed
+      (samples, participants, variant), not inverted from a noisy loss;
+    - each observed loss gives a log-residual against that state's predicted mean; their
+      precision-weighted mean, shrunk toward 0 by the predictor's run-to-run spread, estimates
+      the run's persistent noise offset, and plans target ``L* x exp(-offset)``;
+    - the current plan is kept as the incumbent while the latest residual stays within the
+      predicted band (``band_sigmas`` standard deviations of the per-epoch noise around the
+      offset) and its remaining epochs still reach the target; otherwise PACT re-plans, and
+      keeps the incumbent when its remaining epochs still reach the target more cheaply than
+      the new plan (re-planning never returns a worse plan).
+    """
 
     policy_name = "pact"
 
@@ -76,67 +98,126 @@ class _PactBase:
         self.name, self.params = self.policy_name, params
         self._planner = Planner(self._effective().epsilon)
         self._predictor: LossPredictor | None = None
+        self.plans: list[Plan] = []
+        self._reset_run()
+
+    def _reset_run(self) -> None:
         self._plan: Plan | None = None
         self._cursor = 0
-        self._plan_start: tuple = (0.0, None)
-        self.plans: list[Plan] = []
+        self._state = LossState()
+        self._last: tuple[int, float, int] | None = None
+        self._residuals: list[float] = []
 
     def _effective(self) -> PactParams:
         return self.params
-
-    def _on_track(self, obs: Observation, tol: float) -> bool:
-        """Whether the observed loss and time are within ``tol`` of the current plan."""
-        plan = self._plan
-        if tol <= 0 or plan is None or not plan.feasible or self._cursor >= len(plan.epochs):
-            return False
-        t0, start = self._plan_start
-        loss, elapsed = _predicted(plan, self._predictor, start, self._cursor)
-        left = max(obs.deadline_s - t0 - elapsed, 1e-9)
-        return (abs(obs.loss - loss) <= tol * loss
-                and abs(obs.now_s - t0 - elapsed) <= tol * left)
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         p = self._effective()
         self._planner = Planner(p.epsilon)
         self._predictor = LossPredictor(scenario.model, scenario.training)  # type: ignore[arg-type]
-        self._plan, self._cursor, self.plans = None, 0, []
+        self.plans = []
+        self._reset_run()
+
+    # -- tracking the run -------------------------------------------------------------------
+    def _observe(self, obs: Observation) -> None:
+        """Step the tracked state with the epoch just executed; record its log-residual."""
+        pred = self._predictor
+        if self._last is None or obs.epoch == 0 or pred is None:
+            return
+        v, samples, parts = self._last
+        self._state = pred.step(self._state, samples, v, participants=parts)
+        self._residuals.append(math.log(obs.loss / pred.mean(self._state)))
+
+    def offset(self) -> float:
+        """The run's persistent log-noise offset estimated from the residuals so far."""
+        pred, r = self._predictor, self._residuals
+        if not r or pred is None:
+            return 0.0
+        if pred.sigma_run <= 0.0:
+            # no run-to-run noise expected: a persistent residual is the model being wrong
+            return float(np.mean(r)) if pred.sigma_epoch > 0 else r[-1]
+        shrink = (pred.sigma_epoch / pred.sigma_run) ** 2
+        return float(np.sum(r) / (len(r) + shrink))
+
+    def _in_band(self) -> bool:
+        """Whether the latest residual lies within the band predicted before it."""
+        pred, r = self._predictor, self._residuals
+        if not r or pred is None:
+            return True
+        prior = r[:-1]
+        if pred.sigma_run > 0:
+            shrink = (pred.sigma_epoch / pred.sigma_run) ** 2
+            centre = float(np.sum(prior) / (len(prior) + shrink)) if prior else 0.0
+            var_centre = pred.sigma_epoch ** 2 / (len(prior) + shrink)
+        else:
+            centre, var_centre = (float(np.mean(prior)) if prior else 0.0), 0.0
+        width = self.params.band_sigmas * math.sqrt(pred.sigma_epoch ** 2 + var_centre)
+        return abs(r[-1] - centre) <= width + 1e-9 * max(1.0, abs(centre))
+
+    def _remaining_loss(self, plan: Plan) -> float:
+        """The mean loss the rest of ``plan`` reaches from the tracked state."""
+        assert self._predictor is not None
+        rest = plan.epochs[self._cursor:]
+        states = self._predictor.replay(self._state, [(e.variant, e.samples,
+                                                       len(e.participants)) for e in rest])
+        return self._predictor.mean(states[-1] if states else self._state)
+
+    # -- deciding -----------------------------------------------------------------------------
+    def _replan(self, obs: Observation, target: float) -> None:
+        p = self._effective()
+        assert self._predictor is not None
+        problem = observation_problem(obs, self._predictor, p.variants, p.allow_unprune,
+                                      self._state, target)
+        if not p.node_selection:
+            problem = _all_nodes(problem)
+        fresh = self._planner.plan(problem)
+        self.plans.append(fresh)
+        old = self._plan
+        if old is not None and old.feasible and self._cursor < len(old.epochs) \
+                and self._remaining_loss(old) <= target * (1 + 1e-9):
+            rest = sum(e.energy_j for e in old.epochs[self._cursor:])
+            if not fresh.feasible or rest <= fresh.energy_j:
+                return  # the incumbent's rest is still feasible and no worse: keep it
+        self._plan, self._cursor = fresh, 0
 
     def decide(self, obs: Observation) -> Decision:
         p = self._effective()
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
-        if self._plan is None or (p.replan and not self._on_track(obs, p.replan_tolerance)):
-            problem = observation_problem(obs, self._predictor, p.variants, p.allow_unprune)
-            if not p.node_selection:
-                problem = _all_nodes(problem)
-            self._plan, self._cursor = self._planner.plan(problem), 0
-            self._plan_start = (obs.now_s, problem.start)
-            self.plans.append(self._plan)
+        self._observe(obs)
+        target = effective_target(obs.training, self._predictor) * math.exp(-self.offset())
         plan = self._plan
+        if plan is None:
+            self._replan(obs, target)
+        elif p.replan and plan.feasible and not (
+                self._in_band() and self._cursor < len(plan.epochs)
+                and self._remaining_loss(plan) <= target * (1 + 1e-9)):
+            self._replan(obs, target)
+        plan = self._plan
+        assert plan is not None
         if not plan.feasible:
             return Decision(stop=True, reason=f"{self.name}: {plan.reason}")
         if self._cursor >= len(plan.epochs):
-            return Decision(stop=True, reason=f"{self.name}: offline plan of {len(plan.epochs)} "
+            return Decision(stop=True, reason=f"{self.name}: plan of {len(plan.epochs)} "
                             f"epochs used up at loss {obs.loss:.4g} (predicted "
                             f"{plan.loss:.4g})")
-        ep = plan.epochs[self._cursor]
+        rest = plan.epochs[self._cursor:]
+        ep = rest[0]
         self._cursor += 1
         ids = obs.devices.ids
         parts = {ids[i]: int(s) for i, s in ep.participants.items() if obs.available[i]}
         if not parts:
             return Decision(stop=True, reason=f"{self.name}: no planned participant available")
+        samples = float(sum(parts.values()))
+        self._last = (ep.variant, samples, len(parts))
+        after = self._predictor.step(self._state, samples, ep.variant, participants=len(parts))
         return Decision(participants=parts, variant=ep.variant, info={
-            "planned_energy_j": plan.energy_j, "planned_epochs": len(plan.epochs),
-            "planned_loss": plan.loss, "planning_s": plan.planning_s, "graph": plan.mode})
-
-
-def _predicted(plan: Plan, predictor: LossPredictor, start, upto: int) -> tuple[float, float]:
-    """Predicted (mean loss, elapsed s) after the plan's first ``upto`` epochs."""
-    state, elapsed = start, 0.0
-    for ep in plan.epochs[:upto]:
-        state = predictor.step(state, ep.samples, ep.variant)
-        elapsed += ep.time_s
-    return predictor.mean(state), elapsed
+            "planned_epochs": obs.epoch + len(rest),
+            "planned_energy_j": obs.energy_j + float(sum(e.energy_j for e in rest)),
+            "planned_time_s": obs.now_s + float(sum(e.time_s for e in rest)),
+            "planned_loss": self._predictor.mean(after) * math.exp(self.offset()),
+            "noise_offset": self.offset(), "replans": len(self.plans),
+            "planning_s": plan.planning_s, "graph": plan.mode})
 
 
 def _all_nodes(problem: PlanningProblem) -> PlanningProblem:
