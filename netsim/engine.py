@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from netsim.costs import estimate_epoch
 from netsim.devices import DeviceTable, build_device_table
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
@@ -222,6 +223,29 @@ def _samples_by_device(decision: Decision) -> dict[str, int]:
     return out
 
 
+def _late_message(epoch: int, end_s: float, training: Any, ran: bool = False) -> str:
+    what = ("ended (contention) at {:.6g} s, after the deadline ({:g} s); not recorded, its "
+            "energy is in the run's totals") if ran else \
+        "would end at {:.6g} s at the earliest, after the deadline ({:g} s); not run"
+    return f"epoch {epoch} " + what.format(end_s, training.deadline_s)
+
+
+def _ends_after(world: World, decision: Decision, epoch: int, training: Any) -> str | None:
+    """Why a data-parallel epoch cannot end by the deadline (its contention-free time, a lower
+    bound of the engine's, already passes it), or None when it may."""
+    if decision.clusters or not decision.participants:
+        return None
+    table = world.devices
+    samples = np.zeros(table.n)
+    n, index = len(decision.participants), table.index
+    samples[np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)] = \
+        np.fromiter(decision.participants.values(), dtype=float, count=n)
+    end = world.now_s + estimate_epoch(table, world.model, decision.variant, samples).time_s
+    if end <= training.deadline_s * (1.0 + 1e-9):
+        return None
+    return _late_message(epoch, end, training)
+
+
 @relaxed_gc()
 def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         progress: Any = None, raise_errors: bool = False, fast_epochs: bool = True) -> None:
@@ -258,16 +282,20 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
             if decision.stop:
                 status, error = "target_missed", decision.reason
                 break
+            late = _ends_after(world, decision, epoch, training)
+            if late is not None:  # the deadline is a hard stop: nothing runs past it
+                status, error = "deadline", late
+                break
             outcome = world.run_epoch(decision)
+            if outcome.end_s > training.deadline_s:
+                status, error = "deadline", _late_message(epoch, outcome.end_s, training, True)
+                break
             step = backend.advance(_samples_by_device(decision), decision.variant)
             history.append(step.loss)
             variant = decision.variant
             recorder.epoch(epoch, outcome, step, decision, world.model)
             if progress is not None:
                 progress(epoch, world.now_s)
-            if world.now_s > training.deadline_s:
-                status = "deadline"
-                break
             if step.loss <= training.target_loss:
                 status = "ok"
                 break

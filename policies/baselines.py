@@ -19,6 +19,29 @@ def available_trainers(obs: Observation) -> np.ndarray:
     return t[obs.available[t]]
 
 
+def trainers_that_fit(obs: Observation, variant: int = 0) -> np.ndarray:
+    """:func:`available_trainers` that can hold ``variant`` for training (its bytes x
+    ``training.memory_overhead`` within the device's memory)."""
+    idx = available_trainers(obs)
+    need = obs.model.model_bytes(variant) * obs.training.memory_overhead
+    return idx[obs.devices.memory_bytes[idx] >= need]
+
+
+def nobody_can_train(obs: Observation, variant: int = 0) -> Decision:
+    """The stop decision of a baseline when no device can train this epoch, with the reason."""
+    t = obs.devices.trainers
+    held = len(t)
+    available = int(obs.available[t].sum())
+    need = obs.model.model_bytes(variant) * obs.training.memory_overhead
+    reason = (f"no device can train in epoch {obs.epoch}: {held} hold samples, {available} of "
+              f"them available, none of those with the {need:.3g} bytes the "
+              f"{obs.model.variants[variant].name!r} variant needs")
+    if not available:
+        reason = f"no device can train in epoch {obs.epoch}: none of the {held} holding " \
+                 "samples is available"
+    return Decision(stop=True, reason=reason)
+
+
 def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
     """Participants ``idx`` each training on all its samples."""
     ids, samples = obs.devices.ids, obs.devices.samples
@@ -34,7 +57,10 @@ class FedAvgAll:
         pass
 
     def decide(self, obs: Observation) -> Decision:
-        return Decision(participants=all_samples(obs, available_trainers(obs)), variant=0)
+        idx = trainers_that_fit(obs)
+        if not len(idx):
+            return nobody_can_train(obs)
+        return Decision(participants=all_samples(obs, idx), variant=0)
 
 
 class KParams(BaseModel):
@@ -54,7 +80,9 @@ class RandomK:
         self._rng = rng
 
     def decide(self, obs: Observation) -> Decision:
-        idx = available_trainers(obs)
+        idx = trainers_that_fit(obs)
+        if not len(idx):
+            return nobody_can_train(obs)
         if len(idx) > self.params.k:
             idx = np.sort(self._rng.choice(idx, size=self.params.k, replace=False))
         return Decision(participants=all_samples(obs, idx), variant=0)
@@ -69,7 +97,9 @@ class FastestK:
         pass
 
     def decide(self, obs: Observation) -> Decision:
-        idx = available_trainers(obs)
+        idx = trainers_that_fit(obs)
+        if not len(idx):
+            return nobody_can_train(obs)
         transfer, compute, _ = device_epoch_times(obs.devices, obs.model, 0, obs.devices.samples)
         order = idx[np.argsort((transfer + compute)[idx], kind="stable")]
         return Decision(participants=all_samples(obs, order[: self.params.k]), variant=0)
