@@ -4,7 +4,8 @@ Validates every point of the sweep file first (nothing runs on an invalid one, e
 then runs every run not already stored under DIR: on N local processes (default: all cores),
 or on a Dask distributed cluster. Killed or interrupted, it resumes on the next call without
 recomputing a finished run. A run that fails is stored as ``failed`` with its error; the
-summary lists the failures. Exit code 0 even when runs failed (see ``--strict``).
+summary lists the failures. Exit code 0 even when runs failed (see ``--strict``, which also
+makes scenario warnings errors).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import argparse
 import os
 import sys
 
+from netsim.commands.info import print_warnings
+from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
 
 
@@ -28,20 +31,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run on this Dask distributed scheduler instead (needs netsim[dask])")
     p.add_argument("--retry-failed", action="store_true", help="recompute runs stored as failed")
     p.add_argument("--dry-run", action="store_true", help="validate and count runs; run nothing")
-    p.add_argument("--strict", action="store_true", help="exit code 1 if any run failed")
+    p.add_argument("--strict", action="store_true",
+                   help="treat scenario warnings (implausible magnitudes, unit traps) as errors, "
+                        "and exit code 1 if any run failed")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=sweep_command)
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    problems = []
+def _arg_problems(args: argparse.Namespace) -> list[Problem]:
+    problems = dir_problems(args.out)
     if args.workers is not None and not 1 <= args.workers <= 1024:
         problems.append(Problem("--workers", f"must be in 1..1024 (got {args.workers})"))
     if args.scheduler is not None and "://" not in args.scheduler:
         problems.append(Problem("--scheduler", f"expected an address like tcp://HOST:PORT "
                                                f"(got {args.scheduler!r})"))
-    if problems:
-        raise ScenarioError(problems, "command line")
+    return problems
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -50,8 +54,14 @@ def sweep_command(args: argparse.Namespace) -> int:
     from netsim.sweep.plan import load_plan
     from netsim.sweep.runner import run_sweep
 
-    _check_args(args)
-    plan = load_plan(args.file)
+    problems, warnings = _arg_problems(args), []
+    try:
+        plan = load_plan(args.file, strict=args.strict, warnings=warnings)
+    except ScenarioError as exc:
+        problems += exc.problems
+    print_warnings(warnings)
+    if problems:
+        raise ScenarioError(problems, "sweep or command line")
     print(f"sweep {plan.name}: {plan.n_points} point(s), {len(plan.tasks)} runs"
           + (f" ({plan.duplicates} duplicate runs merged)" if plan.duplicates else ""))
     if args.dry_run:

@@ -18,8 +18,15 @@ import pandas as pd
 from netsim.api import resolve_policy, run_id
 from netsim.policy import policy_params
 from netsim.scenario.errors import Problem, ScenarioError
-from netsim.scenario.loading import load_scenario
-from netsim.sweep.spec import PolicyEntry, SweepSpec, axis_points, base_data, read_sweep, set_path
+from netsim.scenario.loading import validate_scenario
+from netsim.sweep.spec import (
+    PolicyEntry,
+    SweepSpec,
+    axis_points,
+    base_data,
+    inspect_sweep,
+    set_path,
+)
 
 MANIFEST_COLUMNS = ["run_id", "sweep", "point", "point_label", "policy_label", "axes_json"]
 
@@ -90,9 +97,9 @@ def policy_labels(entries: list[PolicyEntry]) -> list[str]:
     return out
 
 
-def _point_problems(exc: ScenarioError, index: int, label: str) -> list[Problem]:
+def _point_problems(problems: list[Problem], index: int, label: str) -> list[Problem]:
     where = f"point {index} ({label})"
-    return [Problem(f"{where} {p.path}".strip(), p.message) for p in exc.problems]
+    return [Problem(f"{where} {p.path}".strip(), p.message) for p in problems]
 
 
 def _policy_problems(exc: ScenarioError, j: int, entry: PolicyEntry) -> list[Problem]:
@@ -107,20 +114,38 @@ def _policy_problems(exc: ScenarioError, j: int, entry: PolicyEntry) -> list[Pro
     return out
 
 
-def build_plan(spec: SweepSpec, folder: Path) -> SweepPlan:
+def build_plan(spec: SweepSpec, folder: Path, strict: bool = False) -> SweepPlan:
     """Validate every point and policy of ``spec``, and list its runs (point, policy, seed order).
 
     Raises
     ------
     ScenarioError
         (source ``sweep``) listing every problem: each names the point (index and axis values)
-        and the scenario field, or the policy entry and parameter.
+        and the scenario field, or the policy entry and parameter (and, if ``strict``, every
+        warning).
     """
-    base = base_data(spec, folder)
+    plan, problems, warnings = plan_and_problems(spec, folder)
+    problems += warnings if strict else []
+    if problems or plan is None:
+        raise ScenarioError(problems, "sweep")
+    return plan
+
+
+def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, list[Problem],
+                                                              list[Problem]]:
+    """:func:`build_plan` without raising: the plan (None if any problem), every problem,
+    and every warning (each naming its point)."""
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    if not spec.base:
+        return None, problems, warnings
+    try:
+        base = base_data(spec, folder)
+    except ScenarioError as exc:
+        return None, exc.problems, warnings
     base_name = str(base.get("name", spec.base))
     entries = spec.policy_entries()
     labels = policy_labels(entries)
-    problems: list[Problem] = []
     for j, lab in enumerate(labels):
         if labels.index(lab) != j:
             problems.append(Problem(f"policies[{j}].label", f"label {lab!r} is used twice "
@@ -142,11 +167,12 @@ def build_plan(spec: SweepSpec, folder: Path) -> SweepPlan:
                 broken = True
         if broken:
             continue
-        try:
-            scenario = load_scenario(data)
-        except ScenarioError as exc:
-            problems.extend(_point_problems(exc, i, label))
+        checked = validate_scenario(data)
+        warnings += [w for w in _point_problems(checked.warnings, i, label) if w not in warnings]
+        if checked.scenario is None:
+            problems.extend(_point_problems(checked.problems, i, label))
             continue
+        scenario = checked.scenario
         for j, (entry, plabel) in enumerate(zip(entries, labels, strict=True)):
             try:
                 pol = resolve_policy(scenario, entry.name, entry.params)
@@ -163,11 +189,27 @@ def build_plan(spec: SweepSpec, folder: Path) -> SweepPlan:
                 tasks.append(RunTask(rid, data, entry.name, dict(entry.params), seed, i, label,
                                      plabel, dict(axes)))
     if problems:
+        return None, problems, warnings
+    return SweepPlan(str(spec.name), tasks, len(points), duplicates), problems, warnings
+
+
+def load_plan(path: str | Path, strict: bool = False,
+              warnings: list[Problem] | None = None) -> SweepPlan:
+    """Read, validate and expand a sweep file (see :func:`build_plan`): the file's fields,
+    every point's scenario and every policy entry are checked in one pass. Warnings are
+    appended to ``warnings`` if given; ``strict`` makes them problems.
+
+    Raises
+    ------
+    ScenarioError
+        (source ``sweep``) listing every problem found.
+    """
+    spec, folder, problems = inspect_sweep(path)
+    plan, more, found = plan_and_problems(spec, folder)
+    problems += [p for p in more if p not in problems]
+    problems += found if strict else []
+    if warnings is not None:
+        warnings.extend(found)
+    if problems or plan is None:
         raise ScenarioError(problems, "sweep")
-    return SweepPlan(str(spec.name), tasks, len(points), duplicates)
-
-
-def load_plan(path: str | Path) -> SweepPlan:
-    """Read, validate and expand a sweep file (see :func:`build_plan`)."""
-    spec, folder = read_sweep(path)
-    return build_plan(spec, folder)
+    return plan

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 from netsim.scenario.loading import builtin_scenarios, read_yaml, scenario_data
+from netsim.scenario.schema import MAX_SEED
 
 _PATH_RE = re.compile(r"^[A-Za-z_][\w-]*(?:\.[\w-]+|\[\d+\])*$")
 _TOKEN_RE = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
@@ -68,13 +69,15 @@ class SweepSpec(BaseModel):
     @field_validator("seeds", mode="before")
     @classmethod
     def _seeds(cls, seeds: Any) -> int | list[int]:
-        allowed = f"a count in 1..{MAX_SEEDS} or a non-empty list of distinct integers >= 0"
+        allowed = (f"a count in 1..{MAX_SEEDS} or a non-empty list of distinct integers in "
+                   f"0..{MAX_SEED}")
         if isinstance(seeds, int) and not isinstance(seeds, bool):
             if not 1 <= seeds <= MAX_SEEDS:
                 raise ValueError(f"expected {allowed}")
             return seeds
         if isinstance(seeds, list) and seeds and all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+                isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
+                for s in seeds):
             if len(set(seeds)) != len(seeds):
                 raise ValueError(f"seeds repeat; expected {allowed}")
             return seeds
@@ -166,6 +169,22 @@ def read_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
         (source ``sweep``) with every problem: unreadable file, unknown fields, bad values,
         zipped axes of unequal length, an axis both in grid and zip.
     """
+    spec, folder, problems = inspect_sweep(path)
+    if problems:
+        raise ScenarioError(problems, "sweep")
+    return spec, folder
+
+
+def inspect_sweep(path: str | Path) -> tuple[SweepSpec, Path, list[Problem]]:
+    """Read a sweep file and list its problems without stopping at the first kind: returns the
+    spec (where fields are invalid, a partial spec without them, for the points and policies
+    to be checked as well), the file's folder and every problem of the file's own fields.
+
+    Raises
+    ------
+    ScenarioError
+        Only if the file cannot be read as a YAML mapping.
+    """
     path = Path(path)
     data = read_yaml(path, what="sweep")
     problems = _axis_problems(data)
@@ -173,11 +192,51 @@ def read_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         problems = problems_from_validation(exc) + problems
-    if problems:
-        raise ScenarioError(problems, "sweep")
+        spec = _partial(data, problems)
+    problems += [p for p in policy_entry_problems(data.get("policies")) if p not in problems]
     if spec.name is None:
         spec = spec.model_copy(update={"name": path.stem})
-    return spec, path.parent
+    return spec, path.parent, problems
+
+
+def _partial(data: dict[str, Any], problems: list[Problem]) -> SweepSpec:
+    """The sweep without its invalid top-level fields (each already a problem): an invalid
+    base leaves none (no point is checked), invalid seeds one seed, invalid policies none."""
+    bad = {re.split(r"[.\[]", p.path)[0] for p in problems}
+    clean = {k: v for k, v in data.items() if k not in bad and k in SweepSpec.model_fields}
+    fallback = {"base": "", "policies": [], "seeds": 1, "grid": {}, "zip": {}}
+    for key, value in fallback.items():
+        if key in bad or key not in clean:
+            clean[key] = value
+    try:
+        return SweepSpec.model_validate({**clean, "base": clean["base"] or "-",
+                                         "policies": clean["policies"] or ["-"]}) \
+            .model_copy(update={"base": clean["base"], "policies": clean["policies"]})
+    except ValidationError:
+        return SweepSpec.model_construct(**{**fallback, "name": None, "description": ""})
+
+
+def policy_entry_problems(spec_data: Any) -> list[Problem]:
+    """Each raw ``policies`` entry on its own: a registered name, parameters valid for it."""
+    from netsim.policy import make_policy
+
+    out: list[Problem] = []
+    for j, raw in enumerate(spec_data if isinstance(spec_data, list) else []):
+        try:
+            entry = PolicyEntry(name=raw) if isinstance(raw, str) else PolicyEntry.model_validate(raw)
+        except ValidationError:
+            continue  # the sweep's own schema reports it
+        try:
+            make_policy(entry.name, entry.params)
+        except ScenarioError as exc:
+            prefix = f"policies.{entry.name}"
+            for p in exc.problems:
+                if p.path == "policy":
+                    out.append(Problem(f"policies[{j}].name", p.message))
+                else:
+                    rest = p.path[len(prefix):] if p.path.startswith(prefix) else f".{p.path}"
+                    out.append(Problem(f"policies[{j}].params{rest}", p.message))
+    return out
 
 
 def _axis_problems(data: dict[str, Any]) -> list[Problem]:
