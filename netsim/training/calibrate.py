@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from netsim.training.real import RealBackend, RealTrainingConfig
 from netsim.training.loss import CurveParams, LossPredictor, LossState
+from netsim.training.real import RealBackend, RealTrainingConfig
 
 #: Where the measured curves live in the repository.
 CURVES_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "curves.parquet")
