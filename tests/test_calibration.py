@@ -151,7 +151,7 @@ def test_grid_is_deterministic_and_independent_of_jobs() -> None:
 
 def _args(**kw: object) -> argparse.Namespace:
     base = dict(out=None, quick=True, seeds=3, epochs=3, jobs=1, params=None, no_params=False,
-                from_curves=None, no_progress=True)
+                from_curves=None, no_progress=True, force=False)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -175,3 +175,54 @@ def test_cli_writes_curves_with_metadata_and_only_the_mlp_digits_entry(tmp_path)
 def test_cli_rejects_invalid_input(tmp_path) -> None:
     assert cmd.main(_args(seeds=1)) == 2
     assert cmd.main(_args(from_curves=str(tmp_path / "missing.parquet"))) == 2
+
+
+def test_existing_constants_are_scored_like_the_fit_itself() -> None:
+    """score_entry (used to compare a file's fit with a new one) rates a fit's own constants
+    as the fit's report does (to the 4 significant digits the entry keeps)."""
+    table = _synthetic_table(seeds=12, rng=np.random.default_rng(5))
+    fit = cal.fit_surrogate(table, fit_seeds=8)
+    entry = LossParams.model_validate(fit.loss_params("test"))
+    rescored = cmd.score_entry(entry, table, 8)
+    np.testing.assert_allclose(rescored["r2_held_out"], fit.report["r2_held_out"], atol=2e-3)
+    assert cmd.held_out_r2(rescored) == pytest.approx(cmd.held_out_r2(fit.report), abs=2e-3)
+
+
+def test_cli_writes_beside_out_and_refuses_a_worse_fit_without_force(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    table = _synthetic_table(seeds=10, rng=np.random.default_rng(6))
+    curves = tmp_path / "curves.parquet"
+    table.to_parquet(curves)
+    out = tmp_path / "fit" / "refit.parquet"
+    assert cmd.main(_args(from_curves=str(curves), out=str(out))) == 0
+    params = tmp_path / "fit" / "loss_params.yaml"
+    first = params.read_text()
+    LossParams.model_validate(yaml.safe_load(first)["mlp-digits"])
+    real_fit = cal.fit_surrogate
+
+    def worse(table, fit_seeds, **kw):
+        fit = real_fit(table, fit_seeds=fit_seeds, **kw)
+        bad = replace(fit, floor_full=3 * fit.floor_full,
+                      variants={k: (3 * v[0], v[1], v[2]) for k, v in fit.variants.items()})
+        entry = LossParams.model_validate(bad.loss_params("worse"))
+        return replace(bad, report=cmd.score_entry(entry, table, fit_seeds))
+
+    monkeypatch.setattr(cal, "fit_surrogate", worse)
+    assert cmd.main(_args(from_curves=str(curves), out=str(out))) == 1
+    assert params.read_text() == first
+    assert cmd.main(_args(from_curves=str(curves), out=str(out), force=True)) == 0
+    assert params.read_text() != first
+
+
+def test_cli_never_writes_into_the_package_unless_named(tmp_path) -> None:
+    from importlib import resources
+
+    data = resources.files("netsim") / "data"
+    before = (data / "loss_params.yaml").read_bytes()
+    args = _args(out=str(data / "calibration" / "probe.parquet"))
+    assert cmd.main(args) == 2  # refused before anything runs
+    assert not (data / "calibration" / "probe.parquet").exists()
+    assert (data / "loss_params.yaml").read_bytes() == before
+    default = cmd.params_path(_args(out=None))
+    assert default == os.path.abspath(os.path.join("netsim-calibration", "loss_params.yaml"))

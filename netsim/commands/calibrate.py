@@ -1,20 +1,24 @@
 """``netsim calibrate``: measure real-training curves, store them, fit the surrogate.
 
-    netsim calibrate --out netsim/data/calibration/curves.parquet     # default grid
+    netsim calibrate --out calib/curves.parquet        # default grid; fit -> calib/loss_params.yaml
     netsim calibrate --quick --out /tmp/curves.parquet --no-params    # tiny smoke grid
-    netsim calibrate --from-curves netsim/data/calibration/curves.parquet --no-params  # refit
+    netsim calibrate --from-curves netsim/data/calibration/curves.parquet --out refit/x.parquet
 
 Writes the curves table (Parquet, with the command and settings in its metadata), prints
 the fitted constants and goodness of fit (R² and RMS log-residual per configuration, fit
-and held-out seeds; fitted vs measured spread), and rewrites the ``mlp-digits`` entry of
-loss_params.yaml (the package's by default; ``--params FILE`` for another,
-``--no-params`` for none).
+and held-out seeds; fitted vs measured spread), and writes the ``mlp-digits`` entry of
+loss_params.yaml beside ``--out`` (``--params FILE`` for another file, ``--no-params`` for
+none). Nothing is written into the installed package unless its path is given explicitly
+(maintainers: ``--params netsim/data/loss_params.yaml``). A file's existing fit is replaced
+only by one whose held-out R² (mean over configurations, both scored on the new table) is
+not lower; ``--force`` replaces it anyway.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -22,13 +26,21 @@ import tempfile
 from datetime import datetime, timezone
 from importlib import resources
 
+import numpy as np
 import pandas as pd
+import yaml
 
+from netsim.outputs import file_problems, user_mode
+from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import LossParams
 from netsim.training import calibrate as cal
 from netsim.training.real import RealTrainingConfig
+from netsim.yamlio import read_text, safe_load
 
 ENTRY = "mlp-digits"
+#: Where ``netsim calibrate`` writes by default: a folder in the working directory, never the
+#: installed package.
+DEFAULT_OUT = os.path.join("netsim-calibration", "curves.parquet")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,31 +51,70 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", default=os.path.normpath(cal.CURVES_PATH),
-                   help="curves table to write (Parquet; default: the package's)")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help=f"curves table to write (Parquet; default {DEFAULT_OUT}); the fitted "
+                        "parameters go beside it, in loss_params.yaml")
     p.add_argument("--quick", action="store_true", help="tiny grid (3 configs, 4 seeds, 10 epochs)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default 25)")
     p.add_argument("--epochs", type=int, default=None, help="epochs per run (default 30)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
-    p.add_argument("--params", default=None, help="loss_params.yaml to update (default: the package's)")
+    p.add_argument("--params", default=None,
+                   help="loss_params.yaml to update (default: loss_params.yaml beside --out; "
+                        "the package's own only when named here)")
     p.add_argument("--no-params", action="store_true", help="do not write loss parameters")
+    p.add_argument("--force", action="store_true",
+                   help="replace the file's fit even if the new one scores a lower held-out R²")
     p.add_argument("--from-curves", default=None, help="fit an existing curves table; run nothing")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=main)
 
 
+def params_path(args: argparse.Namespace) -> str:
+    """Where the fitted parameters go: ``--params``, else loss_params.yaml beside ``--out``."""
+    if args.params:
+        return str(args.params)
+    out = args.out or DEFAULT_OUT
+    return os.path.join(os.path.dirname(os.path.abspath(out)), "loss_params.yaml")
+
+
+def _inside_package(path: str) -> bool:
+    package = os.path.realpath(str(resources.files("netsim")))
+    return os.path.realpath(path).startswith(package + os.sep)
+
+
+def _input_problems(args: argparse.Namespace) -> list[Problem]:
+    """Every problem with the arguments and output paths, found before anything runs."""
+    out: list[Problem] = []
+    for flag, value, low in (("--seeds", args.seeds, 2), ("--epochs", args.epochs, 2),
+                             ("--jobs", args.jobs, 1)):
+        if value is not None and not low <= value <= 100_000:
+            out.append(Problem(flag, f"must be in {low}..100000 (got {value})"))
+    if args.from_curves and not os.path.isfile(args.from_curves):
+        out.append(Problem("--from-curves", f"no such file {args.from_curves}"))
+    if not args.from_curves:
+        out += file_problems(args.out or DEFAULT_OUT, "--out")
+    if not args.no_params:
+        path = params_path(args)
+        if not args.params and _inside_package(path):
+            out.append(Problem("--out", f"the fitted parameters would go to {path}, inside the "
+                               "installed package; give --params with that path explicitly "
+                               "(maintainers) or another --out"))
+        out += file_problems(path, "--params")
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run the calibration; returns the exit code (0 ok, 2 invalid input, 1 failure)."""
+    """Run the calibration; returns the exit code (0 ok, 2 invalid input, 1 failure or a worse
+    fit refused)."""
     seeds = args.seeds if args.seeds is not None else (4 if args.quick else 25)
     epochs = args.epochs if args.epochs is not None else (10 if args.quick else 30)
-    if seeds < 2 or epochs < 2 or args.jobs < 1:
-        print("error: --seeds and --epochs must be >= 2 and --jobs >= 1", file=sys.stderr)
+    args.out = args.out or DEFAULT_OUT
+    problems = _input_problems(args)
+    if problems:
+        print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
         return 2
     fit_seeds = min(cal.FIT_SEEDS, max(1, seeds * 4 // 5))
     if args.from_curves:
-        if not os.path.exists(args.from_curves):
-            print(f"error: --from-curves: no such file {args.from_curves}", file=sys.stderr)
-            return 2
         table = pd.read_parquet(args.from_curves)
         fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))
         source_file = args.from_curves
@@ -85,13 +136,64 @@ def main(args: argparse.Namespace) -> int:
               f" configurations with another node count were left out of the fit. Counting"
               f" samples * participants ** -b per epoch would fit them with b ="
               f" {alt.participant_exponent:.3g} (worst held-out R² {worst[0]:.3f} -> {worst[1]:.3f}).")
-    if not args.no_params:
-        path = args.params or str(resources.files("netsim") / "data" / "loss_params.yaml")
-        source = (f"fitted by `netsim calibrate` to {_repo_relative(source_file)} "
-                  f"(seeds < {fit_seeds}; see netsim/data/calibration/README.md)")
-        write_entry(path, ENTRY, fit.loss_params(source))
-        print(f"updated the {ENTRY!r} entry of {path}")
+    if args.no_params:
+        return 0
+    path = params_path(args)
+    new_r2 = held_out_r2(fit.report)
+    old = existing_entry(path)
+    if old is not None:
+        old_r2 = held_out_r2(score_entry(old, table, fit_seeds))
+        print(f"\nheld-out R² (mean over configurations) on this table: new fit {new_r2:.4f}, "
+              f"the fit in {path} {old_r2:.4f}")
+        if math.isfinite(old_r2) and not new_r2 >= old_r2 and not args.force:
+            print(f"netsim: not replacing the {ENTRY!r} entry of {path}: the new fit's held-out "
+                  f"R² ({new_r2:.4f}) is lower than the current one's ({old_r2:.4f}); --force "
+                  "replaces it anyway", file=sys.stderr)
+            return 1
+    source = (f"fitted by `netsim calibrate` to {_repo_relative(source_file)} "
+              f"(seeds < {fit_seeds}; held-out R² {new_r2:.3f}; see "
+              "netsim/data/calibration/README.md)")
+    write_entry(path, ENTRY, fit.loss_params(source))
+    print(f"updated the {ENTRY!r} entry of {path}")
     return 0
+
+
+def held_out_r2(report: pd.DataFrame) -> float:
+    """Mean held-out R² over a fit report's configurations (NaN if none has held-out seeds)."""
+    values = report["r2_held_out"].to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if len(values) else math.nan
+
+
+def existing_entry(path: str) -> LossParams | None:
+    """The ``mlp-digits`` entry of a loss-parameter file, if the file holds a valid one."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        data = safe_load(read_text(path)) or {}
+        return LossParams.model_validate(data[ENTRY])
+    except (ValueError, KeyError, TypeError, yaml.YAMLError):
+        return None
+
+
+def score_entry(entry: LossParams, table: pd.DataFrame, fit_seeds: int) -> pd.DataFrame:
+    """The fit report (R² per configuration) of existing constants on a curves table: each
+    variant's curve is its per-variant override, else the floor formula with the full
+    model's samples_half and exponent."""
+    curves = {}
+    for f in sorted(table["variant_fraction"].unique(), reverse=True):
+        f = float(f)
+        name = cal.VARIANT_NAMES.get(f, f"pf-{f:g}")
+        floor = entry.floor_full + entry.floor_prune * (1 - f) ** entry.floor_exponent
+        curve = [floor, entry.samples_half, entry.exponent]
+        override = entry.variants.get(name)
+        if f < 1.0 and override is not None:
+            curve = [override.floor if override.floor is not None else floor,
+                     override.samples_half or entry.samples_half,
+                     override.exponent or entry.exponent]
+        curves[f] = tuple(curve)
+    return cal.fit_report(table, entry.initial_loss, curves, entry.prune_progress_loss,
+                          entry.heterogeneity, entry.participant_exponent, fit_seeds)
 
 
 def _metadata(args: argparse.Namespace, seeds: int, epochs: int, fit_seeds: int) -> dict:
@@ -126,7 +228,7 @@ def write_curves(table: pd.DataFrame, path: str, metadata: dict) -> None:
     os.close(fd)
     try:
         pq.write_table(arrow, tmp)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, user_mode())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -158,6 +260,7 @@ def write_entry(path: str, name: str, entry: dict) -> None:
         text = pattern.sub(lambda _: block, text, count=1)
     else:
         text = text + ("" if text.endswith("\n") or not text else "\n") + block
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(path + ".tmp", path)
