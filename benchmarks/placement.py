@@ -1,14 +1,22 @@
 """Placement benchmark: placement time of m-TOPO / m-ETF / m-SCT on synthetic graphs, the LP's
 share of m-SCT, and step times on GNMT relative to one device.
 
-Run: ``python benchmarks/placement.py``. Targets at 10,000 operators, 4 devices with 0.3 of the
-total operator memory each: m-ETF < 0.5 s, m-SCT < 2 s (LP included). Placement here runs on the
-raw graph (no grouping); times are wall clock, best of ``REPEATS``.
+Run: ``python benchmarks/placement.py [--against REV]``. Targets at 10,000 operators, 4 devices
+with 0.3 of the total operator memory each: m-ETF < 0.5 s, m-SCT < 2 s (LP included). Placement
+here runs on the raw graph (no grouping); times are wall clock, best of ``REPEATS``.
+``--against REV`` also times the same placements with the code of git revision REV (extracted
+to a temporary folder with ``git archive``, run in a subprocess) and prints new / old per row.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,18 +31,57 @@ GNMT_FRACTIONS = (1.0, 0.5, 0.3)
 ALGORITHMS = ("m-topo", "m-etf", "m-sct")
 
 
-def placement_times() -> None:
-    print(f"placement time, layered random DAGs, {N_DEVICES} devices at {FRACTION} of total memory each")
+TIMING_SNIPPET = """
+import json, numpy as np
+from netsim.opgraph import identical_devices, layered_dag, total_memory_bytes
+from policies.baechi.place import place
+out = {}
+for n in %(sizes)r:
+    g = layered_dag(n, np.random.default_rng(n))
+    devices = identical_devices(%(n_dev)d, %(fraction)r * total_memory_bytes(g))
+    for a in %(algorithms)r:
+        out[f"{n} {a}"] = place(g, devices, a, group=False).placement_time_s
+print(json.dumps(out))
+"""
+
+
+def _time_once(cwd: str | None) -> dict:
+    """One placement time (s) per benchmark row, by the code under ``cwd`` (None: this one)."""
+    code = TIMING_SNIPPET % {"sizes": SIZES, "n_dev": N_DEVICES, "fraction": FRACTION, "algorithms": ALGORITHMS}
+    cwd = cwd or str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": cwd}
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def placement_times(against: str | None = None) -> None:
+    """Best of ``REPEATS`` per row; with ``against``, rounds alternate between the two codes (each
+    in a fresh subprocess) so that both see the same machine load."""
+    new: dict = {}
+    old: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if against:
+            archive = subprocess.run(["git", "archive", against], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        for _ in range(REPEATS):
+            for code_dir, best in ((None, new), (tmp, old)) if against else ((None, new),):
+                for key, t in _time_once(code_dir).items():
+                    best[key] = min(best.get(key, t), t)
+    print(f"placement time, layered random DAGs, {N_DEVICES} devices at {FRACTION} of total memory each"
+          + (f"; against {against}, rounds alternated" if against else ""))
     for n in SIZES:
         g = layered_dag(n, np.random.default_rng(n))
         devices = identical_devices(N_DEVICES, FRACTION * total_memory_bytes(g))
         for a in ALGORITHMS:
-            runs = [place(g, devices, a, group=False) for _ in range(REPEATS)]
-            best = min(runs, key=lambda r: r.placement_time_s)
+            t = new[f"{n} {a}"]
             extra = ""
             if a == "m-sct":
-                extra = f"  LP {best.lp_time_s:.3f} s ({best.lp_time_s / best.placement_time_s:.0%} of m-SCT)"
-            print(f"  {n:>6} ops  {a:<7} {best.placement_time_s:7.3f} s  {best.status}{extra}")
+                lp = min(place(g, devices, a, group=False).lp_time_s for _ in range(REPEATS))
+                extra = f"  LP {lp:.3f} s"
+            if against:
+                was = old[f"{n} {a}"]
+                extra += f"  {against}: {was:.3f} s, ratio {t / was:.2f}"
+            print(f"  {n:>6} ops  {a:<7} {t:7.3f} s{extra}")
         t0 = time.perf_counter()
         res = place(g, devices, "m-etf", group=True)
         print(f"  {n:>6} ops  m-etf with grouping+fusion ({res.graph.number_of_nodes()} nodes) "
@@ -59,5 +106,6 @@ def gnmt_steps() -> None:
 
 
 if __name__ == "__main__":
-    placement_times()
+    args = sys.argv[1:]
+    placement_times(args[args.index("--against") + 1] if "--against" in args else None)
     gnmt_steps()

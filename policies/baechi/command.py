@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", default="4", help="number of identical devices, 1..64 (default 4)")
     p.add_argument("--memory", default="1.0", help="memory per device: bytes, or a fraction <= 1.0 of the graph's total operator memory")
     p.add_argument("--algorithm", default="m-etf",
-                   help="m-topo, m-etf, m-sct, single, best (the shortest step of those four, as the baechi policy) "
+                   help="m-topo, m-etf, m-sct, m-sct-urgent (with Baechi's urgent clause), single, best (the shortest step of those four, as the baechi policy) "
                         "or optimum (default m-etf)")
     p.add_argument("--mode", default="faithful", help="faithful (Baechi's cost model) or heterogeneous (netsim's extension)")
     p.add_argument("--forward-only", action="store_true", help="place the forward graph only (default: forward + backward + update)")

@@ -12,7 +12,7 @@ colocation group, ``'p' in fc_op`` there). If the device is the one where the ch
 2. the favourite child, when it can start (the device idles until then, skipping other work).
 
 Otherwise, or before the child is ready, plain m-ETF decides. Clause 1 is Baechi's, but on
-GNMT it lengthens the step (``benchmarks/placement.py`` prints both), so the default scheduler
+GNMT it lengthens the step (``benchmarks/baechi_compare.py`` prints both), so the default scheduler
 leaves it out and :class:`UrgentFavouriteScheduler` keeps it. Nothing is pinned: another device
 may run the child first, and memory is checked as in m-ETF, so the rule never makes a schedule
 infeasible that m-ETF would finish.
@@ -33,46 +33,20 @@ class SoftFavouriteScheduler(_Scheduler):
     """:class:`policies.baechi.listsched._Scheduler` with m-SCT's soft favourite-child rule
     (without Baechi's urgent-operator clause: see :class:`UrgentFavouriteScheduler`)."""
 
-    urgent_rule = False
-
     def __init__(self, ig, cost, fixed=None, favourite=None) -> None:
         super().__init__(ig, cost, fixed, favourite)
-        nd = self.nd
-        self.last = [-1] * nd  # operator each device ran last
-        self.free_ready: set[int] = set()  # ready, unplaced, allowed anywhere
-        self.bound: list[set[int]] = [set() for _ in range(nd)]  # ready, unplaced, bound to a device
-        self.members: list[list[int]] = [[] for _ in range(ig.n_groups)]
-        for i, g in enumerate(ig.group):
-            if g >= 0:
-                self.members[g].append(i)
+        self.last = [-1] * self.nd  # operator each device ran last
 
     def _bound_to(self, i: int) -> int:
+        """The device i must run on (pinned, or its colocation group placed), else -1."""
         if self.pin[i] >= 0:
             return self.pin[i]
         g = self.ig.group[i]
         return self.group_dev[g] if g >= 0 else -1
 
-    def ready(self, i: int) -> None:
-        super().ready(i)
-        d = self._bound_to(i)
-        if d >= 0:
-            self.bound[d].add(i)
-        else:
-            self.free_ready.add(i)
-
     def commit(self, c) -> None:
-        i, d = c[1], c[2]
-        g = self.ig.group[i]
-        newly_bound = g >= 0 and self.group_dev[g] < 0
-        self.free_ready.discard(i)
-        self.bound[d].discard(i)
-        self.last[d] = i
+        self.last[c[2]] = c[1]
         super().commit(c)
-        if newly_bound:
-            for j in self.members[g]:
-                if j in self.free_ready:
-                    self.free_ready.discard(j)
-                    self.bound[d].add(j)
 
     def choose(self, d: int, c):
         """Device d's next operator under the soft rule, given m-ETF's candidate ``c``."""
@@ -88,13 +62,64 @@ class SoftFavouriteScheduler(_Scheduler):
         if cf is None:
             return c
         start_f = cf[0]
+        arrival, dev_free = self.arrival, self.dev_free
         for x in self.devices_for(f):
-            if x != d:
-                cx = self.evaluate(f, x)
-                if cx is not None and max(cx[0], ready_s) < start_f:
-                    return c  # another device starts the child earlier
-        urgent = self._urgent(d, start_f) if self.urgent_rule else None
+            if x == d or dev_free[x] >= start_f:
+                continue
+            bound = dev_free[x]  # lower bound of f's start on x: inputs without channel waits
+            for _, un, du, eu, _, comm in inputs:
+                a = eu if du == x else arrival[un + x]
+                if a is None:
+                    a = eu + comm[x]
+                if a > bound:
+                    bound = a
+            if bound >= start_f:
+                continue
+            cx = self.evaluate(f, x)
+            if cx is not None and max(cx[0], ready_s) < start_f:
+                return c  # another device starts the child earlier
+        urgent = self._urgent(d, start_f)
         return urgent if urgent is not None else cf
+
+    def _urgent(self, d: int, by_s: float):
+        """No urgent-operator clause in the default rule."""
+        return None
+
+
+class UrgentFavouriteScheduler(SoftFavouriteScheduler):
+    """The soft rule with Baechi's urgent-operator clause (1. in the module docstring): the
+    ``m-sct-urgent`` variant. ``benchmarks/baechi_compare.py`` measures it: it lengthens GNMT's
+    step and leaves the synthetic graphs' about unchanged, so it is not the default."""
+
+    def __init__(self, ig, cost, fixed=None, favourite=None) -> None:
+        super().__init__(ig, cost, fixed, favourite)
+        self.free_ready: set[int] = set()  # ready, unplaced, allowed anywhere
+        self.bound: list[set[int]] = [set() for _ in range(self.nd)]  # ready, unplaced, bound to a device
+        self.members: list[list[int]] = [[] for _ in range(ig.n_groups)]
+        for i, g in enumerate(ig.group):
+            if g >= 0:
+                self.members[g].append(i)
+
+    def ready(self, i: int) -> None:
+        super().ready(i)
+        d = self._bound_to(i)
+        if d >= 0:
+            self.bound[d].add(i)
+        else:
+            self.free_ready.add(i)
+
+    def commit(self, c) -> None:
+        i, d = c[1], c[2]
+        g = self.ig.group[i]
+        newly_bound = g >= 0 and self.group_dev[g] < 0
+        self.free_ready.discard(i)
+        self.bound[d].discard(i)
+        super().commit(c)
+        if newly_bound:
+            for j in self.members[g]:
+                if j in self.free_ready:
+                    self.free_ready.discard(j)
+                    self.bound[d].add(j)
 
     def _urgent(self, d: int, by_s: float):
         """The candidate on d of the most urgent operator startable everywhere by ``by_s``."""
@@ -123,11 +148,3 @@ class SoftFavouriteScheduler(_Scheduler):
                     best, best_key = here, (latest, i)
         return best
 
-
-class UrgentFavouriteScheduler(SoftFavouriteScheduler):
-    """The soft rule with Baechi's urgent-operator clause (1. in the module docstring): the
-    ``m_sct(..., urgent=True)`` variant. Measured by ``benchmarks/placement.py`` (issue 16): it
-    lengthens GNMT's step and leaves the synthetic graphs' about unchanged, so it is not the
-    default."""
-
-    urgent_rule = True

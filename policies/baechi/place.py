@@ -17,7 +17,7 @@ from netsim.opgraph.grouping import group_and_fuse
 from policies.baechi.etf import m_etf
 from policies.baechi.listsched import list_schedule
 from policies.baechi.result import PlacementResult
-from policies.baechi.sct import m_sct
+from policies.baechi.sct import m_sct, m_sct_urgent
 from policies.baechi.topo import m_topo
 
 
@@ -50,6 +50,7 @@ ALGORITHMS: dict[str, Callable[..., PlacementResult]] = {
     "m-topo": m_topo,
     "m-etf": m_etf,
     "m-sct": m_sct,
+    "m-sct-urgent": m_sct_urgent,
     "single": single_device,
 }
 
@@ -67,8 +68,9 @@ def place(
     Parameters
     ----------
     algorithm
-        One of :data:`ALGORITHMS` (``m-topo``, ``m-etf``, ``m-sct``, ``single``), or ``best``:
-        the shortest simulated step of all four (:func:`best_placement`, the ``baechi``
+        One of :data:`ALGORITHMS` (``m-topo``, ``m-etf``, ``m-sct``, ``m-sct-urgent``: m-SCT with
+        Baechi's urgent-operator clause, ``single``), or ``best``:
+        the shortest simulated step of m-TOPO, m-ETF, m-SCT and ``single`` (:func:`best_placement`, the ``baechi``
         policy's choice; ``algorithm`` of the result names the winner).
     group
         Run co-placement grouping and fusion first (groups capped at the smallest device's

@@ -50,3 +50,12 @@ def m_sct(
     res.placement_time_s = time.perf_counter() - t0
     res.lp_time_s = lp_time
     return res
+
+
+def m_sct_urgent(
+    graph: nx.DiGraph, devices: Sequence[DeviceLike], mode: str = "faithful", topology=None
+) -> PlacementResult:
+    """:func:`m_sct` with Baechi's urgent-operator clause (``urgent=True``), as a named variant."""
+    res = m_sct(graph, devices, mode, topology, urgent=True)
+    res.algorithm = "m-sct-urgent"
+    return res

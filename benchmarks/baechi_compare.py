@@ -1,0 +1,80 @@
+"""netsim's Baechi next to Baechi's public code: step time and placement time per algorithm.
+
+Run: ``python benchmarks/baechi_compare.py [--quick]`` (``--quick``: GNMT and 1k only). Prints
+one row per (graph, algorithm): netsim's simulated step (ms, faithful mode), its placement time
+(s, wall clock, one run), the figure of Baechi's public code quoted in issue 16 (ms) and the
+ratio netsim / Baechi; then m-SCT / m-ETF per graph for both, which does not depend on the
+graph being the same one.
+
+Setups (as issue 16 states Baechi's runs): GNMT forward graph, 4 devices of 8 GB, co-placement
+and fusion; synthetic graphs of 1,000 and 10,000 operators, 4 devices at 0.3 of the graph's
+total operator memory each, ungrouped. netsim's synthetic graphs are its layered random DAGs
+(``layered_dag(n, default_rng(n))``, as ``benchmarks/placement.py``): the graphs behind Baechi's
+synthetic figures could not be reproduced (Baechi's repositories ship no generator), so those
+rows compare different graphs of the same size and their ratios are marked ``*``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from netsim.opgraph import identical_devices, layered_dag, load_graph, total_memory_bytes
+from policies.baechi.place import place, simulate
+
+N_DEVICES = 4
+GNMT_MEMORY_BYTES = 8e9
+SYNTHETIC_FRACTION = 0.3
+ROWS = ("m-topo", "m-etf", "m-sct", "m-sct-urgent", "single", "best")
+
+#: Step times of Baechi's public code quoted in issue 16 (ms).
+BAECHI_MS = {
+    ("gnmt", "m-topo"): 184.9, ("gnmt", "m-etf"): 150.4, ("gnmt", "m-sct"): 140.9, ("gnmt", "single"): 116.8,
+    ("1k", "m-etf"): 182.1, ("1k", "m-sct"): 189.7,
+    ("10k", "m-etf"): 1758.0, ("10k", "m-sct"): 1749.0,
+}
+
+
+def cases(quick: bool):
+    """(label, graph, devices, group, same graph as Baechi's) per benchmark graph."""
+    gnmt = load_graph("gnmt")
+    yield "gnmt", gnmt, identical_devices(N_DEVICES, GNMT_MEMORY_BYTES), True, True
+    for label, n in (("1k", 1_000), ("10k", 10_000))[: 1 if quick else 2]:
+        g = layered_dag(n, np.random.default_rng(n))
+        yield label, g, identical_devices(N_DEVICES, SYNTHETIC_FRACTION * total_memory_bytes(g)), False, False
+
+
+def run_row(graph, devices, row: str, group: bool):
+    """(step_ms or None, placement_s, chosen algorithm) of one row."""
+    t0 = time.perf_counter()
+    res = place(graph, devices, row, group=group and row != "single")
+    placement_s = time.perf_counter() - t0
+    step = simulate(res, devices) if res.ok else None
+    ok = step is not None and step.status == "ok"
+    return (step.step_time_s * 1e3 if ok else None), placement_s, res.algorithm
+
+
+def main(quick: bool = False) -> None:
+    print(f"{'graph':<6}{'algorithm':<14}{'step ms':>10}{'place s':>9}{'Baechi ms':>11}{'ratio':>8}")
+    sct_etf = []
+    for label, graph, devices, group, same in cases(quick):
+        steps = {}
+        for row in ROWS:
+            step_ms, placement_s, chosen = run_row(graph, devices, row, group)
+            steps[row] = step_ms
+            ref = BAECHI_MS.get((label, row))
+            ratio = "" if ref is None or step_ms is None else f"{step_ms / ref:.3f}{'' if same else '*'}"
+            name = f"best ({chosen})" if row == "best" else row
+            cell = f"{step_ms:10.1f}" if step_ms is not None else f"{'-':>10}"
+            print(f"{label:<6}{name:<14}{cell}{placement_s:9.3f}{'' if ref is None else f'{ref:11.1f}':>11}{ratio:>8}")
+        ref_ratio = BAECHI_MS[(label, "m-sct")] / BAECHI_MS[(label, "m-etf")]
+        sct_etf.append((label, steps["m-sct"] / steps["m-etf"], ref_ratio))
+    print("m-SCT / m-ETF step, netsim vs Baechi")
+    for label, ours, theirs in sct_etf:
+        print(f"  {label:<6} netsim {ours:.3f}   Baechi {theirs:.3f}")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv[1:])
