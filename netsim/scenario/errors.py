@@ -55,7 +55,7 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
     seen: set[tuple[str, str]] = set()
     for err in error.errors():
         loc, kind, value = err["loc"], err["type"], err.get("input")
-        if _is_tagged(loc):
+        if loc and _is_tagged(loc[-1:]):  # a union's branch the input was not meant for
             if kind == "string_type" and isinstance(value, dict):
                 continue
             if kind in {"model_type", "model_attributes_type", "dict_type"} and isinstance(value, str):
@@ -73,4 +73,6 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
         if key not in seen:
             seen.add(key)
             problems.append(Problem(path, msg))
+    if not problems:  # never an invalid input without a problem to show
+        problems = [Problem(format_path(e["loc"]), e["msg"]) for e in error.errors()]
     return problems

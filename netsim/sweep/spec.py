@@ -52,7 +52,8 @@ class SweepSpec(BaseModel):
     name: Annotated[str, Field(min_length=1)] | None = None
     description: str = ""
     base: Annotated[str, Field(min_length=1)]
-    policies: Annotated[list[str | PolicyEntry], Field(min_length=1)]
+    policies: Annotated[list[Annotated[str, Field(min_length=1)] | PolicyEntry],
+                        Field(min_length=1)]
     seeds: int | list[int]
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
     zip: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
@@ -193,6 +194,8 @@ def inspect_sweep(path: str | Path) -> tuple[SweepSpec, Path, list[Problem]]:
     except ValidationError as exc:
         problems = problems_from_validation(exc) + problems
         spec = _partial(data, problems)
+    if problems and spec.model_fields_set:  # axis problems on a schema-valid file
+        spec = _partial(data, problems)
     problems += [p for p in policy_entry_problems(data.get("policies")) if p not in problems]
     if spec.name is None:
         spec = spec.model_copy(update={"name": path.stem})
@@ -209,9 +212,10 @@ def _partial(data: dict[str, Any], problems: list[Problem]) -> SweepSpec:
         if key in bad or key not in clean:
             clean[key] = value
     try:
-        return SweepSpec.model_validate({**clean, "base": clean["base"] or "-",
-                                         "policies": clean["policies"] or ["-"]}) \
-            .model_copy(update={"base": clean["base"], "policies": clean["policies"]})
+        spec = SweepSpec.model_validate({**clean, "base": clean["base"] or "-",
+                                         "policies": clean["policies"] or ["-"]})
+        return spec.model_copy(update={"base": clean["base"],
+                                       "policies": spec.policies if clean["policies"] else []})
     except ValidationError:
         return SweepSpec.model_construct(**{**fallback, "name": None, "description": ""})
 
