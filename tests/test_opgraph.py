@@ -152,3 +152,19 @@ def test_fused_edge_carries_a_producer_tensor_once():
     assert fused.number_of_nodes() == 2
     ((u, v, nbytes),) = fused.edges(data="bytes")
     assert nbytes == 10.0
+
+
+def test_grouping_options_follow_baechis_groupers_and_fusion_rule():
+    # a and d colocated, a -> d; a also feeds x, and y (two consumers) also feeds d: both ends
+    # have other edges but no other path joins them, so only the other-path check fuses them
+    g = nx.DiGraph()
+    for n in "adxyz":
+        g.add_node(n, time_s=1e-3, memory_bytes=0.0, temporary_bytes=0.0, output_bytes=1.0)
+    g.nodes["a"]["colocation"] = g.nodes["d"]["colocation"] = "k"
+    g.add_edges_from([("a", "d"), ("a", "x"), ("y", "d"), ("y", "z")], bytes=1.0)
+    assert group_and_fuse(g).graph.number_of_nodes() == 4
+    assert group_and_fuse(g, disjoint_paths=False).graph.number_of_nodes() == 5
+    # without colocation keys, only the single-consumer rule groups a chain
+    chain = chain_graph(4, np.random.default_rng(0))
+    assert group_and_fuse(chain).graph.number_of_nodes() == 1
+    assert group_and_fuse(chain, single_consumer=False).graph.number_of_nodes() == 4

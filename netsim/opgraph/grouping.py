@@ -43,7 +43,7 @@ def _op_bytes(a: dict) -> float:
     return float(a.get("memory_bytes", 0.0) + a.get("temporary_bytes", 0.0) + a.get("output_bytes", 0.0))
 
 
-def coplacement_groups(graph: nx.DiGraph, max_group_bytes: float = float("inf")) -> dict:
+def coplacement_groups(graph: nx.DiGraph, max_group_bytes: float = float("inf"), single_consumer: bool = True) -> dict:
     """Map each operator to its co-placement group's representative operator.
 
     Parameters
@@ -53,6 +53,9 @@ def coplacement_groups(graph: nx.DiGraph, max_group_bytes: float = float("inf"))
     max_group_bytes
         The single-consumer rule never makes a group whose summed operator memory
         (persistent + temporary + output, bytes) exceeds this; colocation keys always apply.
+    single_consumer
+        Apply the single-consumer rule (Baechi's ``coplace`` grouper); False: colocation keys
+        only (its ``tf`` grouper).
     """
     uf = _UnionFind(graph.nodes)
     size = {n: _op_bytes(a) for n, a in graph.nodes(data=True)}
@@ -71,7 +74,7 @@ def coplacement_groups(graph: nx.DiGraph, max_group_bytes: float = float("inf"))
                 join(by_key[key], n)
             else:
                 by_key[key] = n
-    for n in nx.topological_sort(graph):
+    for n in nx.topological_sort(graph) if single_consumer else ():
         if graph.out_degree(n) == 1:
             (v,) = graph.successors(n)
             rn, rv = uf.find(n), uf.find(v)
@@ -101,8 +104,18 @@ class FusedGraph:
         return {op: dev for node, dev in placement.items() for op in self.members[node]}
 
 
-def group_and_fuse(graph: nx.DiGraph, max_group_bytes: float = float("inf")) -> FusedGraph:
+def group_and_fuse(
+    graph: nx.DiGraph,
+    max_group_bytes: float = float("inf"),
+    single_consumer: bool = True,
+    disjoint_paths: bool = True,
+) -> FusedGraph:
     """Co-placement grouping then fusion (Baechi's pre-processing).
+
+    ``max_group_bytes`` and ``single_consumer``: see :func:`coplacement_groups`. An edge whose
+    producer has other successors and whose consumer has other predecessors is contracted only
+    when no other path joins them (``disjoint_paths``, Baechi's ``fusion_check_disjoint_paths``);
+    with False never (Baechi's default).
 
     As Baechi's ``FusedOpPlacer`` (``placer/placer_lib.py``): a fused node's ``time_s`` (or
     ``flop`` when every member has it) is its members' sum, ``memory_bytes`` the sum,
@@ -114,7 +127,7 @@ def group_and_fuse(graph: nx.DiGraph, max_group_bytes: float = float("inf")) -> 
 
     On the shipped GNMT profile this takes 2,494 operators to under 600.
     """
-    groups = coplacement_groups(graph, max_group_bytes)
+    groups = coplacement_groups(graph, max_group_bytes, single_consumer)
     order = list(nx.topological_sort(graph))
     uf = _UnionFind(graph.nodes)
     succ = {n: set(graph.successors(n)) for n in graph.nodes}
@@ -124,7 +137,7 @@ def group_and_fuse(graph: nx.DiGraph, max_group_bytes: float = float("inf")) -> 
             ru, rv = uf.find(u), uf.find(v)
             if ru == rv or groups[u] != groups[v]:
                 continue
-            if not (succ[ru] == {rv} or pred[rv] == {ru}) and _other_path(succ, ru, rv):
+            if not (succ[ru] == {rv} or pred[rv] == {ru}) and (not disjoint_paths or _other_path(succ, ru, rv)):
                 continue
             r = uf.union(ru, rv)
             o = rv if r == ru else ru
