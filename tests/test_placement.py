@@ -127,3 +127,21 @@ def test_plan_is_what_executes_when_memory_is_tight(algo):
     assert step.step_time_s == pytest.approx(res.planned_step_s, rel=1e-9)
     assert step.peak_memory_bytes == pytest.approx(res.planned_peak_memory_bytes, rel=1e-9)
     assert max(step.peak_memory_bytes) <= limit * (1 + 1e-9)
+
+
+def test_baechi_policy_places_a_builtin_models_own_layers():
+    from netsim.opgraph.zoo import MODEL_LAYERS
+    from netsim.training.models import builtin_models
+    from policies.baechi.policy import BaechiParams, model_graph
+
+    p = BaechiParams()
+    for name in MODEL_LAYERS:
+        m = builtin_models()[name]
+        g = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, p, m.name)
+        forward = [n for n, a in g.nodes(data=True) if a.get("op") == "layer"]
+        assert len(forward) == len(MODEL_LAYERS[name]())
+        weights = sum(g.nodes[n]["memory_bytes"] for n in forward)
+        assert weights == m.params * m.bytes_per_param
+    # a model that is not built in keeps n_layers equal layers
+    g = model_graph(1e6, 4.0, 1e9, p, "custom")
+    assert sum(1 for _, a in g.nodes(data=True) if a.get("op") == "layer") == p.n_layers
