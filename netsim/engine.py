@@ -214,6 +214,15 @@ def _make_backend(resolved: Scenario, rng: np.random.Generator):
     return SurrogateLoss(model, training, rng)  # type: ignore[arg-type]
 
 
+def loss_source(resolved: Scenario) -> str:
+    """Where the run's training curve comes from: real training, or the surrogate's loss
+    parameters' ``source`` (fitted to measured curves, or an illustrative placeholder)."""
+    if resolved.training.backend == "real":
+        return "real training (netsim.training.real)"
+    loss = resolved.model.loss  # type: ignore[union-attr]
+    return (loss.source if loss is not None else "") or "explicit loss parameters"
+
+
 def _samples_by_device(decision: Decision) -> dict[str, int]:
     if not decision.clusters:
         return dict(decision.participants)
@@ -270,6 +279,7 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         history = [backend.initial_loss()]
         variant: int | None = None
         recorder.initial_loss = history[0]
+        recorder.loss_source = loss_source(resolved)
         for epoch in range(training.max_epochs):
             if world.now_s >= training.deadline_s:
                 status = "deadline"

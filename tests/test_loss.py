@@ -86,3 +86,14 @@ def test_builtin_models_have_sources_and_consistent_sizes():
     assert lenet.train_flop_per_sample == pytest.approx(3 * 2 * macs, rel=1e-3)
     assert math.isclose(builtin_models()["resnet18"].params, 11173962)
     assert resolve_model(lenet) is lenet
+
+
+def test_the_runs_table_records_where_the_training_curve_comes_from(star):
+    import netsim
+
+    fitted = netsim.simulate("default", "fedavg-all", seed=0).runs.iloc[0]
+    assert fitted["loss_source"].startswith("fitted")  # the built-in default uses a fitted curve
+    star["model"] = "small-cnn"
+    star["training"]["max_epochs"] = 1
+    assert netsim.simulate(star, "fedavg-all", seed=0).runs.iloc[0]["loss_source"].startswith(
+        "illustrative")

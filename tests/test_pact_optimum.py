@@ -65,4 +65,36 @@ def test_optimum_refuses_instances_too_large_with_the_reason():
     with pytest.raises(ValueError, match="too large"):
         check_size(problem)
     run = netsim.simulate("default", "pact-optimum", seed=0).runs.iloc[0]
-    assert run["status"] == "target_missed" and "too large" in run["error"]
+    assert run["status"] == "failed" and "too large" in run["error"] and run["epochs"] == 0
+
+
+def test_optimum_refuses_what_its_linear_milp_does_not_model(star):
+    """A participant exponent makes an epoch's gain non-linear in its samples: refused."""
+    star["model"]["loss"] = {"initial_loss": 2.3, "floor_full": 0.1, "samples_half": 2000.0,
+                             "exponent": 1.0, "participant_exponent": 0.5}
+    star["training"]["max_epochs"] = 5
+    run = netsim.simulate(star, "pact-optimum", seed=0).runs.iloc[0]
+    assert run["status"] == "failed" and "participant_exponent" in run["error"]
+    star["model"]["loss"]["participant_exponent"] = 0.0
+    run = netsim.simulate(star, "pact-optimum", seed=0).runs.iloc[0]
+    assert run["status"] != "failed", run["error"]
+
+
+def test_a_time_limit_gives_the_best_plan_with_its_bound_never_a_result(star):
+    """HiGHS stopped early: the run follows the best plan found and records status
+    time_limit with a proven bound <= its MILP energy; with time, the same instance is
+    proven optimal (gap 0)."""
+    star["training"].update(max_epochs=12, target_loss=1.7)
+    quick = netsim.simulate(star, "pact-optimum", seed=0, params={"time_limit_s": 0.05})
+    slow = netsim.simulate(star, "pact-optimum", seed=0, params={"time_limit_s": 60})
+    run = slow.runs.iloc[0]
+    assert run["plan_status"] == "optimal" and run["plan_gap"] <= 1e-6
+    run = quick.runs.iloc[0]
+    if run["status"] == "failed":  # no plan found at all: the error gives the bound
+        assert "lower bound" in run["error"]
+    else:
+        assert run["plan_status"] in ("time_limit", "optimal")
+        assert 0.0 <= run["plan_gap"] <= 1.0
+        if run["plan_status"] == "optimal":
+            assert run["planned_energy_j"] == pytest.approx(
+                slow.runs.iloc[0]["planned_energy_j"], rel=1e-6)

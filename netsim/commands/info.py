@@ -80,6 +80,8 @@ def _models(args: argparse.Namespace) -> int:
 
     for name, m in builtin_models().items():
         variants = ", ".join(v.name for v in m.variants)
+        source = m.loss.source if m.loss is not None else ""
+        curve = "fitted curve" if source.startswith("fitted") else "illustrative curve"
         print(f"{name:<12} {m.params:>12,.0f} params  {m.train_flop_per_sample:.3g} FLOP/sample  "
-              f"[{variants}]")
+              f"[{variants}]  {curve}")
     return 0

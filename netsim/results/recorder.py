@@ -2,8 +2,10 @@
 
 - runs: run_id, scenario, policy, seed, status, error, epochs, time_s, energy_j, final_loss,
   target_reached, wall_s  (+ policy_params, target_loss, deadline_s, initial_loss,
-  final_accuracy, planned_epochs, planned_energy_j, planned_time_s: the first decision's plan
-  of a planning policy, NaN for others, so plan and outcome sit side by side)
+  final_accuracy, loss_source: where the training curve comes from; planned_epochs,
+  planned_energy_j, planned_time_s: the first decision's plan of a planning policy, NaN for
+  others, so plan and outcome sit side by side; plan_status, plan_gap: what an exact
+  reference proved about that plan, "optimal" or "time_limit" with its relative gap)
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
@@ -25,7 +27,7 @@ EPOCH_COLUMNS = ["run_id", "epoch", "start_s", "end_s", "energy_compute_j", "ene
 DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "energy_idle_j",
                   "busy_s", "bytes_sent", "bytes_received"]
 STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
-PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s")
+PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
 
 
 class Recorder:
@@ -37,6 +39,7 @@ class Recorder:
         self.policy_params = json.dumps(policy_params, sort_keys=True)
         self.target_loss, self.deadline_s = target_loss, deadline_s
         self.initial_loss = math.nan
+        self.loss_source = ""
         self.energy_j = 0.0
         self._epochs: list[dict[str, Any]] = []
         self._run: dict[str, Any] = {}
@@ -45,6 +48,7 @@ class Recorder:
         self._classes: list[str | None] = []
         self._n_devices = 0
         self._first_plan: dict[str, float] = {}
+        self._plan_status = ""
 
     def start(self, node_ids: list[str], devices) -> None:
         """The run's nodes (devices first, then network nodes)."""
@@ -62,6 +66,7 @@ class Recorder:
         if not self._epochs:
             self._first_plan = {k: float(decision.info[k]) for k in PLAN_KEYS
                                 if isinstance(decision.info.get(k), int | float)}
+            self._plan_status = str(decision.info.get("plan_status", ""))
         self._epochs.append({
             "run_id": self.run_id, "epoch": epoch, "start_s": outcome.start_s,
             "end_s": outcome.end_s, "energy_compute_j": compute, "energy_comm_j": comm,
@@ -101,7 +106,9 @@ class Recorder:
             "policy_params": self.policy_params, "target_loss": self.target_loss,
             "deadline_s": self.deadline_s, "initial_loss": float(self.initial_loss),
             "final_accuracy": last["accuracy"] if last else math.nan,
+            "loss_source": self.loss_source,
             **{k: self._first_plan.get(k, math.nan) for k in PLAN_KEYS},
+            "plan_status": self._plan_status,
         }
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -16,7 +16,8 @@ cost formulas and the same predictor. Solved as mixed-integer linear programs wi
 
 Instances too large (more than ``MAX_BINARIES`` participation binaries) and problems outside
 the formulation (``allow_unprune``, fractions increasing with the index, no node selection)
-are refused with a ValueError naming the reason; the policy turns that into a stop.
+are refused with a ValueError naming the reason; the policy lets it propagate, so the run is
+recorded as ``failed`` with that reason and never reads as a result.
 """
 
 from __future__ import annotations
@@ -51,13 +52,13 @@ def check_size(problem: PlanningProblem) -> None:
     f = [problem.model.variants[v].params_fraction for v in sorted(problem.variants)]
     if any(b > a for a, b in zip(f, f[1:], strict=False)):
         raise ValueError("pact-optimum: params_fraction must not increase with the variant index")
-    check_linear(problem)
     n = int(problem.usable.sum())
     size = problem.epochs_left * len(problem.variants) * n
     if size > MAX_BINARIES:
         raise ValueError(f"pact-optimum: instance too large for the exact search: "
                          f"{problem.epochs_left} epochs x {len(problem.variants)} variants x "
                          f"{n} devices = {size} binaries > {MAX_BINARIES}")
+    check_linear(problem)
 
 
 def check_linear(problem: PlanningProblem) -> None:
@@ -94,37 +95,56 @@ def check_linear(problem: PlanningProblem) -> None:
 
 
 def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan:
-    """The exact minimum-energy plan of ``problem`` (infeasible Plan with a reason if none).
+    """The minimum-energy plan of ``problem`` (infeasible Plan with a reason if none).
+
+    ``plan.info`` says what was proven: ``status`` "optimal" (within ``MIP_REL_GAP``), or
+    "time_limit" when HiGHS stopped at ``time_limit_s`` on some MILP: then the plan is the
+    best one found, ``bound_j`` a proven lower bound on the optimum's MILP energy (J) and
+    ``gap`` the relative distance between them. A reference that cannot finish reports its
+    bound; it never reads as an optimum.
 
     Raises
     ------
     ValueError
-        If the instance is too large or outside the formulation, or HiGHS does not prove
-        optimality within ``time_limit_s``.
+        If the instance is too large or outside the formulation, or HiGHS found no plan
+        within ``time_limit_s`` without proving that none exists (the message gives the bound).
     """
     check_size(problem)
     t0 = time.perf_counter()
     v_s = problem.start.variant
     allowed = [v for v in sorted(problem.variants) if v_s is None or v >= v_s]
     best: Plan | None = None
+    bounds: list[float] = []  # lower bounds of MILPs stopped at the time limit
     for v_last in allowed[::-1]:  # compressed first: usually cheap, a cutoff for the rest
         n_star = problem.target_samples(v_last)
         if not math.isfinite(n_star):
             continue
-        cutoff = np.inf if best is None else best.energy_j
-        plan = _solve_last(problem, [u for u in allowed if u <= v_last], v_last, n_star,
-                           time_limit_s, cutoff)
-        if plan is not None and (best is None or plan.energy_j < best.energy_j):
+        cutoff = np.inf if best is None else best.info["milp_j"]
+        plan, bound = _solve_last(problem, [u for u in allowed if u <= v_last], v_last,
+                                  n_star, time_limit_s, cutoff)
+        if bound is not None:
+            bounds.append(bound)
+        if plan is not None and (best is None or plan.info["milp_j"] < best.info["milp_j"]):
             best = plan
     if best is None:
+        if bounds:
+            raise ValueError(f"pact-optimum: HiGHS found no plan within {time_limit_s:g} s "
+                             f"per MILP; proven lower bound {min(bounds):.6g} J")
         return Plan(reason=f"no plan reaches mean loss {problem.target_loss:.4g} within "
                            f"{problem.time_left_s:.4g} s and {problem.epochs_left} epochs",
                     planning_s=time.perf_counter() - t0)
-    return Plan(**{**best.__dict__, "planning_s": time.perf_counter() - t0})
+    milp_j = float(best.info["milp_j"])
+    bound = min([milp_j, *bounds])
+    info = {**best.info, "status": "time_limit" if bounds else "optimal",
+            "bound_j": bound, "gap": (milp_j - bound) / milp_j if milp_j > 0 else 0.0}
+    return Plan(**{**best.__dict__, "planning_s": time.perf_counter() - t0, "info": info})
 
 
 def _solve_last(problem: PlanningProblem, used: list[int], v_last: int, n_star: float,
-                time_limit_s: float, cutoff_j: float = np.inf) -> Plan | None:
+                time_limit_s: float, cutoff_j: float = np.inf) -> tuple[Plan | None, float | None]:
+    """The MILP for plans ending in ``v_last``: (its plan or None if proven infeasible,
+    the proven lower bound of its objective (J) if HiGHS stopped at the time limit, else
+    None)."""
     pred = problem.predictor
     K, V, dev = problem.epochs_left, len(used), np.flatnonzero(problem.usable)
     n = len(dev)
@@ -201,12 +221,19 @@ def _solve_last(problem: PlanningProblem, used: list[int], v_last: int, n_star: 
     res = milp(cost, integrality=integrality, bounds=Bounds(lo, hi),
                constraints=LinearConstraint(a_mat, lb, ub),
                options={"mip_rel_gap": MIP_REL_GAP, "time_limit": time_limit_s})
-    if res.status == 2 or res.x is None:  # infeasible
-        return None
-    if res.status != 0:
-        raise ValueError(f"pact-optimum: HiGHS stopped without proving optimality "
-                         f"({res.message})")
-    return _plan_from(problem, used, dev, np.round(res.x[nx:2 * nx]).reshape(K, V, n))
+    if res.status == 2:  # proven infeasible
+        return None, None
+    if res.status == 1:  # time (or iteration) limit: the incumbent, if any, and the bound
+        bound = getattr(res, "mip_dual_bound", None)
+        bound = float(bound) if bound is not None and np.isfinite(bound) else 0.0
+        if res.x is None:
+            return None, bound
+        plan = _plan_from(problem, used, dev, np.round(res.x[nx:2 * nx]).reshape(K, V, n))
+        return Plan(**{**plan.__dict__, "info": {"milp_j": float(res.fun)}}), bound
+    if res.x is None:
+        raise ValueError(f"pact-optimum: HiGHS failed ({res.message})")
+    plan = _plan_from(problem, used, dev, np.round(res.x[nx:2 * nx]).reshape(K, V, n))
+    return Plan(**{**plan.__dict__, "info": {"milp_j": float(res.fun)}}), None
 
 
 def _plan_from(problem: PlanningProblem, used: list[int], dev: np.ndarray,
@@ -253,10 +280,9 @@ class PactOptimum:
             self._predictor = LossPredictor(obs.model, obs.training)
         if self._plan is None:
             problem = observation_problem(obs, self._predictor, None, False)
-            try:
-                self._plan = solve_optimum(problem, self.params.time_limit_s)
-            except ValueError as exc:
-                return Decision(stop=True, reason=str(exc))
+            # an instance it cannot solve exactly raises: the run is recorded as failed with
+            # the reason, never as a result (a 0 J "target_missed")
+            self._plan = solve_optimum(problem, self.params.time_limit_s)
         plan = self._plan
         if not plan.feasible:
             return Decision(stop=True, reason=f"pact-optimum: {plan.reason}")
@@ -264,6 +290,14 @@ class PactOptimum:
             return Decision(stop=True, reason=f"pact-optimum: plan used up at loss {obs.loss:.4g}")
         ep = plan.epochs[self._cursor]
         self._cursor += 1
+        rest = plan.epochs[self._cursor - 1:]
         ids = obs.devices.ids
         return Decision(participants={ids[i]: s for i, s in ep.participants.items()},
-                        variant=ep.variant, info={"planned_energy_j": plan.energy_j})
+                        variant=ep.variant, info={
+                            "planned_epochs": obs.epoch + len(rest),
+                            "planned_energy_j": obs.energy_j + sum(e.energy_j for e in rest),
+                            "planned_time_s": obs.now_s + sum(e.time_s for e in rest),
+                            "planned_loss": plan.losses[self._cursor - 1],
+                            "plan_status": plan.info.get("status", ""),
+                            "plan_gap": plan.info.get("gap", 0.0),
+                            "plan_bound_j": plan.info.get("bound_j", float("nan"))})
