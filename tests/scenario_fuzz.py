@@ -114,9 +114,9 @@ class Mutation:
         elif self.kind == "delete":
             del node[key]
         elif isinstance(node[key], dict):
-            node[key]["bogus_field"] = self.value
+            node[key]["bogus_field"] = copy.deepcopy(self.value)
         else:
-            node[key] = self.value
+            node[key] = copy.deepcopy(self.value)
 
 
 #: For cross-field checks: the roots a mutated root is checked against.
