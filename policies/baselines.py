@@ -48,7 +48,8 @@ def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
     return {ids[i]: int(samples[i]) for i in idx}
 
 
-@register("fedavg-all", "Federated averaging: every available device, full model, all its samples")
+@register("fedavg-all", "Federated averaging: every available device that can hold the model, "
+          "full model, all its samples")
 class FedAvgAll:
     def __init__(self, params: NoParams) -> None:
         self.name, self.params = "fedavg-all", params

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from netsim.outputs import file_problems
+from netsim.scenario.errors import ScenarioError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``netsim compare``."""
@@ -25,6 +28,9 @@ def compare_command(args: argparse.Namespace) -> int:
     from netsim.sweep.compare import compare_table, format_compare
     from netsim.sweep.results import load_results
 
+    problems = file_problems(args.csv, "--csv") if args.csv else []
+    if problems:
+        raise ScenarioError(problems, "command line")
     results = load_results(args.results)
     table = compare_table(results.runs)
     print(format_compare(table), end="")
