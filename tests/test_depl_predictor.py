@@ -95,3 +95,40 @@ def test_calibration_spread_when_measured_curves_exist():
     spread = calibration_spread(CALIBRATION_CURVES)
     assert 0 < spread.sigma < 1
     assert spread.quantile(0.1) < 0 < spread.quantile(0.9)
+
+
+def test_first_passage_probability_matches_monte_carlo_of_the_surrogates_noise():
+    """P(some epoch <= L*) with a shared run offset and independent epoch noise, against
+    draws of exactly that model; it is at least P(final <= L*)."""
+    from scipy.special import ndtr
+
+    from policies.depl.predictor import first_passage_probability
+
+    rng = np.random.default_rng(3)
+    means = np.array([0.5, 0.4, 0.34, 0.31, 0.3, 0.295])
+    for s_run, s_epoch, m in ((0.05, 0.02, 0.0), (0.1, 0.05, 0.03), (0.0, 0.05, -0.02),
+                              (0.07, 0.0, 0.0)):
+        z_run = rng.standard_normal(200_000)
+        z = rng.standard_normal((200_000, len(means)))
+        loss = means * np.exp(m + s_run * z_run[:, None] + s_epoch * z)
+        mc = float((loss <= 0.3).any(axis=1).mean())
+        got = first_passage_probability(means, 0.3, m, s_run ** 2, s_epoch)
+        assert got == pytest.approx(mc, abs=0.004)
+        final = float(ndtr((np.log(0.3 / means[-1]) - m) / max(np.hypot(s_run, s_epoch), 1e-12)))
+        assert got >= final - 1e-9
+
+
+def test_depl_cuts_its_plan_to_the_shortest_prefix_that_keeps_pi():
+    from netsim.engine import resolve_scenario
+    from netsim.policy import make_policy
+    from netsim.scenario.loading import load_scenario
+
+    sc = load_scenario("experiments/depl/scenarios/small.yaml")
+    resolved = resolve_scenario(sc, 0)
+    depl = make_policy("depl", {**sc.policies["depl"], "target_probability": 0.9})
+    depl.reset(resolved, np.random.default_rng(0))
+    pred = depl.predictor(resolved)
+    k = len(depl.plan.variants)
+    target = resolved.training.target_loss
+    assert depl.success_probability(depl.plan, pred, target) >= 0.9
+    assert depl.success_probability(depl.plan, pred, target, k - 1) < 0.9

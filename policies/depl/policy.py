@@ -10,7 +10,9 @@ run time is replaced by re-placing the epoch among the available devices.
 
 What differs between them is the goal (netsim's formalization of the papers' baselines):
 
-* ``depl``: the pi-quantile of the final loss <= L* (chance constraint P(loss <= L*) >= pi);
+* ``depl``: P(the run reaches L*) >= pi, the event the simulator scores (the first epoch at or
+  below L*): planned for the pi-quantile of the final loss, then cut to the shortest prefix
+  whose first-passage probability is >= pi (:meth:`DepL.shorten`);
 * ``depl-mean``: the mean-curve loss <= L* (expectation-driven planning, the "state of the
   art" that ignores the distribution);
 * ``depl-margin``: the mean-curve loss <= (1 - margin) L* (a fixed safety margin);
@@ -20,6 +22,7 @@ What differs between them is the goal (netsim's formalization of the papers' bas
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated, Literal
@@ -37,6 +40,7 @@ from policies.depl.planner import Goal, Plan, plan_training
 from policies.depl.predictor import (
     DistributionalPredictor,
     calibration_spread,
+    first_passage_probability,
     montecarlo_spread,
 )
 
@@ -128,6 +132,43 @@ class DepL:
             pred.spread = calibration_spread(CALIBRATION_CURVES)
         return pred
 
+    chance_constrained = True  # the goal is a probability (False: the mean baselines)
+
+    def success_probability(self, plan: Plan, pred: DistributionalPredictor,
+                            target_loss: float, epochs: int | None = None) -> float:
+        """P(the run reaches ``target_loss`` within the plan's first ``epochs`` epochs): the
+        event the simulator scores, under the predictor's run and epoch noise."""
+        means = planned_losses(pred.base, plan)[:epochs]
+        return first_passage_probability(means, target_loss, 0.0, pred.sigma_run ** 2,
+                                         pred.sigma_epoch)
+
+    def shorten(self, plan: Plan, scenario: Scenario, pred: DistributionalPredictor) -> Plan:
+        """The plan's shortest prefix whose success probability (first passage, the event the
+        simulator scores) is >= pi (netsim's formalization).
+
+        The graph plans for the pi-quantile of the *final* loss, which guarantees P(final
+        loss <= L*) >= pi; the run succeeds at the first epoch at or below L*, which is at
+        least as likely, so the tail the final-loss constraint adds beyond pi is cut here.
+        Only for the normal (analytic, Monte Carlo) spreads; the empirical spread of final
+        losses says nothing about single epochs, so its plans are kept whole."""
+        if not (self.chance_constrained and plan.feasible) or self.params.spread == "empirical":
+            return plan
+        pi = target_probability(self.params, scenario)
+        target = scenario.training.target_loss
+        means = planned_losses(pred.base, plan)
+        for k in range(1, len(means) + 1):
+            if first_passage_probability(means[:k], target, 0.0, pred.sigma_run ** 2,
+                                         pred.sigma_epoch) >= pi:
+                break
+        if k == len(means):
+            return plan
+        clusters = plan.clusters[:k]
+        return dataclasses.replace(
+            plan, variants=plan.variants[:k], clusters=clusters,
+            cost_j=float(sum(c.energy_j for c in clusters)),
+            final_level=means[k - 1] * math.exp(pred.spread.quantile(pi)),
+            final_mean=means[k - 1])
+
     def make_plan(self, scenario: Scenario) -> Plan:
         """Plan for a resolved scenario (no caching)."""
         p = self.params
@@ -140,6 +181,7 @@ class DepL:
             plan = plan_training(table, model, scenario.training, goal, variants,  # type: ignore[arg-type]
                                  p.data_fractions, p.epsilon, p.data_rule, p.switch_cost_j,
                                  p.epoch_budget_s, p.placement, pred.base)
+            plan = self.shorten(plan, scenario, pred)
             if best is None or (plan.feasible and plan.cost_j < best.cost_j):
                 best = plan
         assert best is not None
@@ -204,6 +246,7 @@ register("depl", "DepL: cheapest plan (data, model switches, clusters) whose fin
           DepLParams)
 class DepLMean(DepL):
     name = "depl-mean"
+    chance_constrained = False
 
     def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
         return Goal(scenario.training.target_loss, 1.0, "mean")
@@ -213,6 +256,7 @@ class DepLMean(DepL):
           DepLParams)
 class DepLMargin(DepL):
     name = "depl-margin"
+    chance_constrained = False
 
     def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
         target = scenario.training.target_loss * (1.0 - self.params.margin)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import log_ndtr, ndtr, ndtri
 
 from netsim.scenario.schema import ModelSpec, TrainingSpec
 from netsim.training.loss import LossPredictor, LossState
@@ -137,6 +137,34 @@ class DistributionalPredictor:
         mean = np.asarray(final_mean, dtype=float)
         with np.errstate(divide="ignore"):
             return self.spread.cdf(np.log(target_loss / mean))
+
+
+def first_passage_probability(means: Sequence[float] | np.ndarray, target_loss: float,
+                              offset_mean: float, offset_var: float,
+                              sigma_epoch: float, nodes: int = 48) -> float:
+    """P(some epoch's loss <= ``target_loss``): the event the simulator scores (a run ends
+    ``ok`` at the first epoch whose loss is at or below L*).
+
+    The surrogate's loss after epoch k is ``means[k] * exp(delta + sigma_epoch * z_k)``: a
+    run offset ``delta ~ N(offset_mean, offset_var)`` shared by every epoch (the run-to-run
+    noise, or its posterior once epochs have been observed) and independent per-epoch noise.
+    Given delta the epochs fail independently, so
+    ``P = E_delta[1 - prod_k Phi(-(log L* - log means[k] - delta) / sigma_epoch)]``, the
+    expectation by Gauss-Hermite quadrature (``nodes`` points). netsim's formalization.
+    """
+    logm = np.log(np.asarray(means, dtype=float))
+    if len(logm) == 0:
+        return 0.0
+    margin = math.log(target_loss) - logm  # log L* - log mean_k
+    sd = math.sqrt(max(offset_var, 0.0))
+    if sigma_epoch <= 0.0:  # only the offset: the best epoch decides
+        best = float(margin.max()) - offset_mean
+        return float(best >= 0) if sd == 0.0 else float(ndtr(best / sd))
+    x, w = np.polynomial.hermite_e.hermegauss(nodes if sd > 0 else 1)
+    delta = offset_mean + sd * x
+    w = w / w.sum()
+    log_fail = log_ndtr(-(margin[None, :] - delta[:, None]) / sigma_epoch).sum(axis=1)
+    return float(np.dot(w, 1.0 - np.exp(log_fail)))
 
 
 def calibration_spread(path: str, epoch: int | None = None) -> LogSpread:
