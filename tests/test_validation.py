@@ -197,9 +197,10 @@ def test_numbers_beyond_the_engine_are_rejected_with_a_range(star):
     star["devices"][1]["samples"] = 10**30
     star["seed"] = 2**64
     star["model"]["params"] = 1e300
+    star["devices"][2]["flop_per_s"] = 1e-300         # its times would overflow to inf
     probs = paths_of(star)
     assert str(MAX_SAMPLES) in probs["devices[1].samples"].replace("_", "")
-    assert "seed" in probs and "model.params" in probs
+    assert "seed" in probs and "model.params" in probs and "devices[2].flop_per_s" in probs
 
 
 def test_output_paths_are_checked_before_anything_runs(star, tmp_path, capsys):

@@ -17,6 +17,8 @@ from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, JoulesPerBit, Seco
 MAX_SEED = 2**63 - 1
 MAX_SAMPLES = 10**12
 MAX_FLOAT = 1e30
+#: Smallest FLOP/s and bit/s: slower rates make a run's times overflow to infinity.
+MIN_RATE = 1e-9
 
 
 def _range(low: str, bound: float, high: float = MAX_FLOAT) -> Any:
@@ -36,7 +38,7 @@ class DeviceSpec(_Strict):
     """A device that can compute: FLOP/s, memory (bytes), power (W), local samples."""
 
     id: Annotated[str, Field(min_length=1)]
-    flop_per_s: Annotated[FlopPerSecond, _range("gt", 0, 1e24)]
+    flop_per_s: Annotated[FlopPerSecond, _range("ge", MIN_RATE, 1e24)]
     memory_bytes: Annotated[Bytes, _range("gt", 0, 1e21)]
     power_busy_w: Annotated[Watts, _range("ge", 0, 1e9)]
     power_idle_w: Annotated[Watts, _range("ge", 0, 1e9)]
@@ -50,7 +52,7 @@ class LinkSpec(_Strict):
 
     a: Annotated[str, Field(min_length=1)]
     b: Annotated[str, Field(min_length=1)]
-    bandwidth_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18)]
+    bandwidth_bps: Annotated[BitsPerSecond, _range("ge", MIN_RATE, 1e18)]
     latency_s: Annotated[Seconds, _range("ge", 0, 1e9)] = 0.0
     energy_j_per_bit: Annotated[JoulesPerBit, _range("ge", 0, 1.0)] = 0.0
     link_type: str | None = None
