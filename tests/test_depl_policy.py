@@ -1,5 +1,6 @@
 """DepL as a policy: the probability promise over seeds, infeasibility, and model switching."""
 
+import json
 import math
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_no_switch_when_switching_destroys_progress(small):
 
 
 def test_plan_is_followed_and_stops_when_spent(small):
-    depl = make_policy("depl", small.policies["depl"])
+    depl = make_policy("depl", {**small.policies["depl"], "replan": False})
     runs = [netsim.simulate(small, policy=depl, seed=s) for s in range(40)]
     planned = len(depl.plan.variants)
     for res in runs:
@@ -103,3 +104,18 @@ def test_plan_is_followed_and_stops_when_spent(small):
     # the predicted cost is what the engine charges for the whole plan (no contention here)
     full = [r.runs.energy_j.iloc[0] for r in runs if r.runs.epochs.iloc[0] == planned]
     assert full and full[0] == pytest.approx(depl.plan.cost_j, rel=1e-6)
+
+
+def test_online_depl_replans_from_what_it_observed_and_keeps_pi(small):
+    """Online, runs whose losses come out worse than planned re-plan (from the tracked state)
+    and still reach the target; the promise holds over seeds, as the offline plan's does."""
+    online = make_policy("depl", {**small.policies["depl"], "target_probability": 0.9})
+    runs = [netsim.simulate(small, policy=online, seed=s) for s in range(60)]
+    replans = [max(int(json.loads(i).get("replans", 0)) for i in r.epochs["info"])
+               for r in runs]
+    assert any(replans)
+    reached = [bool(r.runs.iloc[0].target_reached) for r in runs]
+    assert np.mean(reached) >= 0.9 - 2 * math.sqrt(0.09 / 60)
+    # a run that re-planned followed its new plan: the variants it ran after the re-plan are
+    # those of a plan from its state, and it never ran past max_epochs
+    assert all(r.runs.iloc[0].epochs <= small.training.max_epochs for r in runs)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.training.loss import LossPredictor
+from netsim.training.loss import LossPredictor, LossState
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _pareto(m: np.ndarray, n: np.ndarray, cost: np.ndarray) -> np.ndarray:
 
 def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Sequence[float],
            target_loss: float, horizon: int, factor: float = 1.0, epsilon: float = 0.005,
-           switch_cost_j: float = 0.0) -> GraphSearch:
+           switch_cost_j: float = 0.0, start: LossState | None = None) -> GraphSearch:
     """Cheapest sequence of variants whose planned level ends <= ``target_loss``.
 
     Parameters
@@ -81,13 +81,19 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
     factor: level = factor x mean loss (exp of the pi-quantile of the log-spread for DepL).
     epsilon: grid step of the level (loss units); 0 keeps every non-dominated label.
     switch_cost_j: extra energy charged on a switch edge (J).
+    start: the training state the plan starts from (online re-planning); default untrained.
     """
     cost_m = np.asarray(epoch_cost_j, dtype=float)
     gain = np.asarray(epoch_gain, dtype=float)
     usable = np.flatnonzero(np.isfinite(cost_m))
     m = usable.copy()
-    n = gain[m].copy()
-    cost = cost_m[m]
+    n0, v0 = (0.0, None) if start is None else (start.n_eff, start.variant)
+    if v0 is None:
+        n = gain[m].copy()
+        cost = cost_m[m]
+    else:
+        n = np.asarray(pred.carry(np.full(len(m), n0), np.full(len(m), v0), m)) + gain[m]
+        cost = cost_m[m] + switch_cost_j * (m != v0)
     layers: list[tuple[np.ndarray, np.ndarray]] = [(m, np.full(len(m), -1))]
     best: tuple[float, int, int] | None = None  # cost, layer, index
     best_level, vertices = math.inf, 0
@@ -123,11 +129,11 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
         layers.append((m, src[sel]))
     if best is None:
         return GraphSearch(None, best_level, vertices)
-    return GraphSearch(_backtrack(pred, layers, best, factor, gain),
+    return GraphSearch(_backtrack(pred, layers, best, factor, gain, (n0, v0)),
                        best_level, vertices)
 
 
-def _backtrack(pred: LossPredictor, layers, best, factor, gain) -> PathResult:
+def _backtrack(pred: LossPredictor, layers, best, factor, gain, start) -> PathResult:
     cost, k, j = best
     seq = []
     while k >= 0:
@@ -136,10 +142,11 @@ def _backtrack(pred: LossPredictor, layers, best, factor, gain) -> PathResult:
         j = int(parent[j])
         k -= 1
     seq.reverse()
-    n = 0.0
-    for i, v in enumerate(seq):
-        if i:
-            n = pred.carry(n, seq[i - 1], v)
+    n, prev = start
+    for v in seq:
+        if prev is not None:
+            n = pred.carry(n, prev, v)
         n += gain[v]
+        prev = v
     mean = float(pred.mean_of(seq[-1], n))
     return PathResult(tuple(seq), cost, factor * mean, mean)

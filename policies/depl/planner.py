@@ -22,7 +22,7 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, TrainingSpec
-from netsim.training.loss import LossPredictor
+from netsim.training.loss import LossPredictor, LossState
 from policies.depl.graph import search
 from policies.depl.placement import Cluster, eligible_trainers, place_epoch
 
@@ -98,7 +98,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
                   fractions: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0),
                   epsilon: float = 0.005, data_rule: str = "cheapest",
                   switch_cost_j: float = 0.0, epoch_budget_s: float | None = None,
-                  placement: str = "auto", predictor: LossPredictor | None = None) -> Plan:
+                  placement: str = "auto", predictor: LossPredictor | None = None,
+                  start: LossState | None = None, horizon: int | None = None) -> Plan:
     """DepL's plan for ``goal`` (see the module docstring).
 
     Parameters
@@ -112,18 +113,20 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
     switch_cost_j: extra energy per model switch (J).
     epoch_budget_s: time budget of one epoch (s); default deadline_s / max_epochs.
     placement: placement method (see :func:`~policies.depl.placement.place_epoch`).
+    start, horizon: the state the plan starts from and the epochs it may use (online
+        re-planning); default untrained and ``max_epochs``.
     """
     t0 = time.perf_counter()
     pred = predictor or LossPredictor(model, training)
     allowed = list(range(len(model.variants))) if variants is None else list(variants)
-    horizon = training.max_epochs
-    budget = epoch_budget_s or training.deadline_s / horizon
+    budget = epoch_budget_s or training.deadline_s / training.max_epochs
+    horizon = training.max_epochs if horizon is None else horizon
     best, best_level, smallest, costs = None, np.inf, np.nan, {}
     for phi in sorted(fractions):
         samples, clusters = epoch_options(table, model, training, phi, allowed, budget, placement)
         cost = [c.energy_j if c is not None else np.inf for c in clusters]
         res = search(pred, cost, epoch_gains(pred, clusters), goal.target_loss, horizon,
-                     goal.factor, epsilon, switch_cost_j)
+                     goal.factor, epsilon, switch_cost_j, start)
         best_level = min(best_level, res.best_level)
         costs[phi] = res.path.cost_j if res.path else np.inf
         if res.path is None:

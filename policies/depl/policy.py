@@ -1,8 +1,10 @@
 """DepL and its baselines as netsim policies (registered: depl, depl-mean, depl-margin,
 full-model, never-switch).
 
-All plan offline in ``reset`` with :func:`~policies.depl.planner.plan_training` and then
-follow the plan open-loop: epoch ``k`` runs the plan's variant on its cluster. When the plan is
+All plan offline in ``reset`` with :func:`~policies.depl.planner.plan_training` and follow
+the plan: epoch ``k`` runs the plan's variant on its cluster. DepL (``replan``, default) is
+online: it tracks the training state, estimates the run's noise offset from the observed
+losses and re-plans when the rest of its plan no longer meets pi given them. When the plan is
 spent without the engine having seen the target, the policy stops (status ``target_missed``,
 reason "plan complete ..."); when no plan exists, it stops before the first epoch with the
 planner's reason ("infeasible before training: ..."). A planned member that is unavailable at
@@ -29,6 +31,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import ndtri
 
 import netsim
 from netsim.devices import build_device_table
@@ -63,6 +66,9 @@ class DepLParams(BaseModel):
     switch_cost_j: extra energy per model switch (J).
     epoch_budget_s: time budget of one epoch (s); default deadline_s / max_epochs.
     margin: relative lowering of L* (depl-margin only).
+    replan: online (default): after each epoch, re-plan from the tracked training state when
+        the rest of the plan no longer reaches L* with probability pi given the observed
+        losses (the run's noise offset estimated from them); false follows the offline plan.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +84,7 @@ class DepLParams(BaseModel):
     switch_cost_j: Annotated[float, Field(ge=0)] = 0.0
     epoch_budget_s: Annotated[float, Field(gt=0)] | None = None
     margin: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    replan: bool = True
 
 
 def target_probability(params: DepLParams, scenario: Scenario) -> float:
@@ -87,13 +94,14 @@ def target_probability(params: DepLParams, scenario: Scenario) -> float:
     return scenario.training.target_probability or DEFAULT_PI
 
 
-def planned_losses(pred: LossPredictor, plan: Plan) -> list[float]:
-    """The predicted mean loss after each epoch of ``plan`` (the one progress model, each
-    epoch's cluster counted with its samples and participants)."""
+def planned_losses(pred: LossPredictor, plan: Plan,
+                   start: LossState | None = None) -> list[float]:
+    """The predicted mean loss after each epoch of ``plan`` from ``start`` (default untrained;
+    the one progress model, each epoch's cluster counted with its samples and participants)."""
     if not plan.feasible:
         return []
-    states = pred.replay(LossState(), [(c.variant, float(c.samples.sum()), len(c.members))
-                                       for c in plan.clusters])
+    states = pred.replay(start or LossState(), [(c.variant, float(c.samples.sum()),
+                                                 len(c.members)) for c in plan.clusters])
     return [pred.mean(s) for s in states]
 
 
@@ -106,7 +114,6 @@ class DepL:
         self.params = params
         self.plan: Plan | None = None
         self._cache: dict[str, Plan] = {}
-        self._losses: list[float] = []
 
     # -- what subclasses change -------------------------------------------------------
     def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
@@ -142,7 +149,9 @@ class DepL:
         return first_passage_probability(means, target_loss, 0.0, pred.sigma_run ** 2,
                                          pred.sigma_epoch)
 
-    def shorten(self, plan: Plan, scenario: Scenario, pred: DistributionalPredictor) -> Plan:
+    def shorten(self, plan: Plan, scenario: Scenario, pred: DistributionalPredictor,
+                start: LossState | None = None, offset: tuple[float, float] | None = None
+                ) -> Plan:
         """The plan's shortest prefix whose success probability (first passage, the event the
         simulator scores) is >= pi (netsim's formalization).
 
@@ -150,15 +159,17 @@ class DepL:
         loss <= L*) >= pi; the run succeeds at the first epoch at or below L*, which is at
         least as likely, so the tail the final-loss constraint adds beyond pi is cut here.
         Only for the normal (analytic, Monte Carlo) spreads; the empirical spread of final
-        losses says nothing about single epochs, so its plans are kept whole."""
+        losses says nothing about single epochs, so its plans are kept whole. Online,
+        ``start`` is the tracked state and ``offset`` the posterior (mean, variance) of the
+        run's log-noise offset."""
         if not (self.chance_constrained and plan.feasible) or self.params.spread == "empirical":
             return plan
         pi = target_probability(self.params, scenario)
         target = scenario.training.target_loss
-        means = planned_losses(pred.base, plan)
+        m, v = offset if offset is not None else (0.0, pred.sigma_run ** 2)
+        means = planned_losses(pred.base, plan, start)
         for k in range(1, len(means) + 1):
-            if first_passage_probability(means[:k], target, 0.0, pred.sigma_run ** 2,
-                                         pred.sigma_epoch) >= pi:
+            if first_passage_probability(means[:k], target, m, v, pred.sigma_epoch) >= pi:
                 break
         if k == len(means):
             return plan
@@ -193,20 +204,88 @@ class DepL:
         if key not in self._cache:
             self._cache = {key: self.make_plan(scenario)}
         self.plan = self._cache[key]
-        self._losses = planned_losses(LossPredictor(scenario.model, scenario.training),  # type: ignore[arg-type]
-                                      self.plan)
+        self._scenario = scenario
+        self._pred = self.predictor(scenario)
+        self._run_plan, self._k0 = self.plan, 0   # the plan followed now, from epoch _k0
+        self._state = LossState()
+        self._last: tuple[int, float, int] | None = None
+        self._residuals: list[float] = []
+        self.replans = 0
+
+    # -- online (netsim's formalization) --------------------------------------------------
+    def offset_posterior(self) -> tuple[float, float]:
+        """(mean, variance) of the run's log-noise offset given the residuals so far: a normal
+        prior with the predictor's run sigma, observed through the per-epoch noise."""
+        s_r, s_e, r = self._pred.sigma_run, self._pred.sigma_epoch, self._residuals
+        if not r:
+            return 0.0, s_r ** 2
+        if s_e <= 0.0:
+            return r[-1], 0.0
+        if s_r <= 0.0:
+            return 0.0, 0.0
+        var = 1.0 / (1.0 / s_r ** 2 + len(r) / s_e ** 2)
+        return var * sum(r) / s_e ** 2, var
+
+    def _observe(self, obs: Observation) -> None:
+        if self._last is None or obs.epoch == 0:
+            return
+        v, samples, parts = self._last
+        base = self._pred.base
+        self._state = base.step(self._state, samples, v, participants=parts)
+        self._residuals.append(math.log(obs.loss / base.mean(self._state)))
+
+    def _rest_probability(self, obs: Observation) -> float:
+        """P(the rest of the current plan reaches L*), given what was observed."""
+        rest = self._run_plan.clusters[obs.epoch - self._k0:]
+        if not rest:
+            return 0.0
+        means = planned_losses(self._pred.base, dataclasses.replace(
+            self._run_plan, clusters=rest), self._state)
+        m, v = self.offset_posterior()
+        return first_passage_probability(means, obs.training.target_loss, m, v,
+                                         self._pred.sigma_epoch)
+
+    def _replan(self, obs: Observation) -> Plan:
+        """A plan from the tracked state for P(reach L* | observations) >= pi."""
+        p, pred, sc = self.params, self._pred, self._scenario
+        pi = target_probability(p, sc)
+        m, v = self.offset_posterior()
+        factor = math.exp(m + math.sqrt(v + pred.sigma_epoch ** 2) * float(ndtri(pi)))
+        goal = Goal(obs.training.target_loss, factor, f"{pi:g}-quantile given the run so far")
+        best: Plan | None = None
+        for variants in self.variant_sets(len(obs.model.variants)):
+            plan = plan_training(obs.devices, obs.model, obs.training, goal, variants,
+                                 p.data_fractions, p.epsilon, p.data_rule, p.switch_cost_j,
+                                 p.epoch_budget_s, p.placement, pred.base, self._state,
+                                 obs.training.max_epochs - obs.epoch)
+            plan = self.shorten(plan, sc, pred, self._state, (m, v))
+            if best is None or (plan.feasible and plan.cost_j < best.cost_j):
+                best = plan
+        assert best is not None
+        return best
 
     def decide(self, obs: Observation) -> Decision:
-        """Follow the plan: epoch k's variant on its cluster; stop when it is spent."""
-        plan = self.plan
-        assert plan is not None, "reset() was not called"
-        if not plan.feasible:
-            return Decision(stop=True, reason=plan.reason, variant=0)
-        k = obs.epoch
+        """Follow the plan: its next epoch's variant on its cluster; online, re-plan from the
+        tracked state when the rest of the plan no longer reaches L* with probability pi
+        given the observations (keeping the plan when no new one is feasible)."""
+        assert self.plan is not None, "reset() was not called"
+        if not self.plan.feasible:
+            return Decision(stop=True, reason=self.plan.reason, variant=0)
+        self._observe(obs)
+        if (self.params.replan and self.chance_constrained and obs.epoch > 0
+                and self.params.spread != "empirical"
+                and self._rest_probability(obs) < target_probability(self.params,
+                                                                     self._scenario)):
+            fresh = self._replan(obs)
+            if fresh.feasible:
+                self._run_plan, self._k0 = fresh, obs.epoch
+                self.replans += 1
+        plan, k = self._run_plan, obs.epoch - self._k0
         if k >= len(plan.variants):
             return Decision(stop=True, variant=0, reason=(
-                f"plan complete after {k} epochs: target {obs.training.target_loss:g} not "
-                f"reached (planned level {plan.final_level:.4g}, loss {obs.loss:.4g})"))
+                f"plan complete after {obs.epoch} epochs: target "
+                f"{obs.training.target_loss:g} not reached (planned level "
+                f"{plan.final_level:.4g}, loss {obs.loss:.4g})"))
         cluster = plan.clusters[k]
         samples = cluster.samples
         if not obs.available[cluster.members].all():
@@ -220,14 +299,20 @@ class DepL:
                 return Decision(stop=True, variant=0, reason="no available device can train")
             samples = again.samples
         ids = obs.devices.ids
-        parts = {ids[i]: int(samples[i]) for i in np.flatnonzero(samples)}
+        members = np.flatnonzero(samples)
+        parts = {ids[i]: int(samples[i]) for i in members}
+        self._last = (cluster.variant, float(samples.sum()), len(members))
+        base = self._pred.base
+        after = base.step(self._state, self._last[1], cluster.variant,
+                          participants=len(members))
         rest = plan.clusters[k:]
         return Decision(participants=parts, variant=cluster.variant, info={
-            "planned_epochs": len(plan.variants),
+            "planned_epochs": obs.epoch + len(rest),
             "planned_energy_j": obs.energy_j + float(sum(c.energy_j for c in rest)),
             "planned_time_s": obs.now_s + float(sum(c.time_s for c in rest)),
-            "planned_loss": self._losses[k], "data_fraction": plan.data_fraction,
-            "planned_level": plan.final_level, "switches": plan.switches})
+            "planned_loss": base.mean(after), "data_fraction": plan.data_fraction,
+            "planned_level": plan.final_level, "switches": plan.switches,
+            "replans": self.replans})
 
     def describe(self) -> str:
         """The plan in one line (for logs and the benchmark)."""

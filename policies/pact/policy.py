@@ -42,7 +42,7 @@ class PactParams(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    epsilon: Annotated[float, Field(gt=0.0, le=0.5)] = 0.05
+    epsilon: Annotated[float, Field(gt=0.0, le=0.5)] = 0.025
     replan: bool = True
     allow_unprune: bool = False
     variants: list[Annotated[int, Field(ge=0)]] | None = None
@@ -166,6 +166,11 @@ class _PactBase:
     def _replan(self, obs: Observation, target: float) -> None:
         p = self._effective()
         assert self._predictor is not None
+        now = self._predictor.mean(self._state)
+        if obs.epoch > 0 and now <= target:
+            # the model says the target is met, the observation that it is not (epoch noise):
+            # aim one epoch-noise standard deviation below the model's loss now
+            target = now * math.exp(-max(self._predictor.sigma_epoch, 1e-3))
         problem = observation_problem(obs, self._predictor, p.variants, p.allow_unprune,
                                       self._state, target)
         if not p.node_selection:
