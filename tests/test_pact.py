@@ -148,3 +148,41 @@ def test_unprune_option_and_deterministic_runs():
     assert a.runs.iloc[0]["status"] == "ok"
     assert a.epochs[["variant", "samples", "energy_compute_j"]].equals(
         b.epochs[["variant", "samples", "energy_compute_j"]])
+
+
+def test_online_pact_runs_close_to_its_first_plan_on_its_own_experiment():
+    """experiments/pact/schedule.yaml with the simulator's noise on: online PACT reaches the
+    target and spends within 25% of its first plan."""
+    for seed in (0, 1):
+        run = netsim.simulate("experiments/pact/schedule.yaml", "pact", seed=seed).runs.iloc[0]
+        assert run.status == "ok", run.error
+        assert abs(run.energy_j / run.planned_energy_j - 1.0) <= 0.25
+
+
+def test_replanning_never_returns_a_plan_worse_than_the_incumbents_rest():
+    """Each re-plan keeps the incumbent when its rest still reaches the target at no more
+    energy than the fresh plan (spied on every re-plan of a noisy run)."""
+    from policies.pact import policy as pact_policy
+
+    checks = []
+
+    class Spy(pact_policy.Pact):
+        def _replan(self, obs, target):
+            old, cursor = self._plan, self._cursor
+            super()._replan(obs, target)
+            fresh = self.plans[-1]
+            if old is not None and old.feasible and cursor < len(old.epochs):
+                self._cursor, keep = cursor, self._plan is old
+                rest_ok = self._remaining_loss(old) <= target * (1 + 1e-9)
+                self._cursor = cursor if keep else 0
+                rest_j = sum(e.energy_j for e in old.epochs[cursor:])
+                chosen_j = rest_j if keep else fresh.energy_j
+                checks.append((rest_ok, rest_j, fresh.feasible, fresh.energy_j, chosen_j))
+
+    pol = Spy(make_policy("pact").params)
+    netsim.simulate("experiments/pact/schedule.yaml", pol, seed=1, raise_errors=True)
+    assert checks
+    for rest_ok, rest_j, fresh_ok, fresh_j, chosen_j in checks:
+        if rest_ok:
+            assert chosen_j <= (fresh_j if fresh_ok else np.inf) + 1e-9
+            assert chosen_j <= rest_j + 1e-9
