@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,15 @@ def run_id(scenario: Scenario, policy_name: str, params: Mapping[str, Any], seed
     payload = json.dumps({"scenario": scenario.model_dump(mode="json"), "policy": policy_name,
                           "params": dict(params), "seed": int(seed)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def scenario_hash(scenario: Scenario) -> str:
+    """Hash of the validated scenario's content: everything but its ``name``, its default
+    ``seed`` and its ``policies`` block (runs record their own seed and policy parameters).
+    Two files that simulate the same network, model and training share it; two different
+    scenarios that share a name do not (``netsim compare`` groups runs by it)."""
+    content = scenario.model_dump(mode="json", exclude={"name", "seed", "policies"})
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def resolve_policy(scenario: Scenario, policy: str | Policy,
@@ -77,6 +87,9 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     engine.run(sc, pol, seed, rec, progress=progress, raise_errors=raise_errors,
                fast_epochs=fast_epochs)
     runs, epochs, devices = rec.tables()
+    runs["scenario_hash"] = scenario_hash(sc)  # what netsim compare groups runs by
+    runs["target_probability"] = (math.nan if sc.training.target_probability is None
+                                  else float(sc.training.target_probability))
     if out is not None:
         write_run(out, runs, epochs, devices)
     return SimulationResult(runs, epochs, devices)

@@ -55,30 +55,63 @@ def _runs() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_compare_table_ratios_and_failures():
+def test_compare_table_success_first_means_both_ways_and_best_among_those_that_meet():
     table = compare_table(_runs()).set_index("policy")
     a = table.loc["a"]
-    assert (a["runs"], a["failed"]) == (4, 1)
-    assert a["energy_j"] == pytest.approx(110.0)  # the failed run is left out of the mean
-    assert a["success"] == pytest.approx(2 / 4)  # but counts as a miss
+    assert (a["runs"], a["failed"], a["seeds"]) == (4, 1, 4)
+    assert a["success"] == pytest.approx(2 / 4)  # the failed run counts as a miss
     assert (a["success_lo"], a["success_hi"]) == pytest.approx(wilson_interval(2, 4)[1:])
+    assert a["energy_j"] == pytest.approx(105.0)  # over the runs that reached the target
+    assert (a["energy_j_lo"], a["energy_j_hi"]) == pytest.approx(t_interval([100, 110])[1:])
+    assert a["energy_j_all"] == pytest.approx(110.0)  # over all runs, the failed one left out
+    assert not a["meets"] and table.loc["b", "meets"]
+    assert table["best"].sum() == 1 and table.loc["b-optimum", "best"]
     assert table.loc["b-optimum", "energy_vs_best"] == pytest.approx(1.0)
     assert a["energy_vs_best"] == pytest.approx(110.0 / 50.0)
-    assert table.loc["b", "time_vs_best"] == pytest.approx(1.0)
-    assert a["time_vs_best"] == pytest.approx(10.0 / 6.0)
+    assert table.loc["b", "time_vs_best"] == pytest.approx(1.0)  # the fastest that meets it
+    assert table.loc["b-optimum", "time_vs_best"] == pytest.approx(20.0 / 6.0)
     assert table.loc["b", "energy_vs_optimum"] == pytest.approx(220.0 / 50.0)
-    assert a["time_vs_optimum"] == pytest.approx(10.0 / 20.0)
     text = format_compare(compare_table(_runs()))
-    assert "sweep s, point 0: p0" in text
-    assert "110 [85.16, 134.8]" in text and "energy/optimum" in text
-    assert "50% [15%, 85%]" in text
+    assert "sweep s, point 0: p0 (4 seeds)" in text and "b-optimum *" in text
+    assert text.index("success") < text.index("energy J, reached") < text.index("energy J, all")
+    assert "105 [41.47, 168.5]" in text and "50% [15%, 85%]" in text
 
 
-def test_no_optimum_means_no_optimum_column():
-    runs = _runs()
-    table = compare_table(runs[runs["policy"] != "b-optimum"])
-    assert table["energy_vs_optimum"].isna().all()
-    assert "energy/optimum" not in format_compare(table)
+def _cheap_but_failing(runs: pd.DataFrame, pi: float | None) -> pd.DataFrame:
+    runs = runs[runs["policy"] != "b-optimum"]
+    cheap = runs[runs["policy"] == "b"].assign(policy="c", policy_label="c", energy_j=1.0,
+                                               target_reached=False, status="target_missed")
+    runs = pd.concat([runs, cheap], ignore_index=True)
+    return runs.assign(target_probability=math.nan if pi is None else pi)
+
+
+def test_best_is_never_a_policy_that_misses_the_required_share():
+    every = compare_table(_cheap_but_failing(_runs(), None)).set_index("policy")
+    assert every.loc["c", "energy_j_all"] == 1.0 and every.loc["c", "success"] == 0.0
+    assert list(every.index[every["best"]]) == ["b"]  # a (2/4) and c (0/3) miss "every run"
+    assert every.loc["c", "energy_vs_best"] == pytest.approx(1.0 / 220.0)
+    half = compare_table(_cheap_but_failing(_runs(), 0.5)).set_index("policy")
+    assert half.loc["a", "meets"] and list(half.index[half["best"]]) == ["a"]
+    assert half.loc["b", "energy_vs_best"] == pytest.approx(220.0 / 110.0)
+    nobody = _cheap_but_failing(_runs(), None)
+    nobody = nobody[nobody["policy"] == "c"]
+    table = compare_table(nobody)
+    assert not table["best"].any() and table["energy_vs_best"].isna().all()
+    assert "no policy reaches the target in every run" in format_compare(table)
+
+
+def test_paired_differences_over_common_seeds():
+    table = compare_table(_runs(), baseline="b").set_index("policy")
+    a = table.loc["a"]
+    diffs = np.array([100.0, 110.0, 120.0]) - np.array([200.0, 220.0, 240.0])  # seeds 0-2
+    assert a["paired_n"] == 3  # a's failed seed 9 has no partner
+    assert (a["d_energy_j"], a["d_energy_j_lo"], a["d_energy_j_hi"]) == pytest.approx(
+        t_interval(diffs))
+    assert a["d_time_s"] == pytest.approx(np.mean([10 - 5, 10 - 6, 10 - 7]))
+    assert math.isnan(table.loc["b", "paired_n"]) and table.loc["b", "baseline"]
+    assert "baseline" in format_compare(compare_table(_runs(), baseline="b"))
+    with pytest.raises(ValueError, match="nosuch"):
+        compare_table(_runs(), baseline="nosuch")
 
 
 def test_compare_command(tmp_path, capsys):
@@ -92,10 +125,34 @@ def test_compare_command(tmp_path, capsys):
     csv = tmp_path / "table.csv"
     assert main(["compare", str(tmp_path / "out"), "--csv", str(csv)]) == 0
     text = capsys.readouterr().out
-    assert "sweep s, point 0: max_epochs=3 (2 seeds)" in text
+    assert "sweep s, point 0: max_epochs=3 (2 seeds)" in text, text
     assert "sweep s, point 1: max_epochs=6 (2 seeds)" in text
     assert text.count("fedavg-all") == 2 and text.count("fastest-k") == 2
     table = pd.read_csv(csv)
     assert len(table) == 4 and (table["runs"] == 2).all()
     assert main(["compare", str(tmp_path / "empty")]) == 2
     assert "no complete runs" in capsys.readouterr().err
+
+
+def test_runs_are_grouped_by_scenario_content_not_name(tmp_path, capsys):
+    import netsim
+    from netsim.scenario.loading import scenario_data
+    from netsim.sweep.results import load_results
+
+    first = scenario_data("two-phones")
+    second = {**first, "training": {**first["training"], "max_epochs": 3}}  # same name
+    for scenario, seeds in ((first, range(3)), (second, range(2))):
+        for seed in seeds:
+            for policy in ("fedavg-all", "fastest-k"):
+                netsim.simulate(scenario, policy, seed=seed, out=tmp_path)
+    results = load_results(tmp_path)
+    assert results.runs["scenario"].nunique() == 1
+    assert results.runs.groupby("point")["seed"].nunique().sort_values().tolist() == [2, 3]
+    assert results.runs["name_clash"].all() and len(results.name_clashes()) == 1
+    assert main(["compare", str(tmp_path), "--baseline", "fedavg-all"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("warning: 2 different scenarios are named 'two-phones'")
+    assert "(3 seeds)" in text and "(2 seeds)" in text and "(5 seeds)" not in text
+    assert text.count("(n=3)") == 2 and text.count("(n=2)") == 2  # paired over common seeds
+    assert main(["compare", str(tmp_path), "--baseline", "nosuch"]) == 2
+    assert "--baseline" in capsys.readouterr().err

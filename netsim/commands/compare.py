@@ -1,8 +1,13 @@
-"""``netsim compare DIR [--csv FILE]``: each policy per scenario point, with 95 % intervals.
+"""``netsim compare DIR [--baseline NAME] [--csv FILE]``: each policy per scenario point.
 
-Prints, per point, each policy's mean energy (J), time (s) and final loss with Student-t 95 %
-intervals, its success rate (target reached) with a Wilson 95 % interval, and the ratio of its
-mean energy and time to the best policy's and to the optimum's (policies named ``*-optimum``).
+Runs are grouped by the scenario's content hash, never by its name alone: two different
+scenarios that share a name are shown apart, with a warning. Per point and policy: the success
+rate (target reached; failed runs count as misses) with its Wilson 95 % interval, and whether
+it meets the scenario's required share (training.target_probability pi, else every run); mean
+energy (J) and time (s) with Student-t 95 % intervals over the runs that reached the target
+and over all runs; the final loss; the ratio of the all-runs means to the best policy's, "best"
+(marked *) being the cheapest among those that meet the requirement; and, with --baseline,
+the mean paired difference to the baseline over the seeds both ran, with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -11,14 +16,17 @@ import argparse
 from pathlib import Path
 
 from netsim.outputs import file_problems
-from netsim.scenario.errors import ScenarioError
+from netsim.scenario.errors import Problem, ScenarioError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``netsim compare``."""
-    p = sub.add_parser("compare", help="compare policies per scenario point (95%% intervals)",
+    p = sub.add_parser("compare", help="compare policies per scenario point: success, energy, "
+                       "time (95%% intervals), paired differences to a baseline",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", metavar="DIR", help="results folder (netsim sweep/run --out)")
+    p.add_argument("--baseline", default=None, metavar="NAME",
+                   help="policy label to pair every other policy with, seed by seed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the full table as CSV")
     p.set_defaults(func=compare_command)
 
@@ -32,8 +40,11 @@ def compare_command(args: argparse.Namespace) -> int:
     if problems:
         raise ScenarioError(problems, "command line")
     results = load_results(args.results)
-    table = compare_table(results.runs)
-    print(format_compare(table), end="")
+    try:
+        table = compare_table(results.runs, baseline=args.baseline)
+    except ValueError as exc:
+        raise ScenarioError([Problem("--baseline", str(exc))], "command line") from None
+    print(format_compare(table, results.name_clashes()), end="")
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.csv, index=False)

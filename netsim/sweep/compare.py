@@ -1,10 +1,21 @@
-"""Comparing policies per scenario point: means with 95 % intervals, success rates, ratios.
+"""Comparing policies per scenario point: success first, then energy and time, then "best".
 
-For each point (a sweep point, or a scenario name for runs outside sweeps) and each policy
-label: runs, failures, mean energy (J), time (s) and final loss with Student-t 95 % intervals
-over the non-failed runs, the success rate (target reached, over all runs) with its Wilson
-95 % interval, and the ratio of the mean energy and time to the best policy's at that point and
-to the optimum's (policies named ``*-optimum``), where one ran.
+For each point (a sweep point, or one scenario content for runs outside sweeps; see
+:mod:`netsim.sweep.results`) and each policy label:
+
+- ``success``: the share of runs that reached the target (failed runs count as misses), with
+  its Wilson 95 % interval, and ``meets``: whether it is at least the point's required share
+  ``required`` (the scenario's ``training.target_probability`` π where given, else 1: every run);
+- energy (J) and time (s) means with Student-t 95 % intervals over the successful runs
+  (``energy_j``, ``time_s``) and over all non-failed runs (``energy_j_all``, ``time_s_all``);
+  the final loss (nats) over all non-failed runs;
+- ``energy_vs_best`` / ``time_vs_best``: the all-runs mean over the lowest all-runs mean among
+  the policies that meet the requirement (NaN throughout when none meets it); ``best`` marks
+  the cheapest (energy) of those; ``*_vs_optimum`` likewise against policies named
+  ``*-optimum``;
+- with a baseline policy: ``d_energy_j`` / ``d_time_s``, the mean paired difference (policy
+  minus baseline, J and s) over the seeds both ran without failing, with its Student-t 95 %
+  interval, over ``paired_n`` seeds.
 """
 
 from __future__ import annotations
@@ -16,39 +27,95 @@ import pandas as pd
 
 from netsim.sweep.stats import t_interval, wilson_interval
 
-METRICS = ("energy_j", "time_s", "final_loss")
 GROUP = ["sweep", "point", "point_label"]
 OPTIMUM_SUFFIX = "-optimum"
+PAIRED = ("energy_j", "time_s")
 
 
-def compare_table(runs: pd.DataFrame) -> pd.DataFrame:
+def _required(grp: pd.DataFrame) -> float:
+    pi = grp["target_probability"].dropna() if "target_probability" in grp else pd.Series([])
+    return float(pi.iloc[0]) if len(pi) else 1.0
+
+
+def _policy_row(grp: pd.DataFrame, required: float) -> dict:
+    ok = grp[grp["status"] != "failed"]
+    reached = ok["target_reached"].fillna(False).astype(bool)
+    row: dict = {"runs": len(grp), "failed": len(grp) - len(ok),
+                 "seeds": int(grp["seed"].nunique())}
+    n_reached = int(reached.sum())
+    row["success"], row["success_lo"], row["success_hi"] = wilson_interval(n_reached, len(grp))
+    row["required"] = required
+    row["meets"] = bool(n_reached >= required * len(grp) - 1e-9)
+    for metric in ("energy_j", "time_s"):
+        row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = t_interval(ok.loc[reached, metric])
+        row[f"{metric}_all"], row[f"{metric}_all_lo"], row[f"{metric}_all_hi"] = \
+            t_interval(ok[metric])
+    row["final_loss"], row["final_loss_lo"], row["final_loss_hi"] = t_interval(ok["final_loss"])
+    return row
+
+
+def _paired(grp: pd.DataFrame, base: pd.DataFrame) -> dict:
+    """Mean paired difference (this policy minus the baseline) over their common seeds."""
+    mine = grp[grp["status"] != "failed"].groupby("seed")[list(PAIRED)].mean()
+    theirs = base[base["status"] != "failed"].groupby("seed")[list(PAIRED)].mean()
+    common = mine.index.intersection(theirs.index)
+    row: dict = {"paired_n": len(common)}
+    for metric in PAIRED:
+        diff = (mine.loc[common, metric] - theirs.loc[common, metric]).to_numpy()
+        row[f"d_{metric}"], row[f"d_{metric}_lo"], row[f"d_{metric}_hi"] = t_interval(diff)
+    return row
+
+
+def compare_table(runs: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """One row per (point, policy label) of the runs table of :func:`load_results`.
 
-    Columns: sweep, point, point_label, policy, runs, failed, then for each metric M of
-    energy_j, time_s, final_loss: M, M_lo, M_hi (mean and 95 % t-interval); success,
-    success_lo, success_hi (Wilson); energy_vs_best, time_vs_best; energy_vs_optimum,
-    time_vs_optimum (NaN where the point has no ``*-optimum`` policy).
+    Parameters
+    ----------
+    runs: the runs table (:func:`netsim.sweep.results.load_results`).
+    baseline: a policy label; adds the paired differences against it (see the module).
+
+    Raises
+    ------
+    ValueError
+        If ``baseline`` is given and no point holds runs of it.
     """
+    if baseline is not None and baseline not in set(runs["policy_label"]):
+        raise ValueError(f"baseline {baseline!r} has no runs (policies: "
+                         f"{', '.join(sorted(runs['policy_label'].unique()))})")
     rows = []
-    for (sweep, point, label, policy), grp in runs.groupby(GROUP + ["policy_label"], sort=True):
-        ok = grp[grp["status"] != "failed"]
-        row: dict = {"sweep": sweep, "point": int(point), "point_label": label,
-                     "policy": policy, "runs": len(grp), "failed": len(grp) - len(ok)}
-        for metric in METRICS:
-            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = t_interval(ok[metric])
-        reached = int(grp["target_reached"].fillna(False).astype(bool).sum())
-        row["success"], row["success_lo"], row["success_hi"] = wilson_interval(reached, len(grp))
-        rows.append(row)
+    for key, point in runs.groupby(GROUP, sort=True):
+        required = _required(point)
+        base = point[point["policy_label"] == baseline] if baseline else None
+        for policy, grp in point.groupby("policy_label", sort=True):
+            row = {**dict(zip(GROUP, key, strict=True)), "policy": policy,
+                   **_policy_row(grp, required)}
+            if baseline is not None:
+                row["baseline"] = policy == baseline
+                row.update(_paired(grp, base) if len(base) and policy != baseline
+                           else {"paired_n": math.nan})
+            rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    for metric, short in (("energy_j", "energy"), ("time_s", "time")):
-        best = table.groupby(GROUP)[metric].transform("min")
-        table[f"{short}_vs_best"] = table[metric] / best
-        opt = table[metric].where(table["policy"].str.endswith(OPTIMUM_SUFFIX))
-        table[f"{short}_vs_optimum"] = table[metric] / opt.groupby(
-            [table[g] for g in GROUP]).transform("min")
+    table["point"] = table["point"].astype(int)
+    if baseline is not None:
+        for col in [f"d_{m}{s}" for m in PAIRED for s in ("", "_lo", "_hi")]:
+            table[col] = table[col] if col in table else math.nan
+    _ratios(table)
     return table
+
+
+def _ratios(table: pd.DataFrame) -> None:
+    """``best``, ``*_vs_best`` and ``*_vs_optimum`` columns, in place."""
+    keys = [table[g] for g in GROUP]
+    for metric, short in (("energy_j", "energy"), ("time_s", "time")):
+        value = table[f"{metric}_all"]
+        best = value.where(table["meets"]).groupby(keys).transform("min")
+        table[f"{short}_vs_best"] = value / best
+        opt = value.where(table["policy"].str.endswith(OPTIMUM_SUFFIX))
+        table[f"{short}_vs_optimum"] = value / opt.groupby(keys).transform("min")
+    lowest = table["energy_j_all"].where(table["meets"]).groupby(keys).transform("min")
+    table["best"] = table["meets"] & (table["energy_j_all"] == lowest)
 
 
 def _num(x: float) -> str:
@@ -56,7 +123,7 @@ def _num(x: float) -> str:
 
 
 def _ci(mean: float, lo: float, hi: float) -> str:
-    if math.isnan(mean):
+    if mean is None or math.isnan(mean):
         return "-"
     if math.isnan(lo):
         return f"{mean:.4g}"
@@ -65,16 +132,29 @@ def _ci(mean: float, lo: float, hi: float) -> str:
 
 def display_table(part: pd.DataFrame) -> pd.DataFrame:
     """A point's rows as strings, intervals in brackets (the printed and HTML form)."""
-    shown = pd.DataFrame({"policy": part["policy"], "runs": part["runs"],
-                          "failed": part["failed"]})
-    for metric in METRICS:
-        shown[f"{metric} (95% CI)"] = [_ci(*v) for v in zip(
-            part[metric], part[f"{metric}_lo"], part[f"{metric}_hi"], strict=True)]
+    shown = pd.DataFrame({"policy": [f"{p} *" if b else p for p, b in
+                                     zip(part["policy"], part["best"], strict=True)]})
     shown["success (95% CI)"] = [
         "-" if math.isnan(p) else f"{p:.0%} [{lo:.0%}, {hi:.0%}]"
         for p, lo, hi in zip(part["success"], part["success_lo"], part["success_hi"], strict=True)]
+    shown["meets"] = ["yes" if m else "no" for m in part["meets"]]
+    shown["runs"], shown["failed"] = part["runs"].to_numpy(), part["failed"].to_numpy()
+    for metric, unit in (("energy_j", "J"), ("time_s", "s")):
+        name = metric.split("_")[0]
+        for suffix, where in (("", "reached"), ("_all", "all")):
+            shown[f"{name} {unit}, {where}"] = [_ci(*v) for v in zip(
+                part[f"{metric}{suffix}"], part[f"{metric}{suffix}_lo"],
+                part[f"{metric}{suffix}_hi"], strict=True)]
+    shown["final loss"] = [_num(x) for x in part["final_loss"]]
     shown["energy/best"] = [_num(x) for x in part["energy_vs_best"]]
     shown["time/best"] = [_num(x) for x in part["time_vs_best"]]
+    if "paired_n" in part:
+        for metric, unit in (("energy_j", "J"), ("time_s", "s")):
+            shown[f"d{metric.split('_')[0]} {unit} vs base"] = [
+                "baseline" if b else "-" if math.isnan(n) else _ci(m, lo, hi) + f" (n={int(n)})"
+                for m, lo, hi, n, b in zip(part[f"d_{metric}"], part[f"d_{metric}_lo"],
+                                           part[f"d_{metric}_hi"], part["paired_n"],
+                                           part["baseline"], strict=True)]
     if part["energy_vs_optimum"].notna().any():
         shown["energy/optimum"] = [_num(x) for x in part["energy_vs_optimum"]]
         shown["time/optimum"] = [_num(x) for x in part["time_vs_optimum"]]
@@ -87,12 +167,22 @@ def point_heading(sweep: str, point: int, label: str, n_seeds: int) -> str:
     return f"{where} ({n_seeds} seed{'s' if n_seeds != 1 else ''})"
 
 
-def format_compare(table: pd.DataFrame) -> str:
-    """The comparison as text: a heading and an aligned table per point."""
-    blocks = []
+def point_note(part: pd.DataFrame) -> str:
+    """What "best" means at this point: the required share and who meets it."""
+    required = float(part["required"].iloc[0])
+    need = "every run" if required >= 1 else f"at least {required:.0%} of runs (pi)"
+    if not part["meets"].any():
+        return f"no policy reaches the target in {need}: no best"
+    return f"* best: lowest mean energy over all runs among policies reaching the target in {need}"
+
+
+def format_compare(table: pd.DataFrame, clashes: list[str] | tuple[str, ...] = ()) -> str:
+    """The comparison as text: warnings, then a heading, a table and a note per point."""
+    blocks = [f"warning: {c}" for c in clashes] + ([""] if clashes else [])
     for (sweep, point, label), part in table.groupby(GROUP, sort=True):
-        seeds = int(np.max(part["runs"]))
+        seeds = int(np.max(part["seeds"]))
         blocks.append(point_heading(str(sweep), int(point), str(label), seeds))
         blocks.append(display_table(part).to_string(index=False))
+        blocks.append(point_note(part))
         blocks.append("")
     return "\n".join(blocks).rstrip() + "\n"

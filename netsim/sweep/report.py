@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from netsim.sweep.compare import GROUP, compare_table, display_table, point_heading
+from netsim.sweep.compare import GROUP, compare_table, display_table, point_heading, point_note
 from netsim.sweep.results import Results
 
 CSS = """
@@ -57,13 +57,14 @@ def _failures(runs: pd.DataFrame) -> str:
     return f"<p>{len(failed)} failed run(s):</p><ul>{''.join(items)}</ul>"
 
 
-def _comparison(runs: pd.DataFrame) -> str:
-    table = compare_table(runs)
-    parts = []
+def _comparison(results: Results) -> str:
+    table = compare_table(results.runs)
+    parts = [f"<p class='fail'>warning: {html.escape(c)}</p>" for c in results.name_clashes()]
     for (sweep, point, label), part in table.groupby(GROUP, sort=True):
-        heading = point_heading(str(sweep), int(point), str(label), int(np.max(part["runs"])))
+        heading = point_heading(str(sweep), int(point), str(label), int(np.max(part["seeds"])))
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append(display_table(part).to_html(index=False, border=0))
+        parts.append(f"<p>{html.escape(point_note(part))}</p>")
     return "\n".join(parts)
 
 
@@ -91,10 +92,11 @@ def render_report(results: Results, figures: Iterable[tuple[str, object]],
         f"<p>{len(runs)} runs, {runs['point_label'].nunique()} scenario point(s), "
         f"{runs['policy_label'].nunique()} polic{'y' if runs['policy_label'].nunique() == 1 else 'ies'}"
         f"; generated {stamp}. Means over seeds with Student-t 95% intervals; success rates with "
-        "Wilson 95% intervals; failed runs are left out of the means.</p>",
+        "Wilson 95% intervals; failed runs are left out of the means and count as misses; runs "
+        "are grouped by the scenario's content hash.</p>",
         "<h2>Runs by status</h2>", _status_table(runs),
         "<h2>Failures</h2>", _failures(runs),
-        "<h2>Comparison per scenario point</h2>", _comparison(runs),
+        "<h2>Comparison per scenario point</h2>", _comparison(results),
         "<h2>Figures</h2>", "\n".join(figs) or "<p>No figure.</p>",
         f"<ul>{note_html}</ul>" if note_html else "",
         "</body></html>",

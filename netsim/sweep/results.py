@@ -4,6 +4,11 @@ A sweep writes ``DIR/sweeps/<name>-<digest>.parquet`` (atomically, before any ru
 run_id to its sweep, point, point label, policy label and axis values. Runs written by
 ``netsim run`` or ``netsim.simulate(out=...)`` have no manifest row: their point is their
 scenario name and their label their policy name.
+
+Runs are grouped into scenario points by the scenario's content hash (``scenario_hash``,
+:func:`netsim.api.scenario_hash`), never by its name alone: two different scenarios that share
+a ``name:`` become two points, labelled ``NAME [HASH]`` and flagged in ``name_clash``. Runs
+stored before the hash was recorded fall back to their scenario name.
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ class Results:
     epochs: pd.DataFrame
     devices: pd.DataFrame
     axes: tuple[str, ...] = ()
+
+    def name_clashes(self) -> list[str]:
+        """One line per scenario name that two or more different scenarios share."""
+        if "name_clash" not in self.runs:
+            return []
+        clash = self.runs[self.runs["name_clash"]]
+        return [f"{len(grp['scenario_key'].unique())} different scenarios are named {name!r} "
+                f"(content hashes {', '.join(sorted(k[:6] for k in grp['scenario_key'].unique()))}"
+                "): shown apart, never pooled"
+                for name, grp in clash.groupby("scenario", sort=True)]
 
     def select(self, mask: pd.Series) -> Results:
         """The runs where ``mask`` (over ``runs``) holds, with their epochs and devices."""
@@ -88,9 +103,13 @@ def load_results(out_dir: str | Path) -> Results:
     manifest = read_manifest(out_dir)
     runs = runs.merge(manifest, on="run_id", how="left")
     runs["sweep"] = runs["sweep"].fillna("")
+    outside = runs["point_label"].isna()
     runs["point_label"] = runs["point_label"].fillna(runs["scenario"])
     runs["policy_label"] = runs["policy_label"].fillna(runs["policy"])
-    runs["point"] = _point_index(runs)
+    hashes = runs["scenario_hash"] if "scenario_hash" in runs else pd.Series(pd.NA, runs.index)
+    runs["scenario_key"] = hashes.astype("object").where(hashes.notna(), "name:" + runs["scenario"])
+    runs["policy_label"] = _params_labels(runs, outside)
+    _group_points(runs)
     axes = _expand_axes(runs)
     runs = runs.drop(columns=["axes_json"])
     order = ["sweep", "point", "policy_label", "seed"]
@@ -98,16 +117,47 @@ def load_results(out_dir: str | Path) -> Results:
     return Results(runs, read_table(out_dir, "epochs"), read_table(out_dir, "devices"), axes)
 
 
-def _point_index(runs: pd.DataFrame) -> pd.Series:
-    """Manifest point indices; runs outside any sweep numbered by their scenario name."""
-    point = runs["point"].astype("float64")
-    missing = point.isna()
-    if missing.any():
-        names = sorted(runs.loc[missing, "point_label"].unique())
-        start = 0 if not (~missing).any() else int(point.max()) + 1
-        codes = {n: start + i for i, n in enumerate(names)}
-        point[missing] = runs.loc[missing, "point_label"].map(codes)
-    return point.astype(int)
+def _group_points(runs: pd.DataFrame) -> None:
+    """Set ``point`` (int) and ``name_clash`` in place (``scenario_key`` set).
+
+    A sweep point keeps its manifest index; runs outside sweeps are numbered after the sweeps'
+    points, one point per (scenario name, content hash). Where one (sweep, point label) holds
+    several contents, each content gets its own point and ``NAME [HASH]`` label.
+    """
+    manifest = runs["point"].astype("float64")
+    point = pd.Series(-1, index=runs.index, dtype="int64")
+    clash = pd.Series(False, index=runs.index)
+    free = int(manifest.max()) + 1 if manifest.notna().any() else 0
+    in_sweep = manifest.notna()
+    groups = list(runs[in_sweep].groupby(["sweep", manifest[in_sweep], "point_label"], sort=True))
+    groups += list(runs[~in_sweep].groupby(["sweep", "point_label"], sort=True))
+    for key, grp in groups:
+        keys = sorted(grp["scenario_key"].unique())
+        for i, content in enumerate(keys):
+            idx = grp.index[grp["scenario_key"] == content]
+            if len(key) == 3 and i == 0:
+                point[idx] = int(key[1])
+            else:
+                point[idx], free = free, free + 1
+            if len(keys) > 1:
+                clash[idx] = True
+                runs.loc[idx, "point_label"] = f"{key[-1]} [{content.removeprefix('name:')[:6]}]"
+    runs["point"], runs["name_clash"] = point, clash
+
+
+def _params_labels(runs: pd.DataFrame, outside: pd.Series) -> pd.Series:
+    """Policy labels; outside sweeps, a policy run with several parameter sets on one scenario
+    is labelled ``NAME {params}`` per set, so different parameters are never pooled."""
+    labels = runs["policy_label"].copy()
+    if "policy_params" not in runs:
+        return labels
+    params = runs["policy_params"].map(lambda p: p if isinstance(p, str) else json.dumps(
+        p, sort_keys=True, default=str))
+    part = runs[outside].assign(_params=params[outside])
+    for _, grp in part.groupby(["scenario_key", "policy"], sort=False):
+        if grp["_params"].nunique() > 1:
+            labels[grp.index] = grp["policy"] + " " + grp["_params"]
+    return labels
 
 
 def _expand_axes(runs: pd.DataFrame) -> tuple[str, ...]:
