@@ -9,6 +9,10 @@ from typing import Any
 from pydantic import ValidationError
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+#: pydantic's bound errors: (context key, wording); bounds are shown as ``1e+24``, not digits.
+_BOUNDS = {"greater_than": ("gt", "greater than"),
+           "greater_than_equal": ("ge", "greater than or equal to"),
+           "less_than": ("lt", "less than"), "less_than_equal": ("le", "less than or equal to")}
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
         msg = err["msg"].removeprefix("Value error, ")
+        bound = _BOUNDS.get(kind)
+        if bound and isinstance(err.get("ctx", {}).get(bound[0]), int | float):
+            msg = f"Input should be {bound[1]} {err['ctx'][bound[0]]:g}"
         if kind != "extra_forbidden" and isinstance(value, int | float | str) \
                 and not isinstance(value, bool) and repr(value) not in msg:
             msg = f"{msg} (got {value!r})"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, JoulesPerBit, Seconds, Watts
 
@@ -26,6 +26,14 @@ def _range(low: str, bound: float, high: float = MAX_FLOAT) -> Any:
     return Field(**{low: bound}, le=high)
 
 
+def _at_least_min_rate(value: float) -> float:
+    if value < MIN_RATE:
+        raise ValueError(f"{value:g} is below {MIN_RATE:g}, where a run's times overflow "
+                         f"(allowed: {MIN_RATE:g} to the upper bound)")
+    return value
+
+
+_AT_LEAST_MIN_RATE = AfterValidator(_at_least_min_rate)
 PositiveF = _range("gt", 0)
 NonNegativeF = _range("ge", 0)
 
@@ -38,7 +46,7 @@ class DeviceSpec(_Strict):
     """A device that can compute: FLOP/s, memory (bytes), power (W), local samples."""
 
     id: Annotated[str, Field(min_length=1)]
-    flop_per_s: Annotated[FlopPerSecond, _range("ge", MIN_RATE, 1e24)]
+    flop_per_s: Annotated[FlopPerSecond, _range("gt", 0, 1e24), _AT_LEAST_MIN_RATE]
     memory_bytes: Annotated[Bytes, _range("gt", 0, 1e21)]
     power_busy_w: Annotated[Watts, _range("ge", 0, 1e9)]
     power_idle_w: Annotated[Watts, _range("ge", 0, 1e9)]
@@ -52,7 +60,7 @@ class LinkSpec(_Strict):
 
     a: Annotated[str, Field(min_length=1)]
     b: Annotated[str, Field(min_length=1)]
-    bandwidth_bps: Annotated[BitsPerSecond, _range("ge", MIN_RATE, 1e18)]
+    bandwidth_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18), _AT_LEAST_MIN_RATE]
     latency_s: Annotated[Seconds, _range("ge", 0, 1e9)] = 0.0
     energy_j_per_bit: Annotated[JoulesPerBit, _range("ge", 0, 1.0)] = 0.0
     link_type: str | None = None
@@ -81,6 +89,8 @@ class LossParams(_Strict):
     noise_run_sigma: Annotated[float, NonNegativeF] = 0.0
     noise_epoch_sigma: Annotated[float, NonNegativeF] = 0.0
     noise_heterogeneity: Annotated[float, NonNegativeF] = 0.0
+    noise_level_exponent: Annotated[float, Field(ge=0, le=5)] = 0.0
+    noise_prune: Annotated[float, Field(gt=-1, le=20)] = 0.0
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
     source: str = ""
 
