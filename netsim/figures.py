@@ -18,6 +18,11 @@ axis by its dotted path), or a function ``runs DataFrame -> bool mask``; ``None`
 run. A plot function takes a :class:`~netsim.sweep.results.Results` and returns a matplotlib
 figure, a mapping ``suffix -> figure`` (written as ``NAME-SUFFIX``), or ``None`` when it has
 nothing to draw.
+
+Every drawn figure carries where it comes from (:func:`annotate`): a small caption line under
+it (scenario names, seeds, run count, netsim version) and the same in the PNG's and PDF's
+metadata (:func:`save`). :func:`overlapping_texts` finds text that collides in a rendered
+figure (the tests hold every registered figure to none).
 """
 
 from __future__ import annotations
@@ -48,8 +53,16 @@ class FigureEntry:
 
 def figure(name: str, plot: Callable[[Results], Any], runs: Selector = None,
            description: str = "") -> FigureEntry:
-    """One registry line (see the module docstring)."""
-    return FigureEntry(name, plot, runs, description or (plot.__doc__ or "").split("\n")[0])
+    """One registry line (see the module docstring); the description defaults to the plot
+    function's first docstring sentence."""
+    return FigureEntry(name, plot, runs, description or first_sentence(plot.__doc__ or ""))
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    return para if end < 0 else para[: end + 1]
 
 
 @cache
@@ -127,14 +140,114 @@ def draw(results: Results, entries: list[FigureEntry] | None = None,
             yield Drawn(entry.name, note="nothing to draw for these runs")
         elif isinstance(drawn, Mapping):
             for suffix, fig in drawn.items():
-                yield Drawn(f"{entry.name}-{suffix}", fig)
+                yield Drawn(f"{entry.name}-{suffix}", annotate(fig, chosen,
+                                                               f"{entry.name}-{suffix}"))
         else:
-            yield Drawn(entry.name, drawn)
+            yield Drawn(entry.name, annotate(drawn, chosen, entry.name))
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    """``0-9`` for a run of seeds, else up to six listed (``0, 2, 5``)."""
+    if not seeds:
+        return "-"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    shown = ", ".join(str(s) for s in seeds[:6])
+    return shown + (f", ... ({len(seeds)})" if len(seeds) > 6 else "")
+
+
+def provenance(results: Results) -> dict[str, str]:
+    """Where a figure's data come from: scenario names, seeds, runs, netsim version."""
+    import netsim
+
+    runs = results.runs
+    names = sorted({str(n) for n in runs.get("scenario", pd.Series(dtype=object)).dropna()})
+    sweeps = sorted({str(s) for s in runs.get("sweep", pd.Series(dtype=object)).dropna() if s})
+    seeds = sorted({int(s) for s in runs["seed"].dropna()}) if "seed" in runs else []
+    scen = ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
+    return {"scenario": scen, "sweep": ", ".join(sweeps), "seeds": _seeds_text(seeds),
+            "runs": str(len(runs)), "netsim": str(netsim.__version__)}
+
+
+def caption_text(meta: Mapping[str, str]) -> str:
+    """The caption line: ``scenario default; sweep smoke; seeds 0-9; 60 runs; netsim 0.2.0``."""
+    parts = [f"scenario {meta['scenario']}"] + ([f"sweep {meta['sweep']}"] if meta["sweep"]
+                                                else [])
+    return "; ".join(parts + [f"seeds {meta['seeds']}", f"{meta['runs']} runs",
+                              f"netsim {meta['netsim']}"])
+
+
+def annotate(fig: Any, results: Results, name: str = "") -> Any:
+    """Add the provenance caption under ``fig`` (once) and keep it for :func:`save`'s
+    metadata; returns ``fig``."""
+    if getattr(fig, "netsim_meta", None) is not None:
+        return fig
+    meta = {"name": name, **provenance(results)}
+    fig.netsim_meta = meta
+    fig.text(0.01, 0.0, caption_text(meta), ha="left", va="top", fontsize=5, color="0.35")
+    return fig
+
+
+def overlapping_texts(fig: Any, tolerance_px: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of visible, non-empty texts of ``fig`` whose rendered boxes overlap (by more than
+    ``tolerance_px`` pixels each way), plus any legend that overlaps its axes' plotting area
+    (as ``("legend", axes title)``): both should be empty for a figure fit to print."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hidden = set()  # tick labels matplotlib keeps but does not draw: ticks outside the view
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            span = (hi - lo) * 1e-9
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - span <= tick.get_loc() <= hi + span:
+                    hidden.update({id(tick.label1), id(tick.label2)})
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and id(t) not in hidden]
+    boxes = [(t.get_text(), t.get_window_extent(renderer).expanded(1, 1)) for t in texts]
+    out = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if w > tolerance_px and h > tolerance_px:
+                out.append((a, b))
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            lb, ab = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+            if lb.x0 < ab.x1 - tolerance_px and lb.x1 > ab.x0 + tolerance_px \
+                    and lb.y0 < ab.y1 - tolerance_px and lb.y1 > ab.y0 + tolerance_px:
+                out.append(("legend", ax.get_title() or "axes"))
+    return out
+
+
+def metadata(fig: Any, fmt: str) -> dict[str, str]:
+    """The file metadata of an annotated figure (PNG text chunks, PDF info keys)."""
+    import netsim
+
+    meta = getattr(fig, "netsim_meta", None) or {}
+    info = {"Title": meta.get("name", ""), "Creator": f"netsim {netsim.__version__}"}
+    if meta:
+        info["Subject"] = caption_text(meta)
+        info["Keywords"] = "; ".join(f"{k}={v}" for k, v in meta.items() if k != "name")
+    if fmt == "png":
+        info = {**info, "Software": info.pop("Creator"), "Description": info.pop("Subject", "")}
+    return {k: v for k, v in info.items() if v}
+
+
+def extra_artists(fig: Any) -> list[Any]:
+    """What a saved file must hold besides the axes: legends (some kept out of
+    ``tight_layout``, outside the axes) and the figure's texts (the caption)."""
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return legends + list(fig.texts)
 
 
 def save(fig: Any, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
-    """Write ``fig`` as OUT_BASE.png and OUT_BASE.pdf (folders created), close it; returns the
-    paths."""
+    """Write ``fig`` as OUT_BASE.png and OUT_BASE.pdf (vector; folders created) with its
+    provenance in the files' metadata, close it; returns the paths."""
     import matplotlib.pyplot as plt
 
     base = Path(out_base)
@@ -142,7 +255,8 @@ def save(fig: Any, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf
     paths = []
     for fmt in formats:
         path = base.with_name(f"{base.name}.{fmt}")  # names may contain dots (x=0.3)
-        fig.savefig(path)
+        fig.savefig(path, metadata=metadata(fig, fmt), bbox_inches="tight",
+                    bbox_extra_artists=extra_artists(fig))
         paths.append(path)
     plt.close(fig)
     return paths

@@ -65,14 +65,24 @@ def mean_band_by(runs: pd.DataFrame, x: str, y: str, series: str = "policy_label
     return pd.DataFrame(rows, columns=[series, x, "mean", "lo", "hi", "n"])
 
 
-def curves_on_grid(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Curves (t, y) resampled on a common time grid (0 .. the longest end); NaN past a
-    curve's end. Returns (grid, runs x points array)."""
+def curves_on_grid(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200,
+                   hold: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Curves (t, y) resampled on a common time grid (0 .. the longest end).
+
+    ``hold``: each curve keeps its final value after it ends (a run that has stopped spends no
+    more energy and its model keeps its last loss), so the mean over runs never drops because a
+    run ended; else NaN past a curve's end. Returns (grid, runs x points array).
+    """
     end = max((float(t[-1]) for t, _ in curves if len(t)), default=1.0) or 1.0
     grid = np.linspace(0.0, end, points)
-    ys = np.array([np.interp(grid, t, y, right=np.nan) for t, y in curves])
+    ys = np.array([np.interp(grid, t, y, right=y[-1] if hold else np.nan) for t, y in curves])
     return grid, ys
+
+
+def still_running(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> np.ndarray:
+    """How many of the curves (runs) have not ended yet at each grid time (s)."""
+    ends = np.array([float(t[-1]) if len(t) else 0.0 for t, _ in curves])
+    return (ends[:, None] >= grid[None, :]).sum(axis=0)
 
 
 def numeric_axes(runs: pd.DataFrame, axes: tuple[str, ...]) -> list[str]:

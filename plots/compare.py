@@ -12,16 +12,19 @@ import numpy as np
 import pandas as pd
 
 from netsim.sweep.results import Results
-from plots.common import axis_label, band, curves_on_grid, mean_band_by, numeric_axes
-from plots.style import figure, style_for
+from plots.common import axis_label, band, curves_on_grid, mean_band_by, numeric_axes, still_running
+from plots.style import ONE_COLUMN_IN, bar_hatches, figure, legend_outside, line_style, style_for
 
 
 def _styles(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
-    return style_for(sorted(runs["policy_label"].unique()))
+    return style_for(runs["policy_label"].unique())
 
 
 def energy_by_policy(results: Results):
-    """Mean energy (J) per point and policy, bars with 95 % intervals over seeds."""
+    """Mean energy (J) per point and policy: horizontal bars with 95 % intervals over seeds.
+
+    Points are rows (their labels read horizontally, so long labels never collide), a bar per
+    policy in each; the legend sits outside the axes."""
     runs = results.runs
     stats = mean_band_by(runs, "point", "energy_j")
     if stats.empty:
@@ -30,19 +33,24 @@ def energy_by_policy(results: Results):
     points = sorted(stats["point"].unique())
     policies = sorted(stats["policy_label"].unique())
     styles = _styles(runs)
+    hatches = bar_hatches(styles)
+    height_in = max(1.6, 0.45 + 0.11 * len(points) * (len(policies) + 1))
     fig, ax = figure()
+    fig.set_size_inches(ONE_COLUMN_IN[0], height_in)
     width = 0.8 / len(policies)
     for k, policy in enumerate(policies):
         s = stats[stats["policy_label"] == policy].set_index("point").reindex(points)
-        x = np.arange(len(points)) + (k - (len(policies) - 1) / 2) * width
+        y = np.arange(len(points)) - (k - (len(policies) - 1) / 2) * width
         err = np.vstack([s["mean"] - s["lo"], s["hi"] - s["mean"]])
-        ax.bar(x, s["mean"], width, yerr=np.nan_to_num(err), capsize=2, label=policy,
-               color=styles[policy]["color"], edgecolor="black", linewidth=0.4)
-    ax.set_xticks(np.arange(len(points)))
-    ax.set_xticklabels([labels[p] for p in points], rotation=30 if len(points) > 2 else 0,
-                       ha="right" if len(points) > 2 else "center")
-    ax.set(ylabel=axis_label("energy_j"), xlabel="scenario point")
-    ax.legend(loc="best")
+        ax.barh(y, s["mean"], width, xerr=np.nan_to_num(err), capsize=2, label=policy,
+                color=styles[policy]["color"], edgecolor="black", linewidth=0.4,
+                hatch=hatches[policy],
+                error_kw={"linewidth": 0.6})
+    ax.set_yticks(np.arange(len(points)), [labels[p] for p in points])
+    ax.invert_yaxis()
+    ax.set(xlabel=axis_label("energy_j"))
+    ax.grid(axis="y", visible=False)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
@@ -64,7 +72,7 @@ def energy_time(results: Results):
                     yerr=np.nan_to_num([grp["mean_e"] - grp["lo_e"], grp["hi_e"] - grp["mean_e"]]),
                     fmt=st["marker"], color=st["color"], capsize=2, markersize=4, label=policy)
     ax.set(xlabel="training time (s, simulated)", ylabel=axis_label("energy_j"))
-    ax.legend(loc="best")
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
@@ -97,7 +105,7 @@ def metric_vs_axis(results: Results, metric: str = "energy_j"):
             if any(k is not None for k in key):
                 ax.set_title(", ".join(f"{axis_label(o).split(' (')[0]} = {v}"
                                        for o, v in zip(others, key, strict=True)))
-            ax.legend(loc="best")
+            legend_outside(ax)
             fig.tight_layout()
             suffix = "-".join([_slug(axis)]
                               + [f"{_slug(o)}={_slug(v)}" for o, v in zip(others, key, strict=True)])
@@ -107,7 +115,9 @@ def metric_vs_axis(results: Results, metric: str = "energy_j"):
 
 def loss_vs_time(results: Results):
     """Loss (nats) vs simulated time (s) at each point, a line per policy: mean and 95 % band
-    over seeds on a common time grid. One figure per point, keyed ``point<N>``."""
+    over seeds on a common time grid, each run held at its final loss after it ends; a marker
+    where the policy's last run ends, the legend giving its run count. One figure per point,
+    keyed ``point<N>``."""
     runs = results.runs[results.runs["status"] != "failed"]
     epochs = results.epochs
     if runs.empty or epochs.empty:
@@ -129,15 +139,17 @@ def loss_vs_time(results: Results):
                 continue
             grid, ys = curves_on_grid(curves)
             mean, lo, hi = band(ys)
-            st = {k: v for k, v in styles[policy].items() if k != "marker"}
-            ax.plot(grid, mean, label=policy, **st)
-            ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.2, linewidth=0)
+            st = styles[policy]
+            last = int(np.max(np.nonzero(still_running(curves, grid))[0], initial=0))
+            ax.plot(grid[: last + 1], mean[: last + 1], label=f"{policy} (n={len(curves)})",
+                    marker=st["marker"], markevery=[last], markersize=4, **line_style(st))
+            ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.15, linewidth=0)
         target = part["target_loss"].dropna()
         if len(target):
             ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,
                        label="target")
         ax.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), yscale="log", title=label)
-        ax.legend(loc="upper right")
+        legend_outside(ax)
         fig.tight_layout()
         out[f"point{int(point)}"] = fig
     return out or None

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from plots.common import axis_label, mean_band_by
-from plots.style import figure, save, style_for
+from plots.style import figure, legend_outside, save, style_for
 
 DEPL = "depl"
 ORDER = ("depl", "depl-mean", "depl-margin", "full-model", "never-switch", "depl-optimum")
@@ -53,7 +53,7 @@ def success_table(runs: pd.DataFrame, x: str = "pi") -> pd.DataFrame:
     return g
 
 
-def final_loss_cdf(runs: pd.DataFrame, out: str | Path, pi: float | None = None) -> list[Path]:
+def final_loss_cdf_figure(runs: pd.DataFrame, pi: float | None = None):
     """Empirical CDF of the final loss over seeds, one line per policy, L* marked.
 
     ``pi`` selects the runs planned for that target probability (default: the largest).
@@ -73,11 +73,12 @@ def final_loss_cdf(runs: pd.DataFrame, out: str | Path, pi: float | None = None)
     ax.annotate(f"L* = {target:g}", (target, 0.02), xytext=(3, 0), textcoords="offset points")
     ax.set_xlabel(axis_label("final_loss"))
     ax.set_ylabel(f"fraction of runs (pi = {pi:g})")
-    ax.legend(loc="lower right")
-    return save(fig, out)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
 
 
-def success_vs_pi(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+def success_vs_pi_figure(runs: pd.DataFrame):
     """Success rate vs target probability pi with 95 % intervals; the diagonal is the promise."""
     tab = success_table(runs.dropna(subset=["pi"]))
     styles = style_for(_policies(runs))
@@ -92,11 +93,12 @@ def success_vs_pi(runs: pd.DataFrame, out: str | Path) -> list[Path]:
     ax.plot(lims, lims, color="black", linewidth=0.7, label="promise (success = pi)")
     ax.set_xlabel("target probability pi")
     ax.set_ylabel(axis_label("success"))
-    ax.legend(loc="lower right")
-    return save(fig, out)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
 
 
-def _cost_vs(runs: pd.DataFrame, x: str, xlabel: str, out: str | Path) -> list[Path]:
+def _cost_vs(runs: pd.DataFrame, x: str, xlabel: str):
     r = runs.dropna(subset=[x]).assign(policy_label=runs["policy"])
     tab = mean_band_by(r, x, "energy_j")
     styles = style_for(_policies(runs))
@@ -109,22 +111,23 @@ def _cost_vs(runs: pd.DataFrame, x: str, xlabel: str, out: str | Path) -> list[P
         ax.fill_between(t[x], t["lo"], t["hi"], color=st["color"], alpha=0.15, linewidth=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(axis_label("energy_j"))
-    ax.legend()
-    return save(fig, out)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
 
 
-def cost_vs_pi(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+def cost_vs_pi_figure(runs: pd.DataFrame):
     """Mean training energy (J) over seeds vs pi, 95 % bands."""
-    return _cost_vs(runs, "pi", "target probability pi", out)
+    return _cost_vs(runs, "pi", "target probability pi")
 
 
-def cost_vs_target(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+def cost_vs_target_figure(runs: pd.DataFrame):
     """Mean training energy (J) over seeds vs the loss target L* (nats), 95 % bands."""
-    return _cost_vs(runs, "target_loss", "loss target L* (nats)", out)
+    return _cost_vs(runs, "target_loss", "loss target L* (nats)")
 
 
-def model_per_epoch(runs: pd.DataFrame, epochs: pd.DataFrame, out: str | Path,
-                    pi: float | None = None, seed: int | None = None) -> list[Path]:
+def model_per_epoch_figure(runs: pd.DataFrame, epochs: pd.DataFrame, pi: float | None = None,
+                           seed: int | None = None):
     """The variant each policy trains in each epoch (one run per policy): switches show."""
     pi = float(runs["pi"].max()) if pi is None else pi
     sel = runs[np.isclose(runs["pi"], pi)]
@@ -144,11 +147,12 @@ def model_per_epoch(runs: pd.DataFrame, epochs: pd.DataFrame, out: str | Path,
     ax.invert_yaxis()
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"model variant (seed {seed}, pi = {pi:g})")
-    ax.legend(fontsize=6)
-    return save(fig, out)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
 
 
-def cost_ratio(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+def cost_ratio_figure(runs: pd.DataFrame):
     """Each baseline's mean energy over DepL's, per pi; hatched bars miss the promise
     (success below pi minus two binomial standard errors)."""
     r = runs.dropna(subset=["pi"])
@@ -162,7 +166,7 @@ def cost_ratio(runs: pd.DataFrame, out: str | Path) -> list[Path]:
     for j, name in enumerate(base):
         xs, ys, misses = [], [], []
         for i, pi in enumerate(pis):
-            if (name, pi) not in cost or (DEPL, pi) not in cost:
+            if (name, pi) not in cost or (DEPL, pi) not in cost or not cost[(DEPL, pi)] > 0:
                 continue
             xs.append(i + (j - (len(base) - 1) / 2) * width)
             ys.append(cost[(name, pi)] / cost[(DEPL, pi)])
@@ -177,5 +181,37 @@ def cost_ratio(runs: pd.DataFrame, out: str | Path) -> list[Path]:
     ax.set_xticks(range(len(pis)), [f"{p:g}" for p in pis])
     ax.set_xlabel("target probability pi (hatched: misses pi)")
     ax.set_ylabel("energy / DepL's energy")
-    ax.legend(ncols=2)
-    return save(fig, out)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def final_loss_cdf(runs: pd.DataFrame, out: str | Path, pi: float | None = None) -> list[Path]:
+    """:func:`final_loss_cdf_figure` saved as OUT.png and OUT.pdf."""
+    return save(final_loss_cdf_figure(runs, pi), out)
+
+
+def success_vs_pi(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+    """:func:`success_vs_pi_figure` saved as OUT.png and OUT.pdf."""
+    return save(success_vs_pi_figure(runs), out)
+
+
+def cost_vs_pi(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+    """:func:`cost_vs_pi_figure` saved as OUT.png and OUT.pdf."""
+    return save(cost_vs_pi_figure(runs), out)
+
+
+def cost_vs_target(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+    """:func:`cost_vs_target_figure` saved as OUT.png and OUT.pdf."""
+    return save(cost_vs_target_figure(runs), out)
+
+
+def model_per_epoch(runs: pd.DataFrame, epochs: pd.DataFrame, out: str | Path,
+                    pi: float | None = None, seed: int | None = None) -> list[Path]:
+    """:func:`model_per_epoch_figure` saved as OUT.png and OUT.pdf."""
+    return save(model_per_epoch_figure(runs, epochs, pi, seed), out)
+
+
+def cost_ratio(runs: pd.DataFrame, out: str | Path) -> list[Path]:
+    """:func:`cost_ratio_figure` saved as OUT.png and OUT.pdf."""
+    return save(cost_ratio_figure(runs), out)

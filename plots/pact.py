@@ -16,7 +16,7 @@ from matplotlib.ticker import NullFormatter
 
 from netsim.results.store import read_table
 from plots.common import band
-from plots.style import figure, save, style_for
+from plots.style import figure, legend_outside, save, style_for
 
 
 def _runs(folder: Path) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def energy_vs_target(folder: Path):
         ax.plot(grp["x"], grp["energy_j"], color="black", linestyle=ls, linewidth=1.0,
                 label=name)
     ax.set_yscale("log")
-    ax.legend(ncol=2, fontsize=6)
+    legend_outside(ax)
     ax.set_title("energy vs loss target (runs that reached it; hollow: some seeds missed it)")
     return fig
 
@@ -72,7 +72,7 @@ def energy_vs_deadline(folder: Path):
     """Total energy vs deadline per policy (default scenario)."""
     fig, ax = figure(wide=True)
     _energy_lines(ax, _runs(folder), "deadline (s)")
-    ax.legend(ncol=2, fontsize=6)
+    legend_outside(ax)
     ax.set_title("energy vs deadline (runs that reached the target; hollow: some missed)")
     return fig
 
@@ -83,15 +83,19 @@ def energy_vs_devices(folder: Path):
     _energy_lines(ax, _runs(folder), "number of devices")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.legend(ncol=2, fontsize=6)
+    legend_outside(ax)
     ax.set_title("energy vs number of devices")
     return fig
 
 
 def schedule(folder: Path):
     """PACT's variant per epoch (top) and which devices train in each epoch (heatmap)."""
-    epochs = read_table(folder, "epochs").sort_values("epoch")
-    table = read_table(folder, "devices")
+    return schedule_figure(read_table(folder, "epochs"), read_table(folder, "devices"))
+
+
+def schedule_figure(epochs: pd.DataFrame, table: pd.DataFrame):
+    """:func:`schedule` from one run's epochs and devices tables."""
+    epochs = epochs.sort_values("epoch")
     used = {d for ids in epochs["participant_ids"] for d in ids}
     devices = sorted(used | set(table.loc[~table["network_node"], "device"]) - {"aggregator"})
     grid = np.zeros((len(devices), len(epochs)))
@@ -107,10 +111,12 @@ def schedule(folder: Path):
     top.set_ylabel("variant")
     bottom.imshow(grid, aspect="auto", cmap="cividis", interpolation="nearest",
                   extent=(-0.5, len(epochs) - 0.5, len(devices) - 0.5, -0.5))
-    bottom.set_yticks(range(len(devices)), devices, fontsize=5)
+    step = max(1, -(-len(devices) // 36))  # at most 36 device names: never overlapping
+    bottom.set_yticks(range(0, len(devices), step), devices[::step], fontsize=5)
     bottom.set_xlabel("epoch")
     bottom.set_ylabel("device (yellow: trains)")
     bottom.grid(False)
+    fig.tight_layout()
     return fig
 
 

@@ -9,12 +9,28 @@ entry below, and one line under ``netsim.figures`` in setup.cfg; reinstall (``pi
 from __future__ import annotations
 
 from netsim.figures import figure
-from plots import compare, timeline
+from plots import compare, families, timeline
 
 ENERGY_BY_POLICY = figure("energy-by-policy", compare.energy_by_policy)
 ENERGY_VS_TIME = figure("energy-vs-time", compare.energy_time)
-ENERGY_VS_AXIS = figure("energy-vs-axis", compare.metric_vs_axis)
+ENERGY_VS_AXIS = figure("energy-vs-axis", compare.metric_vs_axis,
+                        description="Energy (J) vs each numeric sweep axis, a line per policy")
 TIME_VS_AXIS = figure("time-vs-axis", lambda r: compare.metric_vs_axis(r, "time_s"),
                       description="Training time (s) vs each numeric sweep axis, a line per policy")
 LOSS_VS_TIME = figure("loss-vs-time", compare.loss_vs_time)
 TIMELINE = figure("timeline", timeline.timeline_figure)
+
+# Per policy family (experiments/pact/run.py, experiments/depl/run.py), from stored runs.
+PACT = {"policy": families.PACT_FAMILY}
+DEPL = {"policy": families.DEPL_FAMILY}
+PACT_ENERGY_VS_TARGET = figure("pact-energy-vs-target", families.pact_energy_vs_target, PACT)
+PACT_ENERGY_VS_DEADLINE = figure("pact-energy-vs-deadline", families.pact_energy_vs_deadline,
+                                 PACT)
+PACT_ENERGY_VS_DEVICES = figure("pact-energy-vs-devices", families.pact_energy_vs_devices, PACT)
+PACT_SCHEDULE = figure("pact-schedule", families.pact_schedule, {"policy": "pact"})
+DEPL_FINAL_LOSS_CDF = figure("depl-final-loss-cdf", families.depl_final_loss_cdf, DEPL)
+DEPL_SUCCESS_VS_PI = figure("depl-success-vs-pi", families.depl_success_vs_pi, DEPL)
+DEPL_COST_VS_PI = figure("depl-cost-vs-pi", families.depl_cost_vs_pi, DEPL)
+DEPL_COST_VS_TARGET = figure("depl-cost-vs-target", families.depl_cost_vs_target, DEPL)
+DEPL_MODEL_PER_EPOCH = figure("depl-model-per-epoch", families.depl_model_per_epoch, DEPL)
+DEPL_COST_RATIO = figure("depl-cost-ratio", families.depl_cost_ratio, DEPL)

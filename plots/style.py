@@ -1,13 +1,14 @@
 """Paper style for every netsim figure: one column wide, readable, colour-blind safe.
 
-Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies); line
-styles and markers cycle too, so series stay distinct in greyscale.
+Colours are the Okabe-Ito palette (safe for the common colour-vision deficiencies). Each policy
+has one colour, line style and marker in every figure (:data:`POLICY_STYLES`,
+:func:`style_for`); line style and marker keep series apart in greyscale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import cycle
+import hashlib
+from collections.abc import Iterable
 
 import matplotlib
 
@@ -39,18 +40,106 @@ RC = {
 }
 
 
-def series_styles() -> Iterator[dict[str, str]]:
-    """Endless (colour, linestyle, marker) combinations for successive series."""
-    for i in cycle(range(len(OKABE_ITO) * len(LINESTYLES))):
-        yield {"color": OKABE_ITO[i % len(OKABE_ITO)],
-               "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)],
-               "marker": MARKERS[i % len(MARKERS)]}
+# One colour, line style and marker per policy, the same in every figure (Okabe-Ito colours;
+# line style and marker keep series apart in greyscale and where lines overlap). A family shares
+# a hue: a method and its optimum reference differ by line style and marker.
+POLICY_STYLES: dict[str, dict[str, str]] = {
+    "pact": {"color": "#0072B2", "linestyle": "-", "marker": "o"},
+    "pact-optimum": {"color": "#0072B2", "linestyle": ":", "marker": "*"},
+    "pact-no-compression": {"color": "#56B4E9", "linestyle": "--", "marker": "<"},
+    "pact-all-nodes": {"color": "#56B4E9", "linestyle": "-.", "marker": ">"},
+    "compress-first": {"color": "#56B4E9", "linestyle": ":", "marker": "X"},
+    "depl": {"color": "#D55E00", "linestyle": "-", "marker": "s"},
+    "depl-optimum": {"color": "#D55E00", "linestyle": ":", "marker": "*"},
+    "depl-mean": {"color": "#E69F00", "linestyle": "--", "marker": "h"},
+    "depl-margin": {"color": "#E69F00", "linestyle": "-.", "marker": "p"},
+    "full-model": {"color": "#E69F00", "linestyle": ":", "marker": "d"},
+    "never-switch": {"color": "#CC79A7", "linestyle": ":", "marker": "H"},
+    "fedavg-all": {"color": "#000000", "linestyle": "--", "marker": "^"},
+    "greedy-energy": {"color": "#009E73", "linestyle": "-.", "marker": "D"},
+    "fastest-k": {"color": "#CC79A7", "linestyle": "--", "marker": "v"},
+    "random-k": {"color": "#009E73", "linestyle": ":", "marker": "P"},
+    "baechi": {"color": "#000000", "linestyle": "-", "marker": "x"},
+    "m-topo": {"color": "#0072B2", "linestyle": "-", "marker": "o"},
+    "m-etf": {"color": "#E69F00", "linestyle": "--", "marker": "s"},
+    "m-sct": {"color": "#009E73", "linestyle": "-.", "marker": "^"},
+    "single": {"color": "#000000", "linestyle": "--", "marker": ""},
+}
+LINE_COLOURS = [c for c in OKABE_ITO if c != "#F0E442"]  # yellow is too pale for lines on white
+COMBOS = [{"color": c, "linestyle": ls, "marker": m} for ls in LINESTYLES for m in MARKERS
+          for c in LINE_COLOURS]
 
 
-def style_for(names: list[str]) -> dict[str, dict[str, str]]:
-    """A stable style per series name (sorted), so a policy looks the same in every figure."""
-    styles = series_styles()
-    return {name: next(styles) for name in sorted(names)}
+def register_style(name: str, color: str, linestyle: str = "-", marker: str = "o") -> None:
+    """Give a policy (or any series name) a fixed style in every netsim figure."""
+    POLICY_STYLES[name] = {"color": color, "linestyle": linestyle, "marker": marker}
+
+
+def _base_name(name: str) -> str:
+    """The registered policy a label names: ``random-k {"k": 5}`` and ``random-k(k=5)`` ->
+    ``random-k``; a label that names none is its own."""
+    head = name.split(" ")[0].split("(")[0].split("{")[0]
+    return head if head in POLICY_STYLES else name
+
+
+def policy_style(name: str) -> dict[str, str]:
+    """The style of a series name: registered, else a combination picked by a stable hash of
+    the name (the same in every figure and process)."""
+    if name in POLICY_STYLES:
+        return dict(POLICY_STYLES[name])
+    digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+    return dict(COMBOS[digest % len(COMBOS)])
+
+
+def style_for(names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """A style per series name, the same in every figure: registered names keep theirs; a
+    label of a registered policy with parameters keeps its hue with another line style and
+    marker; other names get :func:`policy_style`'s, moved to the next free combination if two
+    series of one figure would otherwise look alike."""
+    names = sorted(set(names))
+    out: dict[str, dict[str, str]] = {n: policy_style(n) for n in names if n in POLICY_STYLES}
+    used = {tuple(s.values()) for s in out.values()}
+    for name in (n for n in names if n not in POLICY_STYLES):
+        base = _base_name(name)
+        candidates = [c for c in COMBOS if c["color"] == POLICY_STYLES[base]["color"]] \
+            if base in POLICY_STYLES else COMBOS
+        digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        for k in range(len(candidates)):
+            style = candidates[(digest + k) % len(candidates)]
+            if tuple(style.values()) not in used:
+                break
+        out[name] = dict(style)
+        used.add(tuple(style.values()))
+    return out
+
+
+def line_style(style: dict[str, str]) -> dict[str, str]:
+    """The colour and line style of a series (no marker), for dense curves."""
+    return {"color": style["color"], "linestyle": style["linestyle"]}
+
+
+def legend_outside(ax_or_fig, handles=None, labels=None, **kwargs):
+    """A legend to the right of the axes (or figure), so it never hides data; left out of
+    ``tight_layout`` (the axes keep their width), the saved file widens to hold it."""
+    kw = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0,
+          "frameon": False, **kwargs}
+    legend = ax_or_fig.legend(**kw) if handles is None else ax_or_fig.legend(handles, labels, **kw)
+    legend.set_in_layout(False)
+    return legend
+
+
+HATCHES = ["", "////", "\\\\", "....", "xxxx", "oo"]
+
+
+def bar_hatches(styles: dict[str, dict[str, str]]) -> dict[str, str]:
+    """A hatch per series for bar charts, so series that share a colour (a family) differ."""
+    seen: dict[str, int] = {}
+    out = {}
+    for name in sorted(styles):
+        k = seen.get(styles[name]["color"], 0)
+        seen[styles[name]["color"]] = k + 1
+        out[name] = HATCHES[k % len(HATCHES)]
+    return out
 
 
 def figure(ncols: int = 1, nrows: int = 1, wide: bool = False, **kwargs):

@@ -1,7 +1,8 @@
 """Loss and cumulative energy vs simulated time, one line per policy (``netsim run``'s figure).
 
 Reads the runs and epochs tables; never simulates. With several seeds per policy the line is
-the mean over seeds on a common time grid and the band its 95% interval.
+the mean over seeds on a common time grid (each run held at its final value after it ends) and
+the band its 95% interval.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 
 from netsim.sweep.results import Results
 from plots.common import band, curves_on_grid
-from plots.style import figure, style_for
+from plots.style import figure, legend_outside, line_style, style_for
 
 
 def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, list[tuple]]:
@@ -33,29 +34,51 @@ def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, 
 def timeline_figure(results: Results) -> Any:
     """Loss and cumulative energy (J) vs simulated time (s), a line per policy.
 
-    ``netsim run``'s figure; the target loss is a dotted line when the runs share one."""
+    ``netsim run``'s figure; the target loss is a dotted line when the runs share one. With
+    several seeds a line is the mean over seeds, each run held at its final value after it
+    ends (so the mean never falls when a run stops), its band the 95 % interval (energy's
+    clipped at 0 J); a marker shows where the policy's last run ends. The energy axis is
+    logarithmic when the policies' final energies span more than a factor of 20. A caption line
+    names the scenario, seeds and netsim version."""
+    from netsim.figures import annotate
+
     runs = results.runs
     targets = runs["target_loss"].dropna().unique() if "target_loss" in runs else []
-    return _timeline(runs, results.epochs, float(targets[0]) if len(targets) == 1 else None)
+    fig = _timeline(runs, results.epochs, float(targets[0]) if len(targets) == 1 else None)
+    return annotate(fig, results, "timeline")
 
 
 def _timeline(runs: pd.DataFrame, epochs: pd.DataFrame, target_loss: float | None) -> Any:
     fig, (ax_loss, ax_energy) = figure(ncols=2)
-    styles = style_for(sorted(runs["policy"].unique()))
+    styles = style_for(runs["policy"].unique())
+    finals = []
     for ax, column in ((ax_loss, "loss"), (ax_energy, "energy")):
         for policy, curves in _curves(runs, epochs, column).items():
-            st = {k: v for k, v in styles[policy].items() if k != "marker"}
-            if len(curves) == 1:
-                ax.plot(*curves[0], label=policy, **st)
-                continue
+            st = styles[policy]
+            label = policy if len(curves) == 1 else f"{policy} (mean of {len(curves)})"
             grid, ys = curves_on_grid(curves)
             mean, lo, hi = band(ys)
-            ax.plot(grid, mean, label=f"{policy} (mean of {len(curves)})", **st)
-            ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.2, linewidth=0)
+            ax.plot(grid, mean, label=label, marker=st["marker"], markevery=[len(grid) - 1],
+                    markersize=4, **line_style(st))
+            if len(curves) > 1:
+                ax.fill_between(grid, np.maximum(lo, 0.0) if column == "energy" else lo, hi,
+                                color=st["color"], alpha=0.15, linewidth=0)
+            if column == "energy":
+                finals.append(float(mean[-1]))
     if target_loss is not None:
         ax_loss.axhline(target_loss, color="grey", linewidth=0.8, linestyle=":", label="target")
     ax_loss.set(xlabel="simulated time (s)", ylabel="test loss (nats)", yscale="log")
     ax_energy.set(xlabel="simulated time (s)", ylabel="cumulative energy (J)")
-    ax_loss.legend(loc="upper right")
+    positive = [f for f in finals if f > 0]
+    if len(positive) > 1 and max(positive) / min(positive) > 20:
+        ax_energy.set_yscale("symlog", linthresh=min(positive) / 10)
+    title = ", ".join(sorted({str(n) for n in runs["scenario"]})) if "scenario" in runs else ""
+    seeds = sorted({int(s) for s in runs["seed"]}) if "seed" in runs else []
+    if title:
+        fig.suptitle(f"{title}: seed{'s' if len(seeds) > 1 else ''} "
+                     f"{', '.join(str(s) for s in seeds[:8])}{' ...' if len(seeds) > 8 else ''}",
+                     fontsize=8)
+    handles, labels = ax_loss.get_legend_handles_labels()
+    legend_outside(fig, handles, labels, bbox_to_anchor=(1.0, 0.9))
     fig.tight_layout()
     return fig

@@ -81,13 +81,13 @@ def test_energy_by_policy_has_a_bar_per_policy_and_point(results):
     ax = fig.axes[0]
     assert legend_labels(fig) == POLICIES
     assert len(ax.patches) == len(POLICIES) * len(SIZES)
-    assert ax.get_ylabel() == "energy (J)"
-    assert [t.get_text() for t in ax.get_xticklabels()] == [f"n_devices={n}" for n in SIZES]
+    assert ax.get_xlabel() == "energy (J)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"n_devices={n}" for n in SIZES]
     from matplotlib.container import BarContainer
 
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]
     assert [c.get_label() for c in bars] == POLICIES
-    fedavg = [p.get_height() for p in bars[0]]
+    fedavg = [p.get_width() for p in bars[0]]
     expected = results.runs[results.runs["policy_label"] == "fedavg-all"].groupby(
         "point")["energy_j"].mean()
     assert fedavg == pytest.approx(list(expected))
@@ -109,7 +109,7 @@ def test_loss_vs_time_one_figure_per_point(results):
     figs = compare.loss_vs_time(results)
     assert sorted(figs) == ["point0", "point1", "point2"]
     ax = figs["point1"].axes[0]
-    assert legend_labels(figs["point1"]) == sorted(POLICIES + ["target"])
+    assert legend_labels(figs["point1"]) == sorted([f"{p} (n=3)" for p in POLICIES] + ["target"])
     assert ax.get_xlabel() == "simulated time (s)" and ax.get_ylabel() == "loss (nats)"
     assert ax.get_title() == "n_devices=20"
 
@@ -157,3 +157,136 @@ def test_figures_command_writes_png_and_pdf(tmp_path, capsys):
     assert main(["figures", "--results", str(tmp_path / "res"), "--out", str(tmp_path),
                  "--only", "nosuch"]) == 2
     assert "unknown figure" in capsys.readouterr().err
+
+
+def family_synthetic(out) -> pd.DataFrame:
+    """Stored runs of PACT- and DepL-family policies over two loss targets and two pi, with
+    epochs (variants, participants) and devices; returns the runs table."""
+    rng = np.random.default_rng(1)
+    rows = []
+    specs = [("pact", None), ("fedavg-all", None), ("depl", 0.8), ("depl", 0.9),
+             ("depl-mean", 0.9)]
+    for target in (0.3, 0.4):
+        for policy, pi in specs:
+            for seed in range(4):
+                rid = f"{policy}-{pi}-{target}-{seed}"
+                n = 4
+                energy = 100.0 / target * (2 if policy == "fedavg-all" else 1) + rng.normal(0, 5)
+                reached = seed != 3 or policy != "depl-mean"
+                params = json.dumps({"target_probability": pi} if pi else {})
+                run = pd.DataFrame([{
+                    "run_id": rid, "scenario": "fam", "policy": policy, "seed": seed,
+                    "status": "ok" if reached else "target_missed", "error": "", "epochs": n,
+                    "time_s": 4.0, "energy_j": energy, "final_loss": target * (0.9 if reached
+                                                                                 else 1.2),
+                    "target_reached": reached, "wall_s": 0.01, "policy_params": params,
+                    "target_loss": target, "deadline_s": 100.0, "initial_loss": 2.3,
+                    "planned_energy_j": 90.0 / target if policy == "pact" else np.nan,
+                    "scenario_hash": f"h{target}"}])
+                ep = pd.DataFrame({"run_id": rid, "epoch": np.arange(n), "start_s": np.arange(n),
+                                   "end_s": np.arange(1, n + 1.0), "energy_compute_j": energy / n,
+                                   "energy_comm_j": 0.0, "energy_idle_j": 0.0,
+                                   "loss": np.geomspace(2.0, target, n), "variant": [1, 1, 0, 0],
+                                   "variant_name": ["pruned", "pruned", "full", "full"],
+                                   "participant_ids": [["a"], ["a", "b"], ["b"], ["a", "b"]]})
+                dev = pd.DataFrame({"run_id": rid, "device": ["agg", "a", "b", "switch"],
+                                    "energy_compute_j": energy / 4,
+                                    "network_node": [False, False, False, True]})
+                write_run(out, run, ep, dev)
+                rows.append(run)
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory) -> Results:
+    out = tmp_path_factory.mktemp("family")
+    family_synthetic(out)
+    return load_results(out)
+
+
+def test_policy_styles_are_fixed_distinct_and_colour_blind_safe():
+    from netsim.policy import registered
+    from plots.style import OKABE_ITO, policy_style, style_for
+
+    names = list(registered())
+    combos = {tuple(policy_style(n).values()) for n in names}
+    assert len(combos) == len(names)  # no two registered policies look alike
+    assert {policy_style(n)["color"] for n in names} <= set(OKABE_ITO)
+    assert style_for(["pact", "fedavg-all"])["pact"] == style_for(["depl", "pact", "x"])["pact"]
+    labels = ["random-k(k=1)", "random-k(k=5)", "my-policy", "other"]
+    styles = style_for(labels)
+    assert len({tuple(s.values()) for s in styles.values()}) == len(labels)
+    assert styles["random-k(k=5)"]["color"] == policy_style("random-k")["color"]  # its family
+    assert style_for(labels)["my-policy"] == styles["my-policy"]
+
+
+def test_curves_are_held_at_their_final_value():
+    from plots.common import curves_on_grid, still_running
+
+    curves = [(np.array([0.0, 1.0]), np.array([0.0, 10.0])),
+              (np.array([0.0, 2.0]), np.array([0.0, 30.0]))]
+    grid, ys = curves_on_grid(curves, points=5)  # grid 0, .5, 1, 1.5, 2
+    assert list(ys[0]) == [0.0, 5.0, 10.0, 10.0, 10.0]
+    mean = ys.mean(axis=0)
+    assert np.all(np.diff(mean) >= 0) and mean[-1] == 20.0  # the mean never falls
+    assert np.isnan(curves_on_grid(curves, points=5, hold=False)[1][0, -1])
+    assert list(still_running(curves, grid)) == [2, 2, 2, 1, 1]
+
+
+def test_overlap_check_finds_colliding_text_and_legends_over_data():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.bar(range(12), range(12), label="bars")
+    ax.set_xticks(range(12), [f"a long point label {i}" for i in range(12)])
+    ax.legend(loc="upper left")
+    found = registry.overlapping_texts(fig)
+    assert ("legend", "axes") in found
+    assert any(a.startswith("a long") and b.startswith("a long") for a, b in found)
+    plt.close(fig)
+
+
+def test_every_registered_figure_is_legible_captioned_and_saved_with_metadata(
+        results, family, tmp_path):
+    from PIL import Image
+
+    names = set()
+    for res in (results, family):
+        for drawn in registry.draw(res):
+            if drawn.figure is None:
+                assert not drawn.error, drawn
+                continue
+            names.add(drawn.name.split("-point")[0])
+            fig = drawn.figure
+            assert registry.overlapping_texts(fig) == [], drawn.name
+            caption = fig.texts[-1].get_text()
+            assert caption.startswith("scenario ") and "netsim 0.2.0" in caption
+            assert "seeds 0-" in caption
+            if drawn.name in ("energy-by-policy", "pact-schedule-point0"):
+                png, pdf = registry.save(fig, tmp_path / drawn.name)
+                assert Image.open(png).text["Description"] == caption
+                assert pdf.read_bytes()[:4] == b"%PDF"
+                if drawn.name == "energy-by-policy":  # vector: no raster inside (a heatmap has)
+                    assert b"/Subtype /Image" not in pdf.read_bytes()
+                assert f"/Subject ({caption})".encode() in pdf.read_bytes()
+            else:
+                matplotlib.pyplot.close(fig)
+    family_figures = {n for n in registry.registered_figures() if n.startswith(("pact", "depl"))}
+    assert family_figures - {"pact-energy-vs-deadline", "pact-energy-vs-devices"} <= names
+
+
+def test_family_figures_show_the_stored_runs(family):
+    from plots import families
+
+    fig = families.pact_energy_vs_target(family)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    runs = family.runs[family.runs["policy"] == "fedavg-all"]
+    assert list(lines["fedavg-all"].get_xdata()) == [0.3, 0.4]
+    assert list(lines["fedavg-all"].get_ydata()) == pytest.approx(
+        list(runs.groupby("target_loss")["energy_j"].mean()))
+    assert list(lines["pact (planned)"].get_ydata()) == pytest.approx([300.0, 225.0])
+    fig = families.depl_success_vs_pi(family)
+    mean = fig.axes[0].containers[-1].lines[0]  # depl-mean at pi 0.9: 6 of 8 runs reached
+    assert list(mean.get_ydata()) == pytest.approx([0.75])
+    assert families.pact_energy_vs_deadline(family) is None  # one deadline: nothing to draw
+    assert set(families.device_counts(family)) == {3.0}

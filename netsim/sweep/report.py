@@ -32,7 +32,10 @@ def png_base64(fig, dpi: int = 150) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    from netsim.figures import extra_artists
+
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight",
+                bbox_extra_artists=extra_artists(fig))
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 

@@ -1,0 +1,170 @@
+"""PACT and DepL figures drawn from stored run tables (the ``netsim.figures`` registry).
+
+The functions of :mod:`plots.pact` and :mod:`plots.depl` draw the figures of
+experiments/pact/run.py and experiments/depl/run.py; here each takes a
+:class:`netsim.sweep.results.Results`, so ``netsim figures`` and ``netsim report`` draw them
+from any results folder that holds the runs (a sweep, or ``netsim.simulate(..., out=DIR)``).
+Swept quantities are read from the runs table itself: the loss target (``target_loss``,
+nats), the deadline (``deadline_s``, s), DepL's target probability (``pi``, from
+``policy_params``) and the number of devices (the sweep axis ``generate.n_devices``, else the
+non-network nodes of the ``devices`` table). A figure returns ``None`` (skipped, with a note)
+when its quantity takes fewer than two values.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from netsim.sweep.results import Results
+from plots import depl, pact
+from plots.style import figure, legend_outside
+
+PACT_FAMILY = ["pact", "pact-optimum", "compress-first", "pact-no-compression",
+               "pact-all-nodes", "fedavg-all", "greedy-energy", "fastest-k", "random-k"]
+DEPL_FAMILY = list(depl.ORDER)
+
+
+def _varies(runs: pd.DataFrame, column: str) -> bool:
+    return column in runs and runs[column].dropna().nunique() >= 2
+
+
+def _pact_lines(runs: pd.DataFrame, x: str, xlabel: str, title: str, log: bool = False):
+    runs = runs.assign(x=runs[x].astype(float))
+    fig, ax = figure(wide=True)
+    pact._energy_lines(ax, runs, xlabel)
+    planned = runs[runs["policy"].isin(["pact", "pact-optimum"])]
+    if "planned_energy_j" in planned:
+        planned = planned.dropna(subset=["planned_energy_j"])
+        for (name, grp), ls in zip(planned.groupby("policy"), ["-", ":"], strict=False):
+            mean = grp.groupby("x")["planned_energy_j"].mean()
+            if len(mean) >= 2:
+                ax.plot(mean.index, mean.to_numpy(), color="black", linestyle=ls,
+                        linewidth=0.9, label=f"{name} (planned)")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_title(title)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def pact_energy_vs_target(results: Results):
+    """Total energy (J) vs loss target (nats) per policy, with PACT's and the optimum's
+    planned energies (runs that reached the target; hollow: some seeds missed it)."""
+    runs = results.runs
+    if not _varies(runs, "target_loss"):
+        return None
+    return _pact_lines(runs, "target_loss", "loss target (nats)",
+                       "energy vs loss target (hollow: some seeds missed it)")
+
+
+def pact_energy_vs_deadline(results: Results):
+    """Total energy (J) vs deadline (s) per policy (runs that reached the target)."""
+    runs = results.runs
+    if not _varies(runs, "deadline_s"):
+        return None
+    return _pact_lines(runs, "deadline_s", "deadline (s)",
+                       "energy vs deadline (hollow: some seeds missed the target)")
+
+
+def device_counts(results: Results) -> pd.Series:
+    """Devices per run (run_id -> count): the sweep axis ``generate.n_devices`` if present,
+    else the run's nodes in the ``devices`` table that are not network nodes."""
+    runs = results.runs
+    if "generate.n_devices" in runs and runs["generate.n_devices"].notna().all():
+        return runs.set_index("run_id")["generate.n_devices"].astype(float)
+    dev = results.devices
+    if dev.empty:
+        return pd.Series(dtype=float)
+    if "network_node" in dev:
+        dev = dev[~dev["network_node"].astype(bool)]
+    return dev.groupby("run_id").size().astype(float)
+
+
+def pact_energy_vs_devices(results: Results):
+    """Total energy (J) vs number of devices per policy, log-log."""
+    counts = device_counts(results)
+    runs = results.runs.assign(n_devices=results.runs["run_id"].map(counts))
+    if not _varies(runs, "n_devices"):
+        return None
+    return _pact_lines(runs, "n_devices", "number of devices", "energy vs number of devices",
+                       log=True)
+
+
+def pact_schedule(results: Results):
+    """PACT's variant per epoch and which devices train in each epoch, for its first run
+    (lowest point, then seed); one figure per scenario point, keyed ``point<N>``."""
+    runs = results.runs[(results.runs["policy"] == "pact") & (results.runs["epochs"] > 0)]
+    out = {}
+    for point, grp in runs.groupby("point", sort=True):
+        rid = grp.sort_values("seed")["run_id"].iloc[0]
+        epochs = results.epochs[results.epochs["run_id"] == rid]
+        devices = results.devices[results.devices["run_id"] == rid]
+        if not epochs.empty and not devices.empty:
+            out[f"point{int(point)}"] = pact.schedule_figure(epochs, devices)
+    return out or None
+
+
+def with_pi(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with ``pi``: the policy's ``target_probability`` parameter, else the
+    scenario's ``training.target_probability``, else NaN."""
+    params = runs["policy_params"].map(lambda p: json.loads(p) if isinstance(p, str) else {})
+    pi = params.map(lambda p: p.get("target_probability")).astype(float)
+    if "target_probability" in runs:
+        pi = pi.fillna(runs["target_probability"].astype(float))
+    return runs.assign(pi=pi)
+
+
+def _depl_runs(results: Results, column: str = "pi") -> pd.DataFrame | None:
+    runs = with_pi(results.runs)
+    runs = runs[runs["status"] != "failed"].dropna(subset=["pi"])
+    return runs if len(runs) and runs[column].nunique() >= (2 if column != "seed" else 1) \
+        else None
+
+
+def depl_final_loss_cdf(results: Results):
+    """Empirical CDF of the final loss (nats) over seeds per policy at the largest pi."""
+    runs = _depl_runs(results, "seed")
+    return None if runs is None else depl.final_loss_cdf_figure(runs)
+
+
+def depl_success_vs_pi(results: Results):
+    """Success rate vs target probability pi with Wilson 95 % intervals (the promise dashed)."""
+    runs = _depl_runs(results)
+    return None if runs is None else depl.success_vs_pi_figure(runs)
+
+
+def depl_cost_vs_pi(results: Results):
+    """Mean energy (J) over seeds vs pi per policy, 95 % bands."""
+    runs = _depl_runs(results)
+    return None if runs is None else depl.cost_vs_pi_figure(runs)
+
+
+def depl_cost_vs_target(results: Results):
+    """Mean energy (J) over seeds vs the loss target L* (nats) per policy, 95 % bands."""
+    runs = _depl_runs(results, "target_loss")
+    return None if runs is None else depl.cost_vs_target_figure(runs)
+
+
+def depl_model_per_epoch(results: Results):
+    """The model variant each DepL-family policy trains per epoch (one seed, largest pi)."""
+    runs = _depl_runs(results, "seed")
+    if runs is None or results.epochs.empty:
+        return None
+    return depl.model_per_epoch_figure(runs, results.epochs)
+
+
+def depl_cost_ratio(results: Results):
+    """Each policy's mean energy over DepL's per pi; hatched bars miss the promise."""
+    runs = _depl_runs(results, "seed")
+    if runs is None or not (runs["policy"] == depl.DEPL).any() or runs["policy"].nunique() < 2:
+        return None
+    return depl.cost_ratio_figure(runs)
+
+
+__all__ = ["depl_cost_ratio", "depl_cost_vs_pi", "depl_cost_vs_target", "depl_final_loss_cdf",
+           "depl_model_per_epoch", "depl_success_vs_pi", "device_counts", "pact_energy_vs_deadline",
+           "pact_energy_vs_devices", "pact_energy_vs_target", "pact_schedule", "with_pi"]
