@@ -112,10 +112,21 @@ def test_first_passage_probability_matches_monte_carlo_of_the_surrogates_noise()
         z = rng.standard_normal((200_000, len(means)))
         loss = means * np.exp(m + s_run * z_run[:, None] + s_epoch * z)
         mc = float((loss <= 0.3).any(axis=1).mean())
-        got = first_passage_probability(means, 0.3, m, s_run ** 2, s_epoch)
+        # the offset m as a shift of the run draw (z_mean = m / s_run), unit variance
+        z_mean = m / s_run if s_run > 0 else 0.0
+        sig = s_run if s_run > 0 else np.zeros(len(means))
+        shifted = means * np.exp(m) if s_run == 0 else means
+        got = first_passage_probability(shifted, 0.3, z_mean, 1.0, sig, s_epoch)
         assert got == pytest.approx(mc, abs=0.004)
         final = float(ndtr((np.log(0.3 / means[-1]) - m) / max(np.hypot(s_run, s_epoch), 1e-12)))
         assert got >= final - 1e-9
+    # a run spread that grows epoch by epoch (as the loss falls): against draws of that model
+    s_k = np.linspace(0.03, 0.12, len(means))
+    z_run = rng.standard_normal(200_000)
+    loss = means * np.exp(s_k * z_run[:, None] + 0.02 * rng.standard_normal((200_000, 6)))
+    mc = float((loss <= 0.3).any(axis=1).mean())
+    assert first_passage_probability(means, 0.3, 0.0, 1.0, s_k, 0.02) == pytest.approx(
+        mc, abs=0.004)
 
 
 def test_depl_cuts_its_plan_to_the_shortest_prefix_that_keeps_pi():

@@ -97,3 +97,30 @@ def test_the_runs_table_records_where_the_training_curve_comes_from(star):
     star["training"]["max_epochs"] = 1
     assert netsim.simulate(star, "fedavg-all", seed=0).runs.iloc[0]["loss_source"].startswith(
         "illustrative")
+
+
+def test_the_run_spread_follows_the_loss_level_and_pruning_as_fitted():
+    """With noise_level_exponent and noise_prune the truth's run-to-run spread at a state is
+    the predictor's: quantiles over seeds match at two levels and on a pruned variant, and a
+    lower loss spreads more (the level term)."""
+    base = builtin_models()["small-cnn"]
+    loss = base.loss.model_copy(update={"noise_level_exponent": 0.5, "noise_prune": 0.4,
+                                        "noise_epoch_sigma": 0.01})
+    model = base.model_copy(update={"loss": loss})
+    pred = LossPredictor(model, TRAIN)
+    spreads = []
+    for variant, epochs in ((0, 2), (0, 12), (2, 12)):
+        finals = []
+        for seed in range(1500):
+            truth = SurrogateLoss(model, TRAIN, np.random.default_rng(seed))
+            for _ in range(epochs):
+                out = truth.advance({"a": 3000}, variant)
+            finals.append(out.loss)
+        state = LossState()
+        for _ in range(epochs):
+            state = pred.step(state, 3000, variant, participants=1)
+        for q in (0.1, 0.9):
+            assert np.quantile(finals, q) == pytest.approx(pred.quantile(state, q), rel=0.02)
+        spreads.append(float(np.std(np.log(finals))))
+    assert spreads[1] > 1.2 * spreads[0]   # further along, lower loss: wider spread
+    assert pred.run_sigma_at(0.5, 2) == pytest.approx(pred.run_sigma_at(0.5, 0) * (1 + 0.4 * 0.75))

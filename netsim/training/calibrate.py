@@ -199,6 +199,8 @@ class SurrogateFit:
     noise_epoch_sigma: float
     noise_heterogeneity: float
     report: pd.DataFrame
+    noise_level_exponent: float = 0.0
+    noise_prune: float = 0.0
 
     def loss_params(self, source: str) -> dict:
         """The loss_params.yaml entry (plain types)."""
@@ -214,6 +216,9 @@ class SurrogateFit:
             "noise_run_sigma": _r(self.noise_run_sigma),
             "noise_epoch_sigma": _r(self.noise_epoch_sigma),
             "noise_heterogeneity": _r(self.noise_heterogeneity),
+            **({"noise_level_exponent": _r(self.noise_level_exponent),
+                "noise_prune": _r(self.noise_prune)}
+               if self.noise_level_exponent or self.noise_prune else {}),
             "variants": {name: {"floor": _r(c[0]), "samples_half": _r(c[1]), "exponent": _r(c[2])}
                          for name, c in self.variants.items() if name != "full"},
             "source": source,
@@ -328,7 +333,9 @@ def fit_surrogate(
         return np.array([floor_full + p[0] * (1 - f) ** p[1] - curves[f][0] for f in prune_f])
 
     floor_sol = least_squares(floor_res, [0.5, 2.0], bounds=([0.0, 0.05], [100.0, 20.0]))
-    sigma_run, sigma_epoch, noise_het = _noise_sigmas(fit)
+    _, sigma_epoch, _ = _noise_sigmas(fit)
+    spread = fit_spread(fit, initial_loss, sigma_epoch)
+    sigma_run, noise_het = spread.sigma_run, spread.heterogeneity
     return SurrogateFit(
         initial_loss=initial_loss,
         variants={VARIANT_NAMES.get(f, f"pf-{f:g}"): c for f, c in curves.items()},
@@ -337,7 +344,57 @@ def fit_surrogate(
         participant_exponent=beta, noise_run_sigma=sigma_run, noise_epoch_sigma=sigma_epoch,
         noise_heterogeneity=noise_het,
         report=fit_report(table, initial_loss, curves, ppl, het, beta, fit_seeds),
+        noise_level_exponent=spread.level_exponent, noise_prune=spread.prune,
     )
+
+
+@dataclass(frozen=True)
+class SpreadFit:
+    """The run-to-run spread of the log loss as a function of the training state:
+    ``sigma_run * (1 + heterogeneity / alpha) * (mean / initial_loss) ** -level_exponent *
+    (1 + prune * (1 - f))`` (netsim.training.loss), fitted to the across-seed standard
+    deviation of the log loss of every configuration and epoch; ``r2`` is the fit's R² on
+    the log of those standard deviations, ``participant_exponent`` the exponent a further
+    ``(participants / 10) ** -c`` factor gets when fitted too (reported, not used: measured
+    about 0 once the loss level is in the model)."""
+
+    sigma_run: float
+    heterogeneity: float
+    level_exponent: float
+    prune: float
+    r2: float
+    participant_exponent: float
+
+
+def fit_spread(table: pd.DataFrame, initial_loss: float, sigma_epoch: float,
+               min_epoch: int = 3) -> SpreadFit:
+    """Fit :class:`SpreadFit` to a curves table (seeds as given; epochs >= ``min_epoch``):
+    least squares on log(sqrt(sd**2 - sigma_epoch**2)) per configuration and epoch."""
+    from scipy.optimize import least_squares
+
+    t = table[table["epoch"] >= min_epoch].assign(log_loss=lambda d: np.log(d["loss"]))
+    g = t.groupby(["config", "epoch"]).agg(
+        sd=("log_loss", lambda x: x.std(ddof=1)), level=("log_loss", "mean"),
+        nodes=("n_nodes", "first"), alpha=("dirichlet_alpha", "first"),
+        fraction=("variant_fraction", "first")).reset_index()
+    y = 0.5 * np.log(np.maximum(g["sd"].to_numpy() ** 2 - sigma_epoch ** 2, 1e-10))
+    alpha = g["alpha"].astype(float).to_numpy()
+    inv_alpha = np.where(np.isnan(alpha), 0.0, 1.0 / np.where(np.isnan(alpha), 1.0, alpha))
+    level = g["level"].to_numpy() - math.log(initial_loss)
+    pruned = 1.0 - g["fraction"].to_numpy()
+    parts = np.log(g["nodes"].to_numpy() / 10.0)
+
+    def model(x: np.ndarray, with_parts: bool) -> np.ndarray:
+        out = x[0] + np.log1p(x[1] * inv_alpha) - x[2] * level + np.log1p(x[3] * pruned)
+        return out - x[4] * parts if with_parts else out
+
+    lo, hi = [-10.0, 0.0, 0.0, -0.99, -2.0], [2.0, 20.0, 5.0, 20.0, 2.0]
+    sol = least_squares(lambda x: model(x, False) - y, [math.log(0.07), 0.1, 0.1, 0.0, 0.0],
+                        bounds=(lo, hi))
+    with_parts = least_squares(lambda x: model(x, True) - y, sol.x, bounds=(lo, hi))
+    r2 = 1.0 - float(np.sum(sol.fun ** 2) / np.sum((y - y.mean()) ** 2))
+    return SpreadFit(float(math.exp(sol.x[0])), float(sol.x[1]), float(sol.x[2]),
+                     float(sol.x[3]), r2, float(with_parts.x[4]))
 
 
 def _noise_sigmas(table: pd.DataFrame) -> tuple[float, float, float]:

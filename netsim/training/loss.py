@@ -5,8 +5,9 @@ netsim/data/loss_params.yaml). For a variant keeping a fraction ``f`` of the par
 
     floor(f) = floor_full + floor_prune * (1 - f) ** floor_exponent      (per-variant override)
     mean(n, f) = floor(f) + (initial_loss - floor(f)) * (1 + n / samples_half) ** -exponent
-    loss_k = mean(n_k, f_k) * exp(s_run * z_run + noise_epoch_sigma * z_k)
-    s_run = noise_run_sigma * (1 + noise_heterogeneity / dirichlet_alpha)   (IID: noise_run_sigma)
+    loss_k = mean(n_k, f_k) * exp(s_run(mean_k, f_k) * z_run + noise_epoch_sigma * z_k)
+    s_run(m, f) = noise_run_sigma * (1 + noise_heterogeneity / dirichlet_alpha)   (IID: 1)
+                  * (m / initial_loss) ** -noise_level_exponent * (1 + noise_prune * (1 - f))
 
 ``n`` is the cumulative *effective* samples: each epoch adds the samples trained on times the
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
@@ -20,9 +21,12 @@ recovered by further training. Pruning (the pruned curve lies above) thus keeps 
 minus the penalty; growing a pruned model back starts from the pruned model's loss, so training
 a tiny model to its floor buys the full model nothing beyond that loss. ``z_run`` is drawn
 once per run (run-to-run spread), ``z_k`` each epoch; both standard normal from the run's
-seeded generator; skewed (non-IID) data spreads runs more, as measured. The final loss is
-therefore log-normal around the mean curve, so its quantiles are analytic:
-``mean * exp(sqrt(s_run**2 + noise_epoch_sigma**2) * Phi^-1(q))``.
+seeded generator. The run-to-run spread depends on where training stands, as repeated real
+runs say (fitted by ``netsim calibrate``, netsim/data/calibration/): skewed (non-IID) data
+spreads runs more, runs spread more as their loss falls (``noise_level_exponent``), and a
+pruned variant's by ``noise_prune`` per pruned fraction (0 for both: one constant spread).
+The loss after an epoch is therefore log-normal around the mean curve, so its quantiles are
+analytic: ``mean * exp(sqrt(s_run(mean, f)**2 + noise_epoch_sigma**2) * Phi^-1(q))``.
 """
 
 from __future__ import annotations
@@ -126,6 +130,8 @@ class LossPredictor:
         self.sigma_run = run_noise_sigma(model, training)
         self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
         self.sigma = math.hypot(self.sigma_run, self.sigma_epoch)
+        self.noise_level_exponent = loss.noise_level_exponent if loss else 0.0
+        self.noise_prune = loss.noise_prune if loss else 0.0
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
 
     @classmethod
@@ -139,6 +145,7 @@ class LossPredictor:
                     participant_exponent)
         self.model = None
         self.sigma_run = self.sigma_epoch = self.sigma = 0.0
+        self.noise_level_exponent = self.noise_prune = 0.0
         self.initial_loss = curves[0].initial_loss
         return self
 
@@ -218,9 +225,44 @@ class LossPredictor:
         below its floor, 0 at or above the initial loss)."""
         return self.curves[variant].samples_for(loss)
 
+    def run_sigma_at(self, loss, variant):
+        """Sigma of the run-to-run log noise at mean loss ``loss`` with ``variant``
+        (vectorised): ``sigma_run`` (the spread at the initial loss, full model) scaled by the
+        level and pruning terms of the module docstring."""
+        f = self._fraction[np.asarray(variant)]
+        ratio = np.asarray(loss, dtype=float) / self.initial_loss
+        out = self.sigma_run * ratio ** -self.noise_level_exponent * (
+            1.0 + self.noise_prune * (1.0 - f))
+        return float(out) if out.ndim == 0 else out
+
+    def run_sigma(self, state: LossState) -> float:
+        """Sigma of the run-to-run log noise in ``state``."""
+        return float(self.run_sigma_at(self.mean(state), state.variant or 0))
+
     def quantile(self, state: LossState, q: float) -> float:
         """Predicted ``q``-quantile of the loss in ``state`` (log-normal spread)."""
-        return self.mean(state) * math.exp(self.sigma * float(ndtri(q)))
+        sigma = math.hypot(self.run_sigma(state), self.sigma_epoch)
+        return self.mean(state) * math.exp(sigma * float(ndtri(q)))
+
+    def mean_for_quantile(self, loss: float, q: float, variant: int = 0) -> float:
+        """The mean loss whose ``q``-quantile is ``loss`` (the run spread depends on the mean:
+        solved by fixed-point iteration)."""
+        z, mean = float(ndtri(q)), float(loss)
+        for _ in range(50):
+            sigma = math.hypot(float(self.run_sigma_at(mean, variant)), self.sigma_epoch)
+            nxt = float(loss) * math.exp(-sigma * z)
+            if abs(nxt - mean) <= 1e-12 * mean:
+                break
+            mean = nxt
+        return mean
+
+    def quantile_of(self, variant, n_eff, z: float):
+        """The loss ``mean * exp(sqrt(s_run**2 + s_epoch**2) * z)`` after ``n_eff`` effective
+        samples of ``variant`` (vectorised; ``z`` = Phi^-1(q) for the q-quantile)."""
+        mean = np.asarray(self.mean_of(variant, n_eff))
+        sigma = np.hypot(self.run_sigma_at(mean, variant), self.sigma_epoch)
+        out = mean * np.exp(sigma * z)
+        return float(out) if out.ndim == 0 else out
 
 
 class SurrogateLoss:
@@ -231,7 +273,7 @@ class SurrogateLoss:
         self._truth_efficiency = training.truth_sample_efficiency
         loss = model.loss
         self._sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
-        self._run_noise = run_noise_sigma(model, training) * float(rng.standard_normal())
+        self._z_run = float(rng.standard_normal())
         self._rng = rng
         self.state = LossState()
 
@@ -244,5 +286,6 @@ class SurrogateLoss:
         samples = float(sum(samples_by_device.values())) * self._truth_efficiency
         self.state = self._predictor.step(self.state, samples, variant_index,
                                           participants=len(samples_by_device))
-        noise = self._run_noise + self._sigma_epoch * float(self._rng.standard_normal())
+        run = self._predictor.run_sigma(self.state) * self._z_run
+        noise = run + self._sigma_epoch * float(self._rng.standard_normal())
         return EpochProgress(loss=self._predictor.mean(self.state) * math.exp(noise), accuracy=None)

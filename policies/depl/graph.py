@@ -13,7 +13,9 @@ A vertex is (epoch, model variant, level of the planned loss quantile on a grid 
 
 Each training edge adds the progress model's gain for the epoch's cluster (its samples and its
 participant count, :meth:`~netsim.training.loss.LossPredictor.gain`).
-The planned level of a state is ``factor * mean(n_eff, m)``: ``factor = exp(q_pi)`` of the
+The planned level of a state is ``factor * mean(n_eff, m)``, or a function of (variant,
+effective samples) when the spread depends on the state (DepL's analytic quantile with the
+fitted level- and pruning-dependent run spread, :meth:`LossPredictor.quantile_of`): ``factor = exp(q_pi)`` of the
 predictor's log-spread for DepL (the pi-quantile), 1 for expectation-driven planning.
 Labels carry their exact ``n_eff``; the grid only merges labels: in each vertex the cheapest
 label survives (so levels never stall below the grid step), then labels of one variant that
@@ -24,7 +26,7 @@ whose level is <= the target, at any epoch up to the horizon.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +68,8 @@ def _pareto(m: np.ndarray, n: np.ndarray, cost: np.ndarray) -> np.ndarray:
 
 
 def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Sequence[float],
-           target_loss: float, horizon: int, factor: float = 1.0, epsilon: float = 0.005,
+           target_loss: float, horizon: int, factor: float | Callable = 1.0,
+           epsilon: float = 0.005,
            switch_cost_j: float = 0.0, start: LossState | None = None) -> GraphSearch:
     """Cheapest sequence of variants whose planned level ends <= ``target_loss``.
 
@@ -78,13 +81,16 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
         gain for that variant's cluster: its samples and participants).
     target_loss: the loss target the level must reach.
     horizon: most epochs in a plan.
-    factor: level = factor x mean loss (exp of the pi-quantile of the log-spread for DepL).
+    factor: level = factor x mean loss (exp of the pi-quantile of the log-spread for DepL),
+        or a function (variants, n_eff arrays) -> levels.
     epsilon: grid step of the level (loss units); 0 keeps every non-dominated label.
     switch_cost_j: extra energy charged on a switch edge (J).
     start: the training state the plan starts from (online re-planning); default untrained.
     """
     cost_m = np.asarray(epoch_cost_j, dtype=float)
     gain = np.asarray(epoch_gain, dtype=float)
+    level_of = factor if callable(factor) else \
+        (lambda v, n: factor * np.asarray(pred.mean_of(v, n)))
     usable = np.flatnonzero(np.isfinite(cost_m))
     m = usable.copy()
     n0, v0 = (0.0, None) if start is None else (start.n_eff, start.variant)
@@ -98,7 +104,7 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
     best: tuple[float, int, int] | None = None  # cost, layer, index
     best_level, vertices = math.inf, 0
     for k in range(horizon):
-        level = factor * np.asarray(pred.mean_of(m, n))
+        level = np.asarray(level_of(m, n))
         vertices += len(m)
         if len(level):
             best_level = min(best_level, float(level.min()))
@@ -117,7 +123,7 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
         n2 = pred.carry(n[src], m[src], dst) + gain[dst]  # the one progress model's rule
         c2 = cost[src] + cost_m[dst] + switch_cost_j * (dst != m[src])
         if epsilon > 0:
-            lvl = factor * np.asarray(pred.mean_of(dst, n2))
+            lvl = np.asarray(level_of(dst, n2))
             key = dst * 10**9 + np.floor(lvl / epsilon).astype(np.int64)
             order = np.lexsort((-n2, c2, key))
             first = np.concatenate([[True], key[order][1:] != key[order][:-1]])
@@ -129,11 +135,11 @@ def search(pred: LossPredictor, epoch_cost_j: Sequence[float], epoch_gain: Seque
         layers.append((m, src[sel]))
     if best is None:
         return GraphSearch(None, best_level, vertices)
-    return GraphSearch(_backtrack(pred, layers, best, factor, gain, (n0, v0)),
+    return GraphSearch(_backtrack(pred, layers, best, level_of, gain, (n0, v0)),
                        best_level, vertices)
 
 
-def _backtrack(pred: LossPredictor, layers, best, factor, gain, start) -> PathResult:
+def _backtrack(pred: LossPredictor, layers, best, level_of, gain, start) -> PathResult:
     cost, k, j = best
     seq = []
     while k >= 0:
@@ -149,4 +155,5 @@ def _backtrack(pred: LossPredictor, layers, best, factor, gain, start) -> PathRe
         n += gain[v]
         prev = v
     mean = float(pred.mean_of(seq[-1], n))
-    return PathResult(tuple(seq), cost, factor * mean, mean)
+    return PathResult(tuple(seq), cost, float(level_of(np.array([seq[-1]]),
+                                                       np.array([n]))[0]), mean)

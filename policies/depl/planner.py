@@ -15,7 +15,7 @@ over the grid, because in netsim less data per epoch means more epochs, whose fi
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +39,7 @@ class Goal:
     target_loss: float
     factor: float
     label: str
+    level: Callable | None = None  # (variants, n_eff) -> level; replaces factor when given
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
         samples, clusters = epoch_options(table, model, training, phi, allowed, budget, placement)
         cost = [c.energy_j if c is not None else np.inf for c in clusters]
         res = search(pred, cost, epoch_gains(pred, clusters), goal.target_loss, horizon,
-                     goal.factor, epsilon, switch_cost_j, start)
+                     goal.level or goal.factor, epsilon, switch_cost_j, start)
         best_level = min(best_level, res.best_level)
         costs[phi] = res.path.cost_j if res.path else np.inf
         if res.path is None:

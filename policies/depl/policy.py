@@ -94,15 +94,15 @@ def target_probability(params: DepLParams, scenario: Scenario) -> float:
     return scenario.training.target_probability or DEFAULT_PI
 
 
-def planned_losses(pred: LossPredictor, plan: Plan,
-                   start: LossState | None = None) -> list[float]:
-    """The predicted mean loss after each epoch of ``plan`` from ``start`` (default untrained;
-    the one progress model, each epoch's cluster counted with its samples and participants)."""
+def plan_spread(pred: LossPredictor, plan: Plan,
+                start: LossState | None = None) -> tuple[list[float], list[float]]:
+    """The predicted mean loss after each epoch of ``plan`` and the run spread (sigma of the
+    log run noise) at each of those states."""
     if not plan.feasible:
-        return []
+        return [], []
     states = pred.replay(start or LossState(), [(c.variant, float(c.samples.sum()),
                                                  len(c.members)) for c in plan.clusters])
-    return [pred.mean(s) for s in states]
+    return [pred.mean(s) for s in states], [pred.run_sigma(s) for s in states]
 
 
 class DepL:
@@ -119,8 +119,12 @@ class DepL:
     def goal(self, scenario: Scenario, pred: DistributionalPredictor) -> Goal:
         """The planned level and target (DepL: the pi-quantile of the final loss <= L*)."""
         pi = target_probability(self.params, scenario)
-        return Goal(scenario.training.target_loss, math.exp(pred.spread.quantile(pi)),
+        goal = Goal(scenario.training.target_loss, math.exp(pred.spread.quantile(pi)),
                     f"{pi:g}-quantile")
+        if self.params.spread == "analytic":  # the spread at each state (level, variant)
+            z, base = float(ndtri(pi)), pred.base
+            goal = dataclasses.replace(goal, level=lambda v, n: base.quantile_of(v, n, z))
+        return goal
 
     def variant_sets(self, n_variants: int) -> list[list[int] | None]:
         """The variant sets to plan with (None = all, switches allowed); cheapest wins."""
@@ -145,9 +149,9 @@ class DepL:
                             target_loss: float, epochs: int | None = None) -> float:
         """P(the run reaches ``target_loss`` within the plan's first ``epochs`` epochs): the
         event the simulator scores, under the predictor's run and epoch noise."""
-        means = planned_losses(pred.base, plan)[:epochs]
-        return first_passage_probability(means, target_loss, 0.0, pred.sigma_run ** 2,
-                                         pred.sigma_epoch)
+        means, sigmas = plan_spread(pred.base, plan)
+        return first_passage_probability(means[:epochs], target_loss, 0.0, 1.0,
+                                         sigmas[:epochs], pred.sigma_epoch)
 
     def shorten(self, plan: Plan, scenario: Scenario, pred: DistributionalPredictor,
                 start: LossState | None = None, offset: tuple[float, float] | None = None
@@ -161,15 +165,16 @@ class DepL:
         Only for the normal (analytic, Monte Carlo) spreads; the empirical spread of final
         losses says nothing about single epochs, so its plans are kept whole. Online,
         ``start`` is the tracked state and ``offset`` the posterior (mean, variance) of the
-        run's log-noise offset."""
+        run's standard-normal noise draw."""
         if not (self.chance_constrained and plan.feasible) or self.params.spread == "empirical":
             return plan
         pi = target_probability(self.params, scenario)
         target = scenario.training.target_loss
-        m, v = offset if offset is not None else (0.0, pred.sigma_run ** 2)
-        means = planned_losses(pred.base, plan, start)
+        m, v = offset if offset is not None else (0.0, 1.0)
+        means, sigmas = plan_spread(pred.base, plan, start)
         for k in range(1, len(means) + 1):
-            if first_passage_probability(means[:k], target, m, v, pred.sigma_epoch) >= pi:
+            if first_passage_probability(means[:k], target, m, v, sigmas[:k],
+                                         pred.sigma_epoch) >= pi:
                 break
         if k == len(means):
             return plan
@@ -177,7 +182,8 @@ class DepL:
         return dataclasses.replace(
             plan, variants=plan.variants[:k], clusters=clusters,
             cost_j=float(sum(c.energy_j for c in clusters)),
-            final_level=means[k - 1] * math.exp(pred.spread.quantile(pi)),
+            final_level=pred.base.quantile_of(plan.variants[k - 1], pred.base.samples_for(
+                plan.variants[k - 1], means[k - 1]), float(ndtri(pi))),
             final_mean=means[k - 1])
 
     def make_plan(self, scenario: Scenario) -> Plan:
@@ -210,21 +216,20 @@ class DepL:
         self._state = LossState()
         self._last: tuple[int, float, int] | None = None
         self._residuals: list[float] = []
+        self._scales: list[float] = []
         self.replans = 0
 
     # -- online (netsim's formalization) --------------------------------------------------
     def offset_posterior(self) -> tuple[float, float]:
-        """(mean, variance) of the run's log-noise offset given the residuals so far: a normal
-        prior with the predictor's run sigma, observed through the per-epoch noise."""
-        s_r, s_e, r = self._pred.sigma_run, self._pred.sigma_epoch, self._residuals
+        """(mean, variance) of the run's standard-normal noise draw given the residuals so
+        far: prior N(0, 1); residual k = run spread at state k x draw + epoch noise."""
+        s_e, r, sc = self._pred.sigma_epoch, self._residuals, self._scales
         if not r:
-            return 0.0, s_r ** 2
+            return 0.0, 1.0
         if s_e <= 0.0:
-            return r[-1], 0.0
-        if s_r <= 0.0:
-            return 0.0, 0.0
-        var = 1.0 / (1.0 / s_r ** 2 + len(r) / s_e ** 2)
-        return var * sum(r) / s_e ** 2, var
+            return (r[-1] / sc[-1], 0.0) if sc[-1] > 0 else (0.0, 0.0)
+        prec = 1.0 + sum(x * x for x in sc) / s_e ** 2
+        return sum(a * b for a, b in zip(r, sc, strict=True)) / s_e ** 2 / prec, 1.0 / prec
 
     def _observe(self, obs: Observation) -> None:
         if self._last is None or obs.epoch == 0:
@@ -233,16 +238,17 @@ class DepL:
         base = self._pred.base
         self._state = base.step(self._state, samples, v, participants=parts)
         self._residuals.append(math.log(obs.loss / base.mean(self._state)))
+        self._scales.append(base.run_sigma(self._state))
 
     def _rest_probability(self, obs: Observation) -> float:
         """P(the rest of the current plan reaches L*), given what was observed."""
         rest = self._run_plan.clusters[obs.epoch - self._k0:]
         if not rest:
             return 0.0
-        means = planned_losses(self._pred.base, dataclasses.replace(
+        means, sigmas = plan_spread(self._pred.base, dataclasses.replace(
             self._run_plan, clusters=rest), self._state)
         m, v = self.offset_posterior()
-        return first_passage_probability(means, obs.training.target_loss, m, v,
+        return first_passage_probability(means, obs.training.target_loss, m, v, sigmas,
                                          self._pred.sigma_epoch)
 
     def _replan(self, obs: Observation) -> Plan:
@@ -250,8 +256,15 @@ class DepL:
         p, pred, sc = self.params, self._pred, self._scenario
         pi = target_probability(p, sc)
         m, v = self.offset_posterior()
-        factor = math.exp(m + math.sqrt(v + pred.sigma_epoch ** 2) * float(ndtri(pi)))
-        goal = Goal(obs.training.target_loss, factor, f"{pi:g}-quantile given the run so far")
+        z, base = float(ndtri(pi)), pred.base
+
+        def level(variants, n_eff):  # the pi-quantile given the run so far
+            mean = np.asarray(base.mean_of(variants, n_eff))
+            s_r = np.asarray(base.run_sigma_at(mean, variants))
+            return mean * np.exp(s_r * m + np.sqrt(s_r ** 2 * v + base.sigma_epoch ** 2) * z)
+
+        goal = Goal(obs.training.target_loss, 1.0, f"{pi:g}-quantile given the run so far",
+                    level)
         best: Plan | None = None
         for variants in self.variant_sets(len(obs.model.variants)):
             plan = plan_training(obs.devices, obs.model, obs.training, goal, variants,

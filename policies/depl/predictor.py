@@ -140,30 +140,38 @@ class DistributionalPredictor:
 
 
 def first_passage_probability(means: Sequence[float] | np.ndarray, target_loss: float,
-                              offset_mean: float, offset_var: float,
-                              sigma_epoch: float, nodes: int = 48) -> float:
+                              z_mean: float, z_var: float,
+                              sigmas_run: Sequence[float] | np.ndarray | float,
+                              sigma_epoch: float, nodes: int = 120) -> float:
     """P(some epoch's loss <= ``target_loss``): the event the simulator scores (a run ends
     ``ok`` at the first epoch whose loss is at or below L*).
 
-    The surrogate's loss after epoch k is ``means[k] * exp(delta + sigma_epoch * z_k)``: a
-    run offset ``delta ~ N(offset_mean, offset_var)`` shared by every epoch (the run-to-run
-    noise, or its posterior once epochs have been observed) and independent per-epoch noise.
-    Given delta the epochs fail independently, so
-    ``P = E_delta[1 - prod_k Phi(-(log L* - log means[k] - delta) / sigma_epoch)]``, the
-    expectation by Gauss-Hermite quadrature (``nodes`` points). netsim's formalization.
+    The surrogate's loss after epoch k is ``means[k] * exp(sigmas_run[k] * z + sigma_epoch *
+    z_k)``: one run draw ``z ~ N(z_mean, z_var)`` shared by every epoch (N(0, 1) before the
+    run; its posterior once epochs have been observed), scaled by the run spread at that
+    epoch's state, and independent per-epoch noise. Given z the epochs fail independently, so
+    ``P = E_z[1 - prod_k Phi(-(log L* - log means[k] - sigmas_run[k] z) / sigma_epoch)]``,
+    the expectation by Gauss-Hermite quadrature (``nodes`` points). netsim's formalization.
     """
     logm = np.log(np.asarray(means, dtype=float))
     if len(logm) == 0:
         return 0.0
+    s = np.broadcast_to(np.asarray(sigmas_run, dtype=float), logm.shape)
     margin = math.log(target_loss) - logm  # log L* - log mean_k
-    sd = math.sqrt(max(offset_var, 0.0))
-    if sigma_epoch <= 0.0:  # only the offset: the best epoch decides
-        best = float(margin.max()) - offset_mean
-        return float(best >= 0) if sd == 0.0 else float(ndtr(best / sd))
+    sd = math.sqrt(max(z_var, 0.0))
+    if sigma_epoch <= 0.0:  # only the run draw: success iff z <= max_k margin_k / s_k
+        if np.any((s <= 0) & (margin >= 0)):
+            return 1.0
+        pos = s > 0
+        if not pos.any():
+            return 0.0
+        t = float(np.max(margin[pos] / s[pos]))
+        return float(t >= z_mean) if sd == 0.0 else float(ndtr((t - z_mean) / sd))
     x, w = np.polynomial.hermite_e.hermegauss(nodes if sd > 0 else 1)
-    delta = offset_mean + sd * x
+    z = z_mean + sd * x
     w = w / w.sum()
-    log_fail = log_ndtr(-(margin[None, :] - delta[:, None]) / sigma_epoch).sum(axis=1)
+    gap = margin[None, :] - z[:, None] * s[None, :]  # per node and epoch
+    log_fail = log_ndtr(-gap / sigma_epoch).sum(axis=1)
     return float(np.dot(w, 1.0 - np.exp(log_fail)))
 
 

@@ -82,9 +82,10 @@ class _PactBase:
 
     - the training state is tracked by stepping the progress model with what was executed
       (samples, participants, variant), not inverted from a noisy loss;
-    - each observed loss gives a log-residual against that state's predicted mean; their
-      precision-weighted mean, shrunk toward 0 by the predictor's run-to-run spread, estimates
-      the run's persistent noise offset, and plans target ``L* x exp(-offset)``;
+    - each observed loss gives a log-residual against that state's predicted mean: the run's
+      spread at that state times the run's noise draw, plus epoch noise; the posterior of the
+      draw (normal prior) gives the run's persistent offset at any loss level, and plans
+      target ``L* x exp(-offset at L*)``;
     - the current plan is kept as the incumbent while the latest residual stays within the
       predicted band (``band_sigmas`` standard deviations of the per-epoch noise around the
       offset) and its remaining epochs still reach the target; otherwise PACT re-plans, and
@@ -107,6 +108,7 @@ class _PactBase:
         self._state = LossState()
         self._last: tuple[int, float, int] | None = None
         self._residuals: list[float] = []
+        self._scales: list[float] = []
 
     def _effective(self) -> PactParams:
         return self.params
@@ -120,37 +122,55 @@ class _PactBase:
 
     # -- tracking the run -------------------------------------------------------------------
     def _observe(self, obs: Observation) -> None:
-        """Step the tracked state with the epoch just executed; record its log-residual."""
+        """Step the tracked state with the epoch just executed; record its log-residual and
+        the run spread at that state (the residual is ``spread * z_run + epoch noise``)."""
         pred = self._predictor
         if self._last is None or obs.epoch == 0 or pred is None:
             return
         v, samples, parts = self._last
         self._state = pred.step(self._state, samples, v, participants=parts)
         self._residuals.append(math.log(obs.loss / pred.mean(self._state)))
+        self._scales.append(pred.run_sigma(self._state))
 
-    def offset(self) -> float:
-        """The run's persistent log-noise offset estimated from the residuals so far."""
-        pred, r = self._predictor, self._residuals
+    def _z_posterior(self, upto: int | None = None) -> tuple[float, float]:
+        """(mean, variance) of the run's standard-normal noise draw ``z_run`` given the first
+        ``upto`` residuals (all by default): prior N(0, 1), residual k = s_k z_run + epoch
+        noise of sigma_epoch. With no epoch noise the latest residual gives it exactly."""
+        pred = self._predictor
+        r, s = self._residuals[:upto], self._scales[:upto]
         if not r or pred is None:
+            return 0.0, 1.0
+        if pred.sigma_epoch <= 0.0:
+            return (r[-1] / s[-1], 0.0) if s[-1] > 0 else (0.0, 0.0)
+        prec = 1.0 + sum(x * x for x in s) / pred.sigma_epoch ** 2
+        return sum(a * b for a, b in zip(r, s, strict=True)) / pred.sigma_epoch ** 2 / prec, \
+            1.0 / prec
+
+    def offset(self, loss: float | None = None) -> float:
+        """The run's persistent log-noise offset at mean loss ``loss`` (default: the tracked
+        state's), estimated from the residuals so far. Where the predictor expects no run
+        noise at all, a persistent residual is the model being wrong: the latest is used."""
+        pred = self._predictor
+        if not self._residuals or pred is None:
             return 0.0
         if pred.sigma_run <= 0.0:
-            # no run-to-run noise expected: a persistent residual is the model being wrong
-            return float(np.mean(r)) if pred.sigma_epoch > 0 else r[-1]
-        shrink = (pred.sigma_epoch / pred.sigma_run) ** 2
-        return float(np.sum(r) / (len(r) + shrink))
+            return float(np.mean(self._residuals)) if pred.sigma_epoch > 0 \
+                else self._residuals[-1]
+        scale = pred.run_sigma(self._state) if loss is None else \
+            float(pred.run_sigma_at(loss, self._state.variant or 0))
+        return scale * self._z_posterior()[0]
 
     def _in_band(self) -> bool:
         """Whether the latest residual lies within the band predicted before it."""
         pred, r = self._predictor, self._residuals
         if not r or pred is None:
             return True
-        prior = r[:-1]
-        if pred.sigma_run > 0:
-            shrink = (pred.sigma_epoch / pred.sigma_run) ** 2
-            centre = float(np.sum(prior) / (len(prior) + shrink)) if prior else 0.0
-            var_centre = pred.sigma_epoch ** 2 / (len(prior) + shrink)
-        else:
+        if pred.sigma_run <= 0.0:
+            prior = r[:-1]
             centre, var_centre = (float(np.mean(prior)) if prior else 0.0), 0.0
+        else:
+            m, v = self._z_posterior(len(r) - 1)
+            centre, var_centre = self._scales[-1] * m, self._scales[-1] ** 2 * v
         width = self.params.band_sigmas * math.sqrt(pred.sigma_epoch ** 2 + var_centre)
         return abs(r[-1] - centre) <= width + 1e-9 * max(1.0, abs(centre))
 
@@ -190,7 +210,8 @@ class _PactBase:
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
         self._observe(obs)
-        target = effective_target(obs.training, self._predictor) * math.exp(-self.offset())
+        target = effective_target(obs.training, self._predictor)
+        target *= math.exp(-self.offset(target))
         plan = self._plan
         if plan is None:
             self._replan(obs, target)
@@ -220,7 +241,8 @@ class _PactBase:
             "planned_epochs": obs.epoch + len(rest),
             "planned_energy_j": obs.energy_j + float(sum(e.energy_j for e in rest)),
             "planned_time_s": obs.now_s + float(sum(e.time_s for e in rest)),
-            "planned_loss": self._predictor.mean(after) * math.exp(self.offset()),
+            "planned_loss": self._predictor.mean(after) * math.exp(
+                self.offset(self._predictor.mean(after))),
             "noise_offset": self.offset(), "replans": len(self.plans),
             "planning_s": plan.planning_s, "graph": plan.mode})
 

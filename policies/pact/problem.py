@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, TrainingSpec
@@ -78,7 +77,7 @@ def effective_target(training: TrainingSpec, predictor: LossPredictor) -> float:
     q = training.target_probability
     if q is None:
         return float(training.target_loss)
-    return float(training.target_loss) * math.exp(-predictor.sigma * float(ndtri(q)))
+    return predictor.mean_for_quantile(float(training.target_loss), q)
 
 
 def state_from_loss(predictor: LossPredictor, loss: float, variant: int | None) -> LossState:
