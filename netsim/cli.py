@@ -27,7 +27,18 @@ COMMAND_MODULES = [
     "netsim.commands.compare",
     "netsim.commands.figures",
     "netsim.commands.report",
+    "netsim.commands.schema",
 ]
+
+
+DESCRIPTION = ("netsim: a discrete-event simulator of machine-learning training on "
+               "heterogeneous edge networks.")
+EPILOG = """\
+Start with `netsim run` (the built-in default scenario), `netsim scenarios show default` (a
+scenario to copy), `netsim schema` (every scenario field with its unit and range) and
+`netsim policies NAME` (a policy's parameters). `netsim COMMAND --help` describes a command.
+Exit codes: 0 success, 2 invalid input (the field and what is allowed), 1 any other failure.
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,13 +50,22 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every command registered."""
-    parser = _Parser(prog="netsim", description=__doc__.splitlines()[0])
+    from netsim import __version__
+
+    parser = _Parser(prog="netsim", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"netsim {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     for ep in group(COMMANDS).values():
         ep.load().register(sub)
+    for action in sub._choices_actions:  # a command without its own description shows its help
+        command = sub.choices[action.dest]
+        if not command.description and action.help:
+            command.description = action.help[0].upper() + action.help[1:].rstrip(".") + "."
+        command.description = command.description.replace("``", "`")  # docstrings' reST quotes
     return parser
 
 

@@ -22,7 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="treat warnings (implausible magnitudes, unit traps) as errors")
     p.set_defaults(func=_validate)
-    p = sub.add_parser("policies", help="list registered policies")
+    p = sub.add_parser("policies", help="list registered policies, or one's parameters",
+                       description="Without NAME: every registered policy with its description. "
+                       "With NAME: its parameters with types, defaults, ranges and units (set "
+                       "them with `netsim run --param NAME.KEY=VALUE` or a scenario's "
+                       "`policies:` block).")
+    p.add_argument("name", nargs="?", help="a policy whose parameters to print")
     p.set_defaults(func=_policies)
     p = sub.add_parser("scenarios", help="list built-in scenarios, or show one as YAML")
     p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
@@ -51,6 +56,16 @@ def _policies(args: argparse.Namespace) -> int:
     from netsim.policy import registered
 
     entries = registered()
+    if args.name:
+        from netsim.reference import format_rows, policy_rows
+        from netsim.scenario.errors import ScenarioError
+
+        if args.name not in entries:
+            raise ScenarioError([Problem("NAME", f"no policy {args.name!r}; one of: "
+                                                 f"{', '.join(entries)}")], "command line")
+        print(f"{args.name}: {entries[args.name].description}")
+        print(format_rows(policy_rows(args.name)), end="")
+        return 0
     width = max(len(n) for n in entries)
     for name, entry in entries.items():
         print(f"{name:<{width}}  {entry.description}")
