@@ -1,0 +1,102 @@
+"""The Python API for sweeps and comparisons: ``netsim.sweep``, ``netsim.load_results``,
+``netsim.compare``.
+
+>>> import netsim
+>>> results = netsim.sweep({"name": "demo", "base": "two-phones",            # doctest: +SKIP
+...                         "policies": ["fedavg-all", "fastest-k"], "seeds": 3}, out="res/")
+>>> table = netsim.compare(results, baseline="fedavg-all")                   # doctest: +SKIP
+>>> table[["point_label", "policy", "success", "energy_j_all", "d_energy_j"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from netsim.scenario.errors import ScenarioError, problems_from_validation
+from netsim.sweep.compare import compare_table
+from netsim.sweep.plan import SweepPlan, build_plan, load_plan
+from netsim.sweep.results import Results, load_results
+from netsim.sweep.runner import run_sweep
+from netsim.sweep.spec import SweepSpec
+
+
+def plan_of(spec: str | Path | Mapping[str, Any] | SweepSpec | SweepPlan,
+            strict: bool = False) -> SweepPlan:
+    """A validated plan from a sweep file, a mapping with a sweep file's fields (``base`` and
+    relative paths resolved from the current folder; ``name`` defaults to ``sweep``), a
+    :class:`SweepSpec` or a plan.
+
+    Raises
+    ------
+    ScenarioError
+        Listing every problem of the sweep, its points and its policies.
+    """
+    if isinstance(spec, SweepPlan):
+        return spec
+    if isinstance(spec, str | Path):
+        return load_plan(spec, strict=strict)
+    if isinstance(spec, Mapping):
+        try:
+            spec = SweepSpec.model_validate({"name": "sweep", **dict(spec)})
+        except ValidationError as exc:
+            raise ScenarioError(problems_from_validation(exc), "sweep") from None
+    return build_plan(spec, Path.cwd(), strict=strict)
+
+
+def sweep(spec: str | Path | Mapping[str, Any] | SweepSpec | SweepPlan, out: str | Path,
+          workers: int = 1, scheduler: str | None = None, progress: bool = False,
+          retry_failed: bool = False, strict: bool = False) -> Results:
+    """Run a sweep (every point x policy x seed not yet stored under ``out``) and return the
+    folder's results, as ``netsim sweep FILE --out DIR`` does.
+
+    Parameters
+    ----------
+    spec: a sweep file, a mapping with its fields, a SweepSpec or a plan (see :func:`plan_of`).
+    out: the results folder (created; runs already there are skipped, never recomputed).
+    workers: local processes (1: this process); ignored with ``scheduler``.
+    scheduler: a Dask scheduler address (``tcp://HOST:PORT``).
+    progress: show a progress bar on stderr.
+    retry_failed: recompute runs stored as ``failed``.
+    strict: treat scenario warnings (implausible magnitudes) as errors.
+
+    Raises
+    ------
+    ScenarioError
+        For an invalid sweep (nothing runs).
+    """
+    plan = plan_of(spec, strict=strict)
+    run_sweep(plan, out, workers=workers, scheduler=scheduler, progress=progress,
+              retry_failed=retry_failed)
+    return load_results(out)
+
+
+def compare(results: Results | str | Path, baseline: str | None = None) -> pd.DataFrame:
+    """The comparison table of ``netsim compare`` (one row per scenario point and policy; the
+    columns are described in :mod:`netsim.sweep.compare`: success first, energy in J and time in
+    s over successful and over all runs with 95 % intervals, ratios to the best policy that
+    meets the required share, paired differences to ``baseline``).
+
+    A results folder is loaded first. Scenarios that share a name but differ are shown apart
+    and reported with a :class:`UserWarning`.
+
+    Raises
+    ------
+    ValueError
+        If ``baseline`` names no policy of the results.
+    ScenarioError
+        If a folder holds no complete run.
+    """
+    if not isinstance(results, Results):
+        results = load_results(results)
+    for clash in results.name_clashes():
+        warnings.warn(clash, UserWarning, stacklevel=2)
+    return compare_table(results.runs, baseline=baseline)
+
+
+__all__ = ["compare", "load_results", "plan_of", "sweep"]
