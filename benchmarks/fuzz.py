@@ -31,7 +31,6 @@ from scenario_fuzz import (  # noqa: E402
     SWEEP_BASE,
     Mutation,
     bases,
-    dotted,
     paths,
     scenario_outcome,
     sweep_outcome,
@@ -63,10 +62,9 @@ def main() -> int:
             path = data.draw(st.sampled_from(paths(target) or [("name",)]))
             kind = data.draw(st.sampled_from(["replace"] * 8 + ["delete", "add"]))
             try:
-                Mutation(kind, path, data.draw(st.sampled_from(JUNK))).apply(target)
+                mutated.append(Mutation(kind, path, data.draw(st.sampled_from(JUNK))).apply(target))
             except (KeyError, IndexError, TypeError):
                 continue
-            mutated.append(dotted(path))
         try:
             if is_sweep:
                 outcome = "sweep " + sweep_outcome(target, mutated, folder)

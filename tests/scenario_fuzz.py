@@ -103,8 +103,9 @@ class Mutation:
     path: tuple
     value: Any = None
 
-    def apply(self, data: dict[str, Any]) -> None:
-        """Change ``data`` in place."""
+    def apply(self, data: dict[str, Any]) -> str:
+        """Change ``data`` in place; returns the dotted path of what changed (an added key's
+        own path)."""
         *parent_path, key = self.path
         node: Any = data
         for part in parent_path:
@@ -115,8 +116,10 @@ class Mutation:
             del node[key]
         elif isinstance(node[key], dict):
             node[key]["bogus_field"] = copy.deepcopy(self.value)
+            return dotted((*self.path, "bogus_field"))
         else:
             node[key] = copy.deepcopy(self.value)
+        return dotted(self.path)
 
 
 #: For cross-field checks: the roots a mutated root is checked against.

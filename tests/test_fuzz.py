@@ -17,7 +17,6 @@ from scenario_fuzz import (
     SWEEP_BASE,
     Mutation,
     bases,
-    dotted,
     paths,
     related,
     scenario_outcome,
@@ -35,8 +34,7 @@ def mutate(data: dict, draw) -> list[str]:
         if not candidates:
             break
         path = draw(st.sampled_from(candidates))
-        Mutation(draw(KINDS), path, draw(st.sampled_from(JUNK))).apply(data)
-        mutated.append(dotted(path))
+        mutated.append(Mutation(draw(KINDS), path, draw(st.sampled_from(JUNK))).apply(data))
     return mutated
 
 
