@@ -112,7 +112,8 @@ class GreedyEnergy:
     """Myopic: candidates are, per variant, the k devices cheapest per sample (k = 1, 2, 4, ...);
     the predictor (policy-side, anchored on the observed loss) rates each candidate's loss drop.
     Variants whose predicted floor is not below the loss target are left out (they can never
-    reach it), unless no variant can."""
+    reach it), unless no variant can; only devices that can hold a variant are its candidates,
+    and when none can train it stops with the reason."""
 
     def __init__(self, params: NoParams) -> None:
         self.name, self.params = "greedy-energy", params
@@ -125,7 +126,6 @@ class GreedyEnergy:
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
         pred, table = self._predictor, obs.devices
-        idx = available_trainers(obs)
         current = obs.variant if obs.variant is not None else 0
         n_eff = pred.curves[current].samples_for(obs.loss) if obs.epoch else 0.0
         state = LossState(0.0 if not np.isfinite(n_eff) else n_eff, obs.variant)
@@ -134,6 +134,9 @@ class GreedyEnergy:
                     if pred.curves[v].floor < obs.training.target_loss] or \
             list(range(len(obs.model.variants)))
         for v in variants:
+            idx = trainers_that_fit(obs, v)
+            if not len(idx):
+                continue
             _, compute, comm = device_epoch_times(table, obs.model, v, table.samples)
             per_sample = (comm + compute * table.power_busy_w) / np.maximum(table.samples, 1)
             order = idx[np.argsort(per_sample[idx], kind="stable")]
@@ -152,6 +155,9 @@ class GreedyEnergy:
                     break
                 k = min(2 * k, len(order))
         if best is None:
-            return Decision(participants=all_samples(obs, idx), variant=current)
+            fallback = trainers_that_fit(obs, current)
+            if not len(fallback):
+                return nobody_can_train(obs, current)
+            return Decision(participants=all_samples(obs, fallback), variant=current)
         v, chosen = best
         return Decision(participants=all_samples(obs, chosen), variant=v)

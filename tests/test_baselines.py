@@ -87,3 +87,15 @@ def test_cost_estimate_matches_the_engine_without_contention(star):
     assert out.end_s - out.start_s == pytest.approx(est.time_s)
     assert out.energy.total_j == pytest.approx(est.energy_j)
     assert out.energy.communication_j.sum() == pytest.approx(est.energy_comm_j)
+
+
+def test_greedy_energy_leaves_out_devices_too_small_and_stops_when_none_can_train(star):
+    import netsim
+
+    star["devices"][1]["memory_bytes"] = 1.0  # d1 cannot hold any variant
+    res = netsim.simulate(star, "greedy-energy", seed=0, raise_errors=True)
+    assert all("d1" not in ids for ids in res.epochs["participant_ids"])
+    for d in star["devices"][1:]:
+        d["availability"] = 0.01  # (validation rejects a fleet that can never train)
+    run = netsim.simulate(star, "greedy-energy", seed=0, raise_errors=True).runs.iloc[0]
+    assert run["status"] != "failed" and "no device can train" in run["error"]
