@@ -14,8 +14,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from plots.style import policy_style  # noqa: E402  (one colour per algorithm in every figure)
+
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-ALGO_COLOURS = {"m-topo": OKABE_ITO[0], "m-etf": OKABE_ITO[1], "m-sct": OKABE_ITO[2], "single": OKABE_ITO[7]}
+ALGO_COLOURS = {name: policy_style(name)["color"] for name in ("m-topo", "m-etf", "m-sct", "single")}
 
 
 def step_time_vs_memory_figure(table: pd.DataFrame | str | Path, out: str | Path) -> Path:
