@@ -6,7 +6,7 @@ read it through the Observation (or build it in ``reset``) and never touch SimPy
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -15,7 +15,7 @@ import numpy as np
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.scenario.loading import ResolvedNetwork
-from netsim.scenario.schema import Scenario
+from netsim.scenario.schema import DeviceSpec, LinkSpec, Scenario
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,11 @@ class DeviceTable:
 
 def build_device_table(scenario: Scenario, topology: Topology | None = None) -> DeviceTable:
     """The device table of a *resolved* scenario (explicit devices, links and aggregator)."""
-    devices, links = scenario.devices or [], scenario.links or []
+    devices: Sequence[DeviceSpec] = scenario.devices or []
+    links: Sequence[LinkSpec] = scenario.links or []
     agg = str(scenario.aggregator)
     if topology is None:
-        topology = Topology(ResolvedNetwork(devices, links, agg).node_ids, links)
+        topology = Topology(ResolvedNetwork(list(devices), list(links), agg).node_ids, links)
     n = len(devices)
     cols = {k: np.zeros(n) for k in ("down_bps", "down_latency_s", "down_j_per_bit",
                                      "up_bps", "up_latency_s", "up_j_per_bit")}

@@ -35,7 +35,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import simpy
@@ -457,8 +457,8 @@ class FlowNetwork:
         done = flow.done
         if type(done) is simpy.Event:
             trigger_after(self.env, done, flow.latency)
-        else:
-            self._arrivals.append((done, now + flow.latency))
+        else:  # send() callbacks; only simpy.Event itself is ever passed as an event
+            self._arrivals.append((cast(Callable[[float], None], done), now + flow.latency))
         self._n_active -= 1
         flow.stamp = -1
         g, c = flow.group, flow.capped_in
@@ -556,12 +556,12 @@ class FlowNetwork:
                 if flow in fixed:
                     continue
                 fixed[flow] = share
-                for g in flow.hops:
-                    residual[g] -= share
-                    count[g] -= 1
-                    if count[g] > 0:
-                        key[g] = max(residual[g], 0.0) / count[g]
-                        heapq.heappush(heap, (key[g], g))
+                for hop in flow.hops:
+                    residual[hop] -= share
+                    count[hop] -= 1
+                    if count[hop] > 0:
+                        key[hop] = max(residual[hop], 0.0) / count[hop]
+                        heapq.heappush(heap, (key[hop], hop))
         for flow, rate in fixed.items():
             flow.rate = rate
             self._push_flow(flow, now)

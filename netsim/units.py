@@ -53,7 +53,7 @@ _BARE_B = re.compile(r"(?<![A-Za-z])([kKMGTPmunp]?)b(?![A-Za-z])")
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
     """The process's pint registry (built once on first use: pint takes ~0.3 s to load)."""
-    ureg = pint.UnitRegistry()
+    ureg: pint.UnitRegistry = pint.UnitRegistry()
     ureg.define("flop = [computation] = FLOP")
     ureg.define("FLOPS = flop / second")
     return ureg
@@ -70,7 +70,10 @@ def _quantity(text: str) -> Any:
 def _suggest(number: str, unit_text: str, target: str) -> str | None:
     """A spelling of ``unit_text`` with the target's dimension (``Mb/s`` -> ``Mbit/s``)."""
     for word in ("B", "bit") if target == "byte" else ("bit", "B"):
-        candidate = _BARE_B.sub(lambda m, w=word: m.group(1) + w, unit_text)
+        def spell(m: re.Match[str], w: str = word) -> str:
+            return m.group(1) + w
+
+        candidate = _BARE_B.sub(spell, unit_text)
         if candidate == unit_text:
             continue
         try:

@@ -10,7 +10,8 @@ from netsim.policy.contract import Decision, InvalidDecision, Observation
 
 
 def _problems(decision: Decision, obs: Observation) -> list[str]:
-    model, out = obs.model, []
+    model = obs.model
+    out: list[str] = []
     n_variants = len(model.variants)
     if not isinstance(decision.variant, int) or not 0 <= decision.variant < n_variants:
         return [f"variant: {decision.variant!r} is not a variant index (0..{n_variants - 1})"]

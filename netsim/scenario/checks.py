@@ -202,9 +202,9 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
     graph = nx.Graph()
     graph.add_nodes_from(seen)
     for i in range(len(raw_links)):
-        pair = [end for j, _, end in ends if j == i]
-        if len(pair) == 2:
-            graph.add_edge(*pair)
+        link_ends = [end for j, _, end in ends if j == i]
+        if len(link_ends) == 2:
+            graph.add_edge(*link_ends)
     agg = data.get("aggregator")
     if agg is None:
         out.append(Problem("aggregator", "required: the id of the device that aggregates"))

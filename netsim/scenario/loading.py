@@ -96,8 +96,7 @@ class Validation:
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
-    seen: set[Problem] = set()
-    return [p for p in problems if not (p in seen or seen.add(p))]
+    return list(dict.fromkeys(problems))
 
 
 def validate_data(data: dict[str, Any] | Scenario) -> Validation:

@@ -23,7 +23,8 @@ MIN_RATE = 1e-9
 
 def _range(low: str, bound: float, high: float = MAX_FLOAT) -> Any:
     """A pydantic Field: ``low`` is ``"gt"`` or ``"ge"`` ``bound``; at most ``high``."""
-    return Field(**{low: bound}, le=high)
+    lower: dict[str, Any] = {low: bound}
+    return Field(**lower, le=high)
 
 
 def _at_least_min_rate(value: float) -> float:

@@ -68,13 +68,13 @@ def placement_optimum(
     cu = [[[round(t / unit) for t in row] for row in c] for c in comm]
 
     m = cp_model.CpModel()
-    a = [[m.NewBoolVar(f"a{i}_{d}") for d in range(nd)] for i in range(n)]
-    s = [m.NewIntVar(0, horizon, f"s{i}") for i in range(n)]
-    e = [m.NewIntVar(0, horizon, f"e{i}") for i in range(n)]
-    free = [m.NewIntVar(0, horizon, f"f{i}") for i in range(n)]
-    dev_iv = [[] for _ in range(nd)]
-    chan_iv = [[] for _ in range(nd)]
-    mem = [([], []) for _ in range(nd)]  # (intervals, demands)
+    a = [[m.new_bool_var(f"a{i}_{d}") for d in range(nd)] for i in range(n)]
+    s = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
+    e = [m.new_int_var(0, horizon, f"e{i}") for i in range(n)]
+    free = [m.new_int_var(0, horizon, f"f{i}") for i in range(n)]
+    dev_iv: list[list[cp_model.IntervalVar]] = [[] for _ in range(nd)]
+    chan_iv: list[list[cp_model.IntervalVar]] = [[] for _ in range(nd)]
+    mem: list[tuple[list[cp_model.IntervalVar], list[int]]] = [([], []) for _ in range(nd)]  # (intervals, demands)
 
     def add_mem(d, iv, demand):
         if demand > 0:
@@ -82,61 +82,61 @@ def placement_optimum(
             mem[d][1].append(int(math.ceil(demand)))
 
     for i in range(n):
-        m.AddExactlyOne(a[i])
-        m.Add(free[i] >= e[i])
+        m.add_exactly_one(a[i])
+        m.add(free[i] >= e[i])
         for d in range(nd):
-            m.Add(e[i] == s[i] + dur[i][d]).OnlyEnforceIf(a[i][d])
-            dev_iv[d].append(m.NewOptionalIntervalVar(s[i], dur[i][d], e[i], a[i][d], f"c{i}_{d}"))
-            add_mem(d, m.NewOptionalFixedSizeIntervalVar(0, horizon, a[i][d], f"p{i}_{d}"), ig.memory_bytes[i])
-            add_mem(d, m.NewOptionalIntervalVar(s[i], dur[i][d], e[i], a[i][d], f"t{i}_{d}"), ig.temporary_bytes[i])
-            size = m.NewIntVar(0, horizon, f"os{i}_{d}")
-            add_mem(d, m.NewOptionalIntervalVar(s[i], size, free[i], a[i][d], f"o{i}_{d}"), ig.output_bytes[i])
+            m.add(e[i] == s[i] + dur[i][d]).OnlyEnforceIf(a[i][d])
+            dev_iv[d].append(m.new_optional_interval_var(s[i], dur[i][d], e[i], a[i][d], f"c{i}_{d}"))
+            add_mem(d, m.new_optional_fixed_size_interval_var(0, horizon, a[i][d], f"p{i}_{d}"), ig.memory_bytes[i])
+            add_mem(d, m.new_optional_interval_var(s[i], dur[i][d], e[i], a[i][d], f"t{i}_{d}"), ig.temporary_bytes[i])
+            size = m.new_int_var(0, horizon, f"os{i}_{d}")
+            add_mem(d, m.new_optional_interval_var(s[i], size, free[i], a[i][d], f"o{i}_{d}"), ig.output_bytes[i])
     groups: dict[int, int] = {}
     for i in range(n):
         g = ig.group[i]
         if g >= 0:
             if g in groups:
                 for d in range(nd):
-                    m.Add(a[i][d] == a[groups[g]][d])
+                    m.add(a[i][d] == a[groups[g]][d])
             else:
                 groups[g] = i
     for u in range(n):
         for v in ig.succs[u]:
-            m.Add(s[v] >= e[u])
+            m.add(s[v] >= e[u])
             for d in range(nd):
-                m.Add(free[u] >= e[v]).OnlyEnforceIf([a[u][d], a[v][d]])
+                m.add(free[u] >= e[v]).OnlyEnforceIf([a[u][d], a[v][d]])
         if not ig.succs[u]:
             continue
         for d in range(nd):
-            need = m.NewBoolVar(f"need{u}_{d}")
-            m.AddMaxEquality(need, [a[v][d] for v in ig.succs[u]])
+            need = m.new_bool_var(f"need{u}_{d}")
+            m.add_max_equality(need, [a[v][d] for v in ig.succs[u]])
             for src in range(nd):
                 if src == d:
                     continue
-                x = m.NewBoolVar(f"x{u}_{src}_{d}")
-                m.AddBoolAnd([a[u][src], need]).OnlyEnforceIf(x)
-                m.AddBoolOr([a[u][src].Not(), need.Not()]).OnlyEnforceIf(x.Not())
-                xs = m.NewIntVar(0, horizon, f"xs{u}_{src}_{d}")
-                xe = m.NewIntVar(0, horizon, f"xe{u}_{src}_{d}")
-                iv = m.NewOptionalIntervalVar(xs, cu[u][src][d], xe, x, f"x{u}_{src}_{d}")
+                x = m.new_bool_var(f"x{u}_{src}_{d}")
+                m.add_bool_and([a[u][src], need]).OnlyEnforceIf(x)
+                m.add_bool_or([a[u][src].Not(), need.Not()]).OnlyEnforceIf(x.Not())
+                xs = m.new_int_var(0, horizon, f"xs{u}_{src}_{d}")
+                xe = m.new_int_var(0, horizon, f"xe{u}_{src}_{d}")
+                iv = m.new_optional_interval_var(xs, cu[u][src][d], xe, x, f"x{u}_{src}_{d}")
                 chan_iv[src].append(iv)
                 chan_iv[d].append(iv)
-                m.Add(xs >= e[u]).OnlyEnforceIf(x)
-                m.Add(free[u] >= xe).OnlyEnforceIf(x)
-                held = m.NewIntVar(0, horizon, f"g{u}_{src}_{d}")
-                rsize = m.NewIntVar(0, horizon, f"rs{u}_{src}_{d}")
-                add_mem(d, m.NewOptionalIntervalVar(xs, rsize, held, x, f"r{u}_{src}_{d}"), ig.send_bytes[u])
+                m.add(xs >= e[u]).OnlyEnforceIf(x)
+                m.add(free[u] >= xe).OnlyEnforceIf(x)
+                held = m.new_int_var(0, horizon, f"g{u}_{src}_{d}")
+                rsize = m.new_int_var(0, horizon, f"rs{u}_{src}_{d}")
+                add_mem(d, m.new_optional_interval_var(xs, rsize, held, x, f"r{u}_{src}_{d}"), ig.send_bytes[u])
                 for v in ig.succs[u]:
-                    m.Add(s[v] >= xe).OnlyEnforceIf([x, a[v][d]])
-                    m.Add(held >= e[v]).OnlyEnforceIf([x, a[v][d]])
+                    m.add(s[v] >= xe).OnlyEnforceIf([x, a[v][d]])
+                    m.add(held >= e[v]).OnlyEnforceIf([x, a[v][d]])
     for d in range(nd):
-        m.AddNoOverlap(dev_iv[d])
-        m.AddNoOverlap(chan_iv[d])
+        m.add_no_overlap(dev_iv[d])
+        m.add_no_overlap(chan_iv[d])
         if mem[d][0]:
-            m.AddCumulative(mem[d][0], mem[d][1], int(math.floor(cost.memory_bytes[d])))
-    makespan = m.NewIntVar(0, horizon, "makespan")
-    m.AddMaxEquality(makespan, e)
-    m.Minimize(makespan)
+            m.add_cumulative(mem[d][0], mem[d][1], int(math.floor(cost.memory_bytes[d])))
+    makespan = m.new_int_var(0, horizon, "makespan")
+    m.add_max_equality(makespan, e)
+    m.minimize(makespan)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = 2
