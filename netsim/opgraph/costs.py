@@ -36,8 +36,11 @@ MODES = ("faithful", "heterogeneous")
 class DeviceLike(Protocol):
     """What placement needs of a device (the scenario's devices fit)."""
 
-    id: str
-    memory_bytes: float
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def memory_bytes(self) -> float: ...
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ go to the device of their first operator. m-SCT's favourite-child rule is a subc
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from netsim.opgraph.costs import CostModel, IndexedGraph
 from policies.baechi.memory import MemoryTimeline
@@ -276,11 +277,14 @@ class _Scheduler:
         for d in self.targets[u]:
             k = u * nd + d
             last = self.remote_end[k]
-            self.mem[d].free(self.arrival[k] if last is None else last, ig.send_bytes[u])
+            if last is None:
+                last = self.arrival[k]
+                assert last is not None  # d is among u's targets: the tensor was sent there
+            self.mem[d].free(last, ig.send_bytes[u])
             self.touched.add(d)
 
     # -- driver ---------------------------------------------------------------------------
-    choose = None
+    choose: Callable[[int, Any], Any] | None = None
     """Optional ``choose(d, candidate) -> candidate``: a rule over m-ETF's candidate of device d
     (m-SCT's favourite child, :mod:`policies.baechi.favourite`)."""
 

@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import networkx as nx
 
@@ -152,6 +153,6 @@ def best_placement(
         candidates.append(Candidate(res, step))
     best = min(candidates, key=lambda c: c.step_time_s)
     if math.isinf(best.step_time_s):
-        reasons = "; ".join(f"{c.result.algorithm}: {c.result.reason or c.step.reason}" for c in candidates)
+        reasons = "; ".join(f"{c.result.algorithm}: {c.result.reason or cast(StepResult, c.step).reason}" for c in candidates)
         best = Candidate(PlacementResult("baechi", mode, status="infeasible", reason=reasons), None)
     return best, candidates

@@ -39,6 +39,7 @@ def m_topo(
         res = list_schedule(ig, cost, "m-topo", fixed=_fill(ig, caps))
         if res.ok:
             break
+    assert res is not None  # the loop above ran (two cap lists)
     res.placement_time_s = time.perf_counter() - t0
     return res
 
