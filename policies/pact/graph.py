@@ -90,6 +90,7 @@ def run_costs(cands: VariantCandidates, need: np.ndarray, max_epochs: int,
     m = np.maximum(np.ceil(need[None, :] / per_epoch[:, None] * (1 - 1e-12)), 1.0)  # C x K
     cost = m * (cands.energy_j + penalty_j)[:, None]
     cost[m > max_epochs] = np.inf
+    m = np.minimum(m, max_epochs + 1.0)  # (those are out anyway; keeps the casts finite)
     if n_slots <= 0:
         c = np.argmin(cost, axis=0)
         k = np.arange(len(need))
