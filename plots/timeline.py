@@ -31,7 +31,7 @@ def _curves(runs: pd.DataFrame, epochs: pd.DataFrame, column: str) -> dict[str, 
     return out
 
 
-def timeline_figure(results: Results) -> Any:
+def timeline_figure(results: Results) -> Any:  # a figure, or a mapping for several points
     """Loss and cumulative energy (J) vs simulated time (s), a line per policy.
 
     ``netsim run``'s figure; the target loss is a dotted line when the runs share one. With
@@ -39,10 +39,14 @@ def timeline_figure(results: Results) -> Any:
     ends (so the mean never falls when a run stops), its band the 95 % interval (energy's
     clipped at 0 J); a marker shows where the policy's last run ends. The energy axis is
     logarithmic when the policies' final energies span more than a factor of 20. A caption line
-    names the scenario, seeds and netsim version."""
+    names the scenario, seeds and netsim version. Results of several scenario points (a
+    sweep) give one figure per point, keyed ``point<N>``."""
     from netsim.figures import annotate
 
     runs = results.runs
+    if "point" in runs and runs["point"].nunique() > 1:
+        return {f"point{int(p)}": timeline_figure(results.select(runs["point"] == p))
+                for p in sorted(runs["point"].unique())}
     targets = runs["target_loss"].dropna().unique() if "target_loss" in runs else []
     fig = _timeline(runs, results.epochs, float(targets[0]) if len(targets) == 1 else None)
     return annotate(fig, results, "timeline")
@@ -72,7 +76,8 @@ def _timeline(runs: pd.DataFrame, epochs: pd.DataFrame, target_loss: float | Non
     positive = [f for f in finals if f > 0]
     if len(positive) > 1 and max(positive) / min(positive) > 20:
         ax_energy.set_yscale("symlog", linthresh=min(positive) / 10)
-    title = ", ".join(sorted({str(n) for n in runs["scenario"]})) if "scenario" in runs else ""
+    names = runs["point_label"] if "point_label" in runs else runs.get("scenario", pd.Series([]))
+    title = ", ".join(sorted({str(n) for n in names}))
     seeds = sorted({int(s) for s in runs["seed"]}) if "seed" in runs else []
     if title:
         fig.suptitle(f"{title}: seed{'s' if len(seeds) > 1 else ''} "
