@@ -290,3 +290,15 @@ def test_family_figures_show_the_stored_runs(family):
     assert list(mean.get_ydata()) == pytest.approx([0.75])
     assert families.pact_energy_vs_deadline(family) is None  # one deadline: nothing to draw
     assert set(families.device_counts(family)) == {3.0}
+
+
+def test_timeline_mean_energy_never_falls_when_runs_of_different_lengths_end(results):
+    from plots.timeline import timeline_figure
+
+    figs = timeline_figure(results)  # 3 points; seeds run 5, 6 and 7 epochs
+    assert sorted(figs) == ["point0", "point1", "point2"]
+    energy_axis = figs["point0"].axes[1]
+    for line in energy_axis.get_lines():
+        y = np.asarray(line.get_ydata(), dtype=float)
+        assert np.all(np.diff(y) >= -1e-9) and not np.isnan(y).any(), line.get_label()
+    assert figs["point0"].get_suptitle().startswith("n_devices=10: seeds 0, 1, 2")
