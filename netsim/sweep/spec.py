@@ -207,7 +207,7 @@ def _partial(data: dict[str, Any], problems: list[Problem]) -> SweepSpec:
     base leaves none (no point is checked), invalid seeds one seed, invalid policies none."""
     bad = {re.split(r"[.\[]", p.path)[0] for p in problems}
     clean = {k: v for k, v in data.items() if k not in bad and k in SweepSpec.model_fields}
-    fallback = {"base": "", "policies": [], "seeds": 1, "grid": {}, "zip": {}}
+    fallback: dict[str, Any] = {"base": "", "policies": [], "seeds": 1, "grid": {}, "zip": {}}
     for key, value in fallback.items():
         if key in bad or key not in clean:
             clean[key] = value

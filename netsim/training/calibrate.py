@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -100,7 +101,8 @@ def run_point(
     declared = [n_train // point.n_nodes] * point.n_nodes
     for i in range(n_train % point.n_nodes):
         declared[i] += 1
-    second = point.prune_fraction if point.prune_epoch is not None else point.params_fraction
+    # a late-pruning point names its fraction (GridPoint: prune_fraction goes with prune_epoch)
+    second = cast(float, point.prune_fraction) if point.prune_epoch is not None else point.params_fraction
     model = {
         "name": MODEL_NAME,
         "variants": [{"params_fraction": 1.0}, {"params_fraction": float(second)}],

@@ -126,7 +126,7 @@ class LossPredictor:
                     data_efficiency(model, training),
                     loss.prune_progress_loss if loss else 0.0,
                     loss.participant_exponent if loss else 0.0)
-        self.model = model
+        self.model: ModelSpec | None = model  # None when built from explicit curves
         self.sigma_run = run_noise_sigma(model, training)
         self.sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
         self.sigma = math.hypot(self.sigma_run, self.sigma_epoch)
