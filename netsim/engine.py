@@ -153,8 +153,9 @@ class World:
         (netsim.fastepoch): bytes, energy and busy time booked as the event path books them.
         False, with nothing changed, when it needs the event path."""
         if self._tables is None:
-            t = self.devices
-            self._tables = (t.down_routes, t.up_routes, t.capacity_bps,  # type: ignore[assignment]
+            t = self.devices  # built by build_device_table, routes included
+            assert t.down_routes is not None and t.up_routes is not None and t.capacity_bps is not None
+            self._tables = (t.down_routes, t.up_routes, t.capacity_bps,
                             np.asarray(self._flops, dtype=float))
         down, up, capacity, flops = self._tables
         n, index = len(decision.participants), self.devices.index
@@ -243,7 +244,8 @@ def _contention_free(table: DeviceTable) -> DeviceTable:
     """The device table without its routes: :func:`estimate_epoch` then times each transfer
     alone on its route, a lower bound of the engine's epoch, at a fraction of the cost."""
     routed = {"down_routes", "up_routes", "capacity_bps"} & {f.name for f in fields(table)}
-    return replace(table, **dict.fromkeys(routed)) if routed else table
+    cleared: dict[str, Any] = dict.fromkeys(routed)
+    return replace(table, **cleared) if routed else table
 
 
 def _ends_after(world: World, table: DeviceTable, decision: Decision, epoch: int,
