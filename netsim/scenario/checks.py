@@ -201,8 +201,10 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
                                + _hint(end, list(seen))))
     graph = nx.Graph()
     graph.add_nodes_from(seen)
-    for i in range(len(raw_links)):
-        link_ends = [end for j, _, end in ends if j == i]
+    by_link: dict[int, list[str]] = {}
+    for j, _, end in ends:  # one pass: links x ends was quadratic in the network's size
+        by_link.setdefault(j, []).append(end)
+    for link_ends in by_link.values():
         if len(link_ends) == 2:
             graph.add_edge(*link_ends)
     agg = data.get("aggregator")
