@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -145,5 +146,6 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
                   f"{goal.target_loss:.4g}; the best reachable is {best_level:.4g}")
         return Plan(False, reason=reason, planning_s=elapsed, costs_by_fraction=costs)
     path, clusters, phi = best
-    return Plan(True, path.variants, tuple(clusters[v] for v in path.variants), phi, smallest,
+    # a path only takes variants of finite cost, which have a cluster
+    return Plan(True, path.variants, tuple(cast(Cluster, clusters[v]) for v in path.variants), phi, smallest,
                 path.cost_j, path.final_level, path.final_mean, "", elapsed, costs)

@@ -109,8 +109,8 @@ def run_costs(cands: VariantCandidates, need: np.ndarray, max_epochs: int,
     order = np.lexsort((cost[ci, ki], flat))           # cheapest first within each cell
     flat, ci, ki = flat[order], ci[order], ki[order]
     first = np.concatenate([[True], flat[1:] != flat[:-1]])
-    table = np.full(len(need) * n_slots, np.inf)
-    cand = np.zeros(len(need) * n_slots, dtype=np.int64)
+    table: np.ndarray = np.full(len(need) * n_slots, np.inf)
+    cand: np.ndarray = np.zeros(len(need) * n_slots, dtype=np.int64)
     table[flat[first]] = cost[ci[first], ki[first]]
     cand[flat[first]] = ci[first]
     table, cand = table.reshape(len(need), n_slots), cand.reshape(len(need), n_slots)

@@ -157,8 +157,8 @@ def _solve_last(problem: PlanningProblem, used: list[int], v_last: int, n_star: 
     coef = {}
     for u in used:
         c = coefficients(problem, u)
-        pos = {int(i): j for j, i in enumerate(c.idx)}
-        coef[u] = c, np.array([pos.get(int(i), -1) for i in dev])
+        index_of = {int(i): j for j, i in enumerate(c.idx)}
+        coef[u] = c, np.array([index_of.get(int(i), -1) for i in dev])
     nx = K * V * n
     X = lambda k, a, i: (k * V + a) * n + i          # noqa: E731
     D = lambda k, a, i: nx + X(k, a, i)              # noqa: E731
@@ -208,7 +208,7 @@ def _solve_last(problem: PlanningProblem, used: list[int], v_last: int, n_star: 
     rows.append(({D(k, a, i): weight[u] for k in range(K) for a, u in enumerate(used)
                   for i in range(n)}, n_star - have, np.inf))
     if np.isfinite(cutoff_j):  # only plans cheaper than the best so far
-        rows.append(({j: float(cost[j]) for j in np.flatnonzero(cost)}, -np.inf, cutoff_j))
+        rows.append(({j: float(cost[j]) for j in np.flatnonzero(cost).tolist()}, -np.inf, cutoff_j))
     r_idx, c_idx, vals, lb, ub = [], [], [], [], []
     for r, (row, lo_r, hi_r) in enumerate(rows):
         for col, val in row.items():

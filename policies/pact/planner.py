@@ -76,7 +76,7 @@ class Planner:
         self.eps = float(eps)
         self._cands: dict[int, VariantCandidates] = {}
         self._key: tuple | None = None
-        self._graph: tuple[Levels, np.ndarray, dict] | None = None
+        self._graph: tuple[Levels, dict[int, np.ndarray], dict[tuple[int, int], np.ndarray]] | None = None
 
     def _prepare(self, problem: PlanningProblem) -> None:
         key = (problem.usable.tobytes(), problem.variants, problem.target_loss)
@@ -155,7 +155,8 @@ class Planner:
     def _solve(self, problem: PlanningProblem, mode: str, penalty_j: float) -> Plan:
         """One DP: ``mode`` "untimed" (no time coordinate), "timed" (time slots) or "epochs"
         (slots of one epoch each, so the epoch limit is exact)."""
-        levels, need, nidx = self._graph  # type: ignore[misc]
+        assert self._graph is not None  # _prepare(problem) ran first
+        levels, need, nidx = self._graph
         h = problem.epochs_left
         variants = sorted(problem.variants)
         start = _start_vertex(problem, levels)
