@@ -30,7 +30,7 @@ _POWER_SIGMA = 0.1
 @lru_cache(maxsize=1)
 def edge_catalog() -> dict[str, dict[str, Any]]:
     """The table of device classes and access links with their sources."""
-    text = resources.files("netsim").joinpath("data", "edge_catalog.yaml").read_text("utf-8")
+    text = resources.files("netsim").joinpath("data").joinpath("edge_catalog.yaml").read_text("utf-8")
     return safe_load(text)
 
 

@@ -30,7 +30,7 @@ from netsim.yamlio import YamlLimitError, read_text, safe_load
 
 def builtin_scenarios() -> dict[str, Path]:
     """Built-in scenario names and their files (netsim/data/scenarios/NAME.yaml)."""
-    folder = resources.files("netsim").joinpath("data", "scenarios")
+    folder = resources.files("netsim").joinpath("data").joinpath("scenarios")
     return {Path(p.name).stem: Path(str(p)) for p in folder.iterdir() if p.name.endswith(".yaml")}
 
 

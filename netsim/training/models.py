@@ -16,7 +16,7 @@ from netsim.yamlio import safe_load
 
 
 def _data_yaml(name: str) -> dict[str, Any]:
-    text = resources.files("netsim").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("netsim").joinpath("data").joinpath(name).read_text(encoding="utf-8")
     return safe_load(text) or {}
 
 
