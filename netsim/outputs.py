@@ -54,7 +54,7 @@ def file_problems(path: str | Path, flag: str = "--out") -> list[Problem]:
     return [Problem(flag, q.message) for q in dir_problems(p.parent or Path("."), flag)]
 
 
-def write_atomic(path: str | Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+def write_atomic(path: str | Path, write: Callable[[str], object], suffix: str = ".tmp") -> None:
     """Write a file through ``write(temporary_path)`` and a rename (atomic on POSIX), with
     the user's normal file mode; the temporary file is removed on failure."""
     path = Path(path)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import cast
 
 from netsim.scenario.errors import Problem
 from netsim.scenario.loading import builtin_scenarios, scenario_data, validate_scenario
+from netsim.scenario.schema import ModelSpec
 
 
 def print_warnings(warnings: list[Problem], where: str = "") -> None:
@@ -45,7 +47,7 @@ def _validate(args: argparse.Namespace) -> int:
     sc = result.raise_for(args.strict)
     resolved = resolve_scenario(sc, sc.seed)
     n_links = len(resolved.links or [])
-    model = resolved.model
+    model = cast(ModelSpec, resolved.model)  # resolve_scenario makes it a full spec
     print(f"ok: {sc.name}: {len(resolved.devices or [])} devices, {n_links} links, "
           f"model {model.name} ({len(model.variants)} variants), "
           f"target loss {sc.training.target_loss}, deadline {sc.training.deadline_s:g} s")

@@ -54,7 +54,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     from netsim.sweep.plan import load_plan
     from netsim.sweep.runner import run_sweep
 
-    problems, warnings = _arg_problems(args), []
+    problems = _arg_problems(args)
+    warnings: list[Problem] = []
     try:
         plan = load_plan(args.file, strict=args.strict, warnings=warnings)
     except ScenarioError as exc:
