@@ -14,6 +14,7 @@ import importlib
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 from netsim.plugins import COMMANDS, group
 from netsim.scenario.errors import ScenarioError
@@ -42,7 +43,7 @@ Exit codes: 0 success, 2 invalid input (the field and what is allowed), 1 any ot
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own usage errors: exit 2 too
+    def error(self, message: str) -> NoReturn:  # argparse's own usage errors: exit 2 too
         self.print_usage(sys.stderr)
         print(f"netsim: error: {message}", file=sys.stderr)
         raise SystemExit(2)
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.choices[action.dest]
         if not command.description and action.help:
             command.description = action.help[0].upper() + action.help[1:].rstrip(".") + "."
+        assert command.description is not None  # every command has a description or a help line
         command.description = command.description.replace("``", "`")  # docstrings' reST quotes
     return parser
 

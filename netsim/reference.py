@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -153,7 +154,9 @@ def default_of(info: FieldInfo) -> str:
     """The default as text; ``required`` when there is none."""
     if info.default is PydanticUndefined and info.default_factory is None:
         return "required"
-    value = info.default_factory() if info.default_factory is not None else info.default
+    # netsim's default factories take no arguments (pydantic also allows one of the data)
+    factory = cast("Callable[[], Any] | None", info.default_factory)
+    value = factory() if factory is not None else info.default
     if isinstance(value, BaseModel):
         return "(defaults)"
     if isinstance(value, tuple) and value and isinstance(value[0], BaseModel):

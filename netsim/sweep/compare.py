@@ -90,6 +90,7 @@ def compare_table(runs: pd.DataFrame, baseline: str | None = None) -> pd.DataFra
             row = {**dict(zip(GROUP, key, strict=True)), "policy": policy,
                    **_policy_row(grp, required)}
             if baseline is not None:
+                assert base is not None  # a baseline is a label with runs (checked above)
                 row["baseline"] = policy == baseline
                 row.update(_paired(grp, base) if len(base) and policy != baseline
                            else {"paired_n": math.nan})
