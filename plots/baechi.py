@@ -66,23 +66,22 @@ def gantt_figure(record: dict | str | Path, out: str | Path) -> Path:
     devices, memory_bytes, ops [[node, device, start_s, end_s]], transfers [[node, src, dst,
     bytes, start_s, end_s]], memory_trace [per device [[time_s, bytes]]].
     """
-    if not isinstance(record, dict):
-        record = json.loads(Path(record).read_text(encoding="utf-8"))
-    devices = record["devices"]
+    rec: dict = record if isinstance(record, dict) else json.loads(Path(record).read_text(encoding="utf-8"))
+    devices = rec["devices"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
-    for _, d, s, e in record["ops"]:
+    for _, d, s, e in rec["ops"]:
         top.barh(d, (e - s) * 1e3, left=s * 1e3, height=0.6, color=OKABE_ITO[d % 7], lw=0)
-    for _, a, b, _, s, e in record["transfers"]:
+    for _, a, b, _, s, e in rec["transfers"]:
         top.plot([s * 1e3, e * 1e3], [a + 0.4, b + 0.4], color="0.4", lw=0.5, alpha=0.5)
     top.set_yticks(range(len(devices)), devices)
     top.set_ylabel("device")
     top.set_title("operators (bars) and transfers (grey lines) over one step")
-    for d, trace in enumerate(record["memory_trace"]):
+    for d, trace in enumerate(rec["memory_trace"]):
         if trace:
             t = [p[0] * 1e3 for p in trace]
             m = [p[1] / 2**20 for p in trace]
             bottom.step(t, m, where="post", color=OKABE_ITO[d % 7], label=devices[d])
-    limit = min(record["memory_bytes"]) / 2**20
+    limit = min(rec["memory_bytes"]) / 2**20
     bottom.axhline(limit, color="k", ls=":", label="device memory")
     bottom.set_xlabel("time (ms)")
     bottom.set_ylabel("memory (MiB)")

@@ -144,6 +144,6 @@ def bar_hatches(styles: dict[str, dict[str, str]]) -> dict[str, str]:
 
 def figure(ncols: int = 1, nrows: int = 1, wide: bool = False, **kwargs):
     """A styled figure and its axes (``plt.subplots`` with netsim's paper defaults)."""
-    plt.rcParams.update(RC)
+    plt.rcParams.update(RC)  # type: ignore[arg-type]  # matplotlib's stubs take only literal rc names
     size = TWO_COLUMN_IN if wide or ncols > 1 else ONE_COLUMN_IN
     return plt.subplots(nrows, ncols, figsize=(size[0], size[1] * nrows), **kwargs)
