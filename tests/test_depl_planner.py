@@ -83,7 +83,7 @@ def test_graph_search_equals_enumeration(small_world):
         for factor in (1.0, 1.1):
             res = search(pred.base, costs, gains, target, 8, factor, epsilon=0.0)
             best = math.inf
-            for _, means, cost in enumerate_plans(pred, costs, gains, 8):
+            for _, means, cost, _ in enumerate_plans(pred, costs, gains, 8):
                 ok = factor * means <= target
                 if ok.any():
                     best = min(best, cost[ok].min())

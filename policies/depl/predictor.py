@@ -139,10 +139,13 @@ class DistributionalPredictor:
             return self.spread.cdf(np.log(target_loss / mean))
 
 
+QUADRATURE_NODES = 120  # Gauss-Hermite nodes over the run's noise draw (error < 1e-3)
+
+
 def first_passage_probability(means: Sequence[float] | np.ndarray, target_loss: float,
                               z_mean: float, z_var: float,
                               sigmas_run: Sequence[float] | np.ndarray | float,
-                              sigma_epoch: float, nodes: int = 120) -> float:
+                              sigma_epoch: float, nodes: int | None = None) -> float:
     """P(some epoch's loss <= ``target_loss``): the event the simulator scores (a run ends
     ``ok`` at the first epoch whose loss is at or below L*).
 
@@ -151,7 +154,8 @@ def first_passage_probability(means: Sequence[float] | np.ndarray, target_loss: 
     run; its posterior once epochs have been observed), scaled by the run spread at that
     epoch's state, and independent per-epoch noise. Given z the epochs fail independently, so
     ``P = E_z[1 - prod_k Phi(-(log L* - log means[k] - sigmas_run[k] z) / sigma_epoch)]``,
-    the expectation by Gauss-Hermite quadrature (``nodes`` points). netsim's formalization.
+    the expectation by Gauss-Hermite quadrature (``nodes`` points, default
+    :data:`QUADRATURE_NODES`). netsim's formalization.
     """
     logm = np.log(np.asarray(means, dtype=float))
     if len(logm) == 0:
@@ -167,7 +171,7 @@ def first_passage_probability(means: Sequence[float] | np.ndarray, target_loss: 
             return 0.0
         t = float(np.max(margin[pos] / s[pos]))
         return float(t >= z_mean) if sd == 0.0 else float(ndtr((t - z_mean) / sd))
-    x, w = np.polynomial.hermite_e.hermegauss(nodes if sd > 0 else 1)
+    x, w = np.polynomial.hermite_e.hermegauss((nodes or QUADRATURE_NODES) if sd > 0 else 1)
     z = z_mean + sd * x
     w = w / w.sum()
     gap = margin[None, :] - z[:, None] * s[None, :]  # per node and epoch
