@@ -24,6 +24,7 @@ from netsim.sweep.spec import (
     SweepSpec,
     axis_points,
     base_data,
+    entry_problems,
     inspect_sweep,
     set_path,
 )
@@ -102,17 +103,6 @@ def _point_problems(problems: list[Problem], index: int, label: str) -> list[Pro
     return [Problem(f"{where} {p.path}".strip(), p.message) for p in problems]
 
 
-def _policy_problems(exc: ScenarioError, j: int, entry: PolicyEntry) -> list[Problem]:
-    out = []
-    prefix = f"policies.{entry.name}"
-    for p in exc.problems:
-        if p.path == "policy":
-            out.append(Problem(f"policies[{j}].name", p.message))
-        else:
-            rest = p.path[len(prefix):] if p.path.startswith(prefix) else f".{p.path}"
-            out.append(Problem(f"policies[{j}].params{rest}", p.message))
-    return out
-
 
 def build_plan(spec: SweepSpec, folder: Path, strict: bool = False) -> SweepPlan:
     """Validate every point and policy of ``spec``, and list its runs (point, policy, seed order).
@@ -177,7 +167,7 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
             try:
                 pol = resolve_policy(scenario, entry.name, entry.params)
             except ScenarioError as exc:
-                problems.extend(q for q in _policy_problems(exc, j, entry) if q not in problems)
+                problems.extend(q for q in entry_problems(exc, j, entry) if q not in problems)
                 continue
             pparams = policy_params(pol)
             for seed in spec.seed_list():

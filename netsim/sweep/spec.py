@@ -233,13 +233,21 @@ def policy_entry_problems(spec_data: Any) -> list[Problem]:
         try:
             make_policy(entry.name, entry.params)
         except ScenarioError as exc:
-            prefix = f"policies.{entry.name}"
-            for p in exc.problems:
-                if p.path == "policy":
-                    out.append(Problem(f"policies[{j}].name", p.message))
-                else:
-                    rest = p.path[len(prefix):] if p.path.startswith(prefix) else f".{p.path}"
-                    out.append(Problem(f"policies[{j}].params{rest}", p.message))
+            out += entry_problems(exc, j, entry)
+    return out
+
+
+def entry_problems(exc: ScenarioError, j: int, entry: PolicyEntry) -> list[Problem]:
+    """A policy's ScenarioError (paths ``policy`` or ``policies.NAME.FIELD``) as problems of
+    the sweep file's entry ``j`` (``policies[j].name``, ``policies[j].params.FIELD``)."""
+    out = []
+    prefix = f"policies.{entry.name}"
+    for p in exc.problems:
+        if p.path == "policy":
+            out.append(Problem(f"policies[{j}].name", p.message))
+        else:
+            rest = p.path[len(prefix):] if p.path.startswith(prefix) else f".{p.path}"
+            out.append(Problem(f"policies[{j}].params{rest}", p.message))
     return out
 
 
