@@ -107,7 +107,7 @@ def planning_time(sizes: tuple[int, ...]) -> None:
     from netsim.training.models import resolve_model
 
     full = resolve_model(base.model)
-    model = full.model_copy(update={"variants": [full.variants[i] for i in THREE_MODELS]})
+    model = full.model_copy(update={"variants": tuple(full.variants[i] for i in THREE_MODELS)})
     times = []
     for n in sizes:
         gen = base.generate.model_copy(update={"n_devices": n})

@@ -185,7 +185,10 @@ class DepL:
             if first_passage_probability(means[:k], target, m, v, sigmas[:k],
                                          pred.sigma_epoch) >= pi:
                 break
-        else:  # (a plan for a relaxed level) the whole plan does not keep pi
+        else:
+            if plan.final_level <= target * (1 + 1e-9):
+                return plan  # pi kept by the sufficient final-loss level (quadrature aside)
+            # a plan for a relaxed level whose whole length does not keep pi
             return Plan(False, reason=f"no plan reaches {target:g} with probability {pi:g}")
         if k == len(means):
             return plan
