@@ -1,7 +1,7 @@
 """The ``netsim`` command line. Each command lives in a module exposing ``register(subparsers)``;
 the parser it adds sets ``func`` (args -> exit code). netsim's own are in netsim/commands/;
-packages add theirs under the entry-point group ``netsim.commands`` (``netsim place`` comes
-from policies/baechi that way).
+packages add theirs under the entry-point group ``netsim.commands`` (the ``place`` command of
+policies/baechi is one).
 
 Exit codes: 0 success; 2 invalid input (the message names the field path and what is allowed,
 no traceback); 1 any other failure.
