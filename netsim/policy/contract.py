@@ -47,7 +47,6 @@ class Observation:
     model: the model with its variants and loss parameters.
     training: the training goal (target_loss, deadline_s, max_epochs, ...).
     scenario: the resolved scenario.
-    participants_history: participant count of each finished epoch (clusters count one each).
     """
 
     epoch: int
@@ -61,7 +60,6 @@ class Observation:
     model: ModelSpec
     training: TrainingSpec
     scenario: Scenario
-    participants_history: tuple[int, ...] = ()
 
     @property
     def loss(self) -> float:
