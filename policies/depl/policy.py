@@ -38,6 +38,7 @@ from netsim.devices import build_device_table
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor, LossState
+from netsim.training.tracking import RunTracker
 from policies.depl.placement import eligible_trainers, place_epoch
 from policies.depl.planner import Goal, Plan, plan_training
 from policies.depl.predictor import (
@@ -238,32 +239,19 @@ class DepL:
         self._scenario = scenario
         self._pred = self.predictor(scenario)
         self._run_plan, self._k0 = self.plan, 0   # the plan followed now, from epoch _k0
-        self._state = LossState()
-        self._last: tuple[int, float, int] | None = None
-        self._residuals: list[float] = []
-        self._scales: list[float] = []
+        self._tracker = RunTracker(self._pred.base)
         self.replans = 0
 
     # -- online (netsim's formalization) --------------------------------------------------
-    def offset_posterior(self) -> tuple[float, float]:
-        """(mean, variance) of the run's standard-normal noise draw given the residuals so
-        far: prior N(0, 1); residual k = run spread at state k x draw + epoch noise."""
-        s_e, r, sc = self._pred.sigma_epoch, self._residuals, self._scales
-        if not r:
-            return 0.0, 1.0
-        if s_e <= 0.0:
-            return (r[-1] / sc[-1], 0.0) if sc[-1] > 0 else (0.0, 0.0)
-        prec = 1.0 + sum(x * x for x in sc) / s_e ** 2
-        return sum(a * b for a, b in zip(r, sc, strict=True)) / s_e ** 2 / prec, 1.0 / prec
+    @property
+    def _state(self) -> LossState:
+        """The tracked training state (netsim.training.tracking)."""
+        return self._tracker.state
 
-    def _observe(self, obs: Observation) -> None:
-        if self._last is None or obs.epoch == 0:
-            return
-        v, samples, parts = self._last
-        base = self._pred.base
-        self._state = base.step(self._state, samples, v, participants=parts)
-        self._residuals.append(math.log(obs.loss / base.mean(self._state)))
-        self._scales.append(base.run_sigma(self._state))
+    def offset_posterior(self) -> tuple[float, float]:
+        """(mean, variance) of the run's standard-normal noise draw given the losses observed
+        so far (:meth:`netsim.training.tracking.RunTracker.draw_posterior`)."""
+        return self._tracker.draw_posterior()
 
     def _rest_probability(self, obs: Observation) -> float:
         """P(the rest of the current plan reaches L*), given what was observed."""
@@ -310,7 +298,7 @@ class DepL:
         assert self.plan is not None, "reset() was not called"
         if not self.plan.feasible:
             return Decision(stop=True, reason=self.plan.reason, variant=0)
-        self._observe(obs)
+        self._tracker.observe(obs.loss)
         if (self.params.replan and self.chance_constrained and obs.epoch > 0
                 and self.params.spread != "empirical"
                 and self._rest_probability(obs) < target_probability(self.params,
@@ -340,9 +328,9 @@ class DepL:
         ids = obs.devices.ids
         members = np.flatnonzero(samples)
         parts = {ids[i]: int(samples[i]) for i in members}
-        self._last = (cluster.variant, float(samples.sum()), len(members))
+        self._tracker.executed(cluster.variant, float(samples.sum()), len(members))
         base = self._pred.base
-        after = base.step(self._state, self._last[1], cluster.variant,
+        after = base.step(self._state, float(samples.sum()), cluster.variant,
                           participants=len(members))
         rest = plan.clusters[k:]
         return Decision(participants=parts, variant=cluster.variant, info={

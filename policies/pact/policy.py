@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor, LossState
+from netsim.training.tracking import RunTracker
 from policies.pact.planner import Plan, Planner
 from policies.pact.problem import PlanningProblem, effective_target, state_from_loss
 
@@ -105,10 +106,13 @@ class _PactBase:
     def _reset_run(self) -> None:
         self._plan: Plan | None = None
         self._cursor = 0
-        self._state = LossState()
-        self._last: tuple[int, float, int] | None = None
-        self._residuals: list[float] = []
-        self._scales: list[float] = []
+        self._tracker: RunTracker | None = None if self._predictor is None \
+            else RunTracker(self._predictor)
+
+    @property
+    def _state(self) -> LossState:
+        """The tracked training state (untrained before the first epoch)."""
+        return self._tracker.state if self._tracker is not None else LossState()
 
     def _effective(self) -> PactParams:
         return self.params
@@ -120,57 +124,33 @@ class _PactBase:
         self.plans = []
         self._reset_run()
 
-    # -- tracking the run -------------------------------------------------------------------
-    def _observe(self, obs: Observation) -> None:
-        """Step the tracked state with the epoch just executed; record its log-residual and
-        the run spread at that state (the residual is ``spread * z_run + epoch noise``)."""
-        pred = self._predictor
-        if self._last is None or obs.epoch == 0 or pred is None:
-            return
-        v, samples, parts = self._last
-        self._state = pred.step(self._state, samples, v, participants=parts)
-        self._residuals.append(math.log(obs.loss / pred.mean(self._state)))
-        self._scales.append(pred.run_sigma(self._state))
-
-    def _z_posterior(self, upto: int | None = None) -> tuple[float, float]:
-        """(mean, variance) of the run's standard-normal noise draw ``z_run`` given the first
-        ``upto`` residuals (all by default): prior N(0, 1), residual k = s_k z_run + epoch
-        noise of sigma_epoch. With no epoch noise the latest residual gives it exactly."""
-        pred = self._predictor
-        r, s = self._residuals[:upto], self._scales[:upto]
-        if not r or pred is None:
-            return 0.0, 1.0
-        if pred.sigma_epoch <= 0.0:
-            return (r[-1] / s[-1], 0.0) if s[-1] > 0 else (0.0, 0.0)
-        prec = 1.0 + sum(x * x for x in s) / pred.sigma_epoch ** 2
-        return sum(a * b for a, b in zip(r, s, strict=True)) / pred.sigma_epoch ** 2 / prec, \
-            1.0 / prec
-
+    # -- tracking the run (netsim.training.tracking) --------------------------------------
     def offset(self, loss: float | None = None) -> float:
         """The run's persistent log-noise offset at mean loss ``loss`` (default: the tracked
         state's), estimated from the residuals so far. Where the predictor expects no run
         noise at all, a persistent residual is the model being wrong: the latest is used."""
-        pred = self._predictor
-        if not self._residuals or pred is None:
+        pred, tracker = self._predictor, self._tracker
+        if tracker is None or not tracker.residuals or pred is None:
             return 0.0
+        r = tracker.residuals
         if pred.sigma_run <= 0.0:
-            return float(np.mean(self._residuals)) if pred.sigma_epoch > 0 \
-                else self._residuals[-1]
+            return float(np.mean(r)) if pred.sigma_epoch > 0 else r[-1]
         scale = pred.run_sigma(self._state) if loss is None else \
             float(pred.run_sigma_at(loss, self._state.variant or 0))
-        return scale * self._z_posterior()[0]
+        return scale * tracker.draw_posterior()[0]
 
     def _in_band(self) -> bool:
         """Whether the latest residual lies within the band predicted before it."""
-        pred, r = self._predictor, self._residuals
-        if not r or pred is None:
+        pred, tracker = self._predictor, self._tracker
+        if tracker is None or not tracker.residuals or pred is None:
             return True
+        r, scale = tracker.residuals, tracker.scales[-1]
         if pred.sigma_run <= 0.0:
             prior = r[:-1]
             centre, var_centre = (float(np.mean(prior)) if prior else 0.0), 0.0
         else:
-            m, v = self._z_posterior(len(r) - 1)
-            centre, var_centre = self._scales[-1] * m, self._scales[-1] ** 2 * v
+            m, v = tracker.draw_posterior(len(r) - 1)
+            centre, var_centre = scale * m, scale ** 2 * v
         width = self.params.band_sigmas * math.sqrt(pred.sigma_epoch ** 2 + var_centre)
         return abs(r[-1] - centre) <= width + 1e-9 * max(1.0, abs(centre))
 
@@ -209,7 +189,9 @@ class _PactBase:
         p = self._effective()
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
-        self._observe(obs)
+        if self._tracker is None:
+            self._tracker = RunTracker(self._predictor)
+        self._tracker.observe(obs.loss)
         target = effective_target(obs.training, self._predictor)
         target *= math.exp(-self.offset(target))
         plan = self._plan
@@ -235,7 +217,7 @@ class _PactBase:
         if not parts:
             return Decision(stop=True, reason=f"{self.name}: no planned participant available")
         samples = float(sum(parts.values()))
-        self._last = (ep.variant, samples, len(parts))
+        self._tracker.executed(ep.variant, samples, len(parts))
         after = self._predictor.step(self._state, samples, ep.variant, participants=len(parts))
         return Decision(participants=parts, variant=ep.variant, info={
             "planned_epochs": obs.epoch + len(rest),
