@@ -112,17 +112,18 @@ class DistributionalPredictor:
 
     def analytic_quantile(self, variants: Sequence[int], samples: Sequence[float],
                           q: float, participants: Sequence[int] | int = 1) -> float:
-        """The ``q``-quantile of the final loss, log-normal form."""
-        return self.final_mean(variants, samples, participants) * math.exp(
-            self.base.sigma * float(ndtri(q)))
+        """The ``q``-quantile of the final loss, log-normal form (the progress model's own
+        :meth:`~netsim.training.loss.LossPredictor.quantile`, its spread at that state)."""
+        return self.base.quantile(self.final_state(variants, samples, participants), q)
 
     def sample_final_losses(self, variants: Sequence[int], samples: Sequence[float],
                             rng: np.random.Generator, n_draws: int = 10_000,
                             participants: Sequence[int] | int = 1) -> np.ndarray:
         """Monte Carlo draws of the final loss over the surrogate's noise."""
+        state = self.final_state(variants, samples, participants)
         z = rng.standard_normal((2, n_draws))
-        noise = self.sigma_run * z[0] + self.sigma_epoch * z[1]
-        return self.final_mean(variants, samples, participants) * np.exp(noise)
+        noise = self.base.run_sigma(state) * z[0] + self.sigma_epoch * z[1]
+        return self.base.mean(state) * np.exp(noise)
 
     def montecarlo_quantile(self, variants: Sequence[int], samples: Sequence[float], q: float,
                             rng: np.random.Generator, n_draws: int = 10_000,
