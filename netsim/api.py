@@ -29,9 +29,30 @@ class SimulationResult:
     devices: pd.DataFrame
 
 
+#: Fields added after results were first stored, with the value that means "as before":
+#: left out of the hashes at that value, so run ids and scenario hashes of static scenarios
+#: stay what they were (finished runs are still found on resume).
+_LATER_DEFAULTS = {"dynamics": None}
+_LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2}
+
+
+def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
+    """The validated scenario as JSON data for hashing, fields added later left out where
+    they hold their "as before" value."""
+    data = scenario.model_dump(mode="json", exclude=exclude)
+    for key, default in _LATER_DEFAULTS.items():
+        if key in data and data[key] == default:
+            del data[key]
+    for device in data.get("devices") or []:
+        for key, default in _LATER_DEVICE_DEFAULTS.items():
+            if key in device and device[key] == default:
+                del device[key]
+    return data
+
+
 def run_id(scenario: Scenario, policy_name: str, params: Mapping[str, Any], seed: int) -> str:
     """Hash of the validated scenario, the policy with its parameters, and the seed."""
-    payload = json.dumps({"scenario": scenario.model_dump(mode="json"), "policy": policy_name,
+    payload = json.dumps({"scenario": scenario_content(scenario), "policy": policy_name,
                           "params": dict(params), "seed": int(seed)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -41,7 +62,7 @@ def scenario_hash(scenario: Scenario) -> str:
     ``seed`` and its ``policies`` block (runs record their own seed and policy parameters).
     Two files that simulate the same network, model and training share it; two different
     scenarios that share a name do not (``netsim compare`` groups runs by it)."""
-    content = scenario.model_dump(mode="json", exclude={"name", "seed", "policies"})
+    content = scenario_content(scenario, exclude={"name", "seed", "policies"})
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -43,10 +43,17 @@ class Observation:
     loss_history: observed loss after each finished epoch, the initial loss first.
     variant: the variant of the last epoch (None before the first).
     devices: static per-device figures and routes to the aggregator (read-only arrays).
-    available: which devices can take part this epoch (read-only bool array over devices).
+    available: which devices can take part this epoch (read-only bool array over devices):
+        online now, with enough battery, and (bernoulli availability) volunteering.
     model: the model with its variants and loss parameters.
     training: the training goal (target_loss, deadline_s, max_epochs, ...).
     scenario: the resolved scenario.
+    measured_flop_per_s: per device, the training speed measured in the last epoch it took
+        part in (FLOP/s, after that epoch's compute spread and stragglers); NaN before.
+    measured_down_bps, measured_up_bps: per device, the throughput its download and upload
+        achieved in the last epoch it took part in (bit/s: bits over the time the bits took,
+        latency excluded; shared links included); NaN before.
+    The world's future (traces, sessions, bandwidth to come) is never shown.
     """
 
     epoch: int
@@ -60,6 +67,9 @@ class Observation:
     model: ModelSpec
     training: TrainingSpec
     scenario: Scenario
+    measured_flop_per_s: np.ndarray | None = None
+    measured_down_bps: np.ndarray | None = None
+    measured_up_bps: np.ndarray | None = None
 
     @property
     def loss(self) -> float:
@@ -95,6 +105,12 @@ class Decision:
         current plan's ``planned_epochs``, ``planned_energy_j``, ``planned_time_s`` (the whole
         plan from the run's start, this epoch included) and ``planned_loss`` (predicted loss
         after this epoch).
+    epoch_deadline_s: optional, seconds after the epoch's start: updates that arrive later
+        are discarded (late); the epoch ends at the deadline or when the last kept update has
+        been aggregated, whichever is first.
+    keep_updates: optional, keep the first this many updates to arrive: the epoch stops
+        waiting at the arrival of that many; the participants still running are late
+        (netsim's formalization of over-selection, with ``epoch_deadline_s`` or without).
     """
 
     participants: Mapping[str, int] = field(default_factory=dict)
@@ -103,6 +119,8 @@ class Decision:
     stop: bool = False
     reason: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)
+    epoch_deadline_s: float | None = None
+    keep_updates: int | None = None
 
 
 class InvalidDecision(ValueError):

@@ -24,6 +24,20 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
         out += _cluster_problems(c, cluster, decision, obs, need)
     if not decision.participants and not decision.clusters:
         out.append("participants: no participant and no cluster (use stop=True to end training)")
+    out += _waiting_problems(decision)
+    return out
+
+
+def _waiting_problems(decision: Decision) -> list[str]:
+    out = []
+    deadline = decision.epoch_deadline_s
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float)
+                                 or not 0 < deadline < math.inf):
+        out.append(f"epoch_deadline_s: {deadline!r} is not a positive finite number of seconds")
+    keep = decision.keep_updates
+    n = len(decision.participants) + len(decision.clusters)
+    if keep is not None and (type(keep) is not int or not 1 <= keep <= max(n, 1)):
+        out.append(f"keep_updates: {keep!r} outside 1..{n} (the epoch's participants)")
     return out
 
 

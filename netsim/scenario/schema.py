@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, JoulesPerBit, Seconds, Watts
+from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, Joules, JoulesPerBit, Seconds, Watts
 
 #: Largest integers and floats the engine holds (int64 arrays, float sums that must stay
 #: finite): values beyond are rejected with the range, never overflow inside a run.
@@ -54,6 +54,15 @@ class DeviceSpec(_Strict):
     samples: Annotated[int, Field(ge=0, le=MAX_SAMPLES)] = 0
     availability: Annotated[float, Field(gt=0, le=1)] = 1.0
     device_class: str | None = None
+    power_sleep_w: Annotated[Watts, _range("ge", 0, 1e9)] | None = None
+    """Power while online but not selected (W); absent: ``power_idle_w``, booked as idle
+    (the static world's behaviour). Given: booked in the energy category sleep."""
+    battery_j: Annotated[Joules, _range("gt", 0, 1e12)] | None = None
+    """Battery capacity (J), full at the start; absent: mains powered. Every joule the device
+    draws comes out of it; an empty battery takes the device offline for the rest of the run
+    (no recharging: netsim's formalization)."""
+    battery_min_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    """Below this fraction of ``battery_j`` the device does not volunteer (is not available)."""
 
 
 class LinkSpec(_Strict):
@@ -180,6 +189,71 @@ class GenerateSpec(_Strict):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
 
 
+class AvailabilitySpec(_Strict):
+    """Who is online when (netsim.dynamics.availability)."""
+
+    model: Literal["bernoulli", "markov", "trace"] = "bernoulli"
+    mean_online_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 1800.0
+    """markov: mean length of an online session (s)."""
+    mean_offline_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 7200.0
+    """markov: mean length of an offline gap (s)."""
+    diurnal_amplitude: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """markov: the odds of coming online follow a 24 h cycle with this relative amplitude,
+    highest at the run's start (0 = flat)."""
+    trace: str | None = None
+    """trace: file of online intervals (columns device, start_s, end_s; CSV or Parquet),
+    relative to the scenario file."""
+    repeat: bool = True
+    """trace: a trace shorter than the run repeats (else its last state holds)."""
+
+    @model_validator(mode="after")
+    def _trace_given(self) -> AvailabilitySpec:
+        if self.model == "trace" and not self.trace:
+            raise ValueError("model: trace needs a trace file (trace: PATH)")
+        return self
+
+
+class BandwidthSpec(_Strict):
+    """Link capacity over time, per direction (netsim.dynamics.bandwidth)."""
+
+    model: Literal["constant", "lognormal", "trace"] = "constant"
+    sigma: Annotated[float, Field(ge=0, le=5)] = 0.3
+    """lognormal: standard deviation of log capacity around the link's ``bandwidth_bps``."""
+    correlation_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 60.0
+    """lognormal: AR(1) correlation time (s)."""
+    step_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 10.0
+    """lognormal: length of one constant piece (s)."""
+    trace: str | None = None
+    """trace: file of capacities (columns a, b, time_s, bandwidth_bps; CSV or Parquet),
+    relative to the scenario file."""
+    repeat: bool = True
+    """trace: a trace shorter than the run repeats (else its last value holds)."""
+
+    @model_validator(mode="after")
+    def _trace_given(self) -> BandwidthSpec:
+        if self.model == "trace" and not self.trace:
+            raise ValueError("model: trace needs a trace file (trace: PATH)")
+        return self
+
+
+class ComputeSpec(_Strict):
+    """Device speed per epoch (netsim.dynamics.world)."""
+
+    spread: Annotated[float, Field(ge=0, le=5)] = 0.0
+    """sigma of a log-normal factor (median 1) on ``flop_per_s``, drawn per device-epoch."""
+    straggler_probability: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """chance that a device-epoch runs ``straggler_slowdown`` times slower."""
+    straggler_slowdown: Annotated[float, Field(ge=1, le=1e6)] = 5.0
+
+
+class DynamicsSpec(_Strict):
+    """A world that changes over time (spec: dynamics.md); absent: the static world."""
+
+    availability: AvailabilitySpec = Field(default_factory=AvailabilitySpec)
+    bandwidth: BandwidthSpec = Field(default_factory=BandwidthSpec)
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+
+
 class Scenario(_Strict):
     """A whole scenario: network (explicit or generated), model, training goal, policy params."""
 
@@ -192,6 +266,7 @@ class Scenario(_Strict):
     model: str | ModelSpec
     training: TrainingSpec
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    dynamics: DynamicsSpec | None = None
 
     @model_validator(mode="after")
     def _network_given_once(self) -> Scenario:
