@@ -193,10 +193,12 @@ class AvailabilitySpec(_Strict):
     """Who is online when (netsim.dynamics.availability)."""
 
     model: Literal["bernoulli", "markov", "trace"] = "bernoulli"
-    mean_online_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 1800.0
-    """markov: mean length of an online session (s)."""
-    mean_offline_s: Annotated[Seconds, _range("gt", 0, 1e12)] = 7200.0
-    """markov: mean length of an offline gap (s)."""
+    mean_online_s: Annotated[Seconds, _range("gt", 0, 1e12)] | None = None
+    """markov: mean length of an online session (s); absent: the device class's figure in
+    the generator's catalog (netsim/data/edge_catalog.yaml), 30 min for a device without one."""
+    mean_offline_s: Annotated[Seconds, _range("gt", 0, 1e12)] | None = None
+    """markov: mean length of an offline gap (s); absent: the device class's figure in the
+    catalog, 2 h for a device without one."""
     diurnal_amplitude: Annotated[float, Field(ge=0, le=1)] = 0.0
     """markov: the odds of coming online follow a 24 h cycle with this relative amplitude,
     highest at the run's start (0 = flat)."""
