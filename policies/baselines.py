@@ -1,7 +1,8 @@
-"""Baseline policies: fedavg-all, random-k, fastest-k and greedy-energy."""
+"""Baseline policies: fedavg-all, random-k, fastest-k, greedy-energy and overselect."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import numpy as np
@@ -87,6 +88,48 @@ class RandomK:
         if len(idx) > self.params.k:
             idx = np.sort(self._rng.choice(idx, size=self.params.k, replace=False))
         return Decision(participants=all_samples(obs, idx), variant=0)
+
+
+class OverselectParams(BaseModel):
+    """k: how many updates are kept each epoch (the first k to arrive); overselect: the
+    over-selection x, ceil((1 + x) k) available devices are selected at random (all of them if
+    fewer are available, keeping at most that many updates); epoch_deadline_s: optional, seconds
+    after the epoch's start after which updates are discarded (None: no deadline, the epoch
+    waits for the k-th update or for the last participant)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    k: Annotated[int, Field(ge=1)] = 10
+    overselect: Annotated[float, Field(ge=0.0, le=10.0)] = 0.3
+    epoch_deadline_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
+
+
+@register("overselect", "ceil((1 + x) k) devices drawn at random each epoch, the first k updates "
+          "kept (optional epoch deadline), full model, all their samples", OverselectParams)
+class Overselect:
+    """Over-selection as production federated learning does it (Bonawitz et al., 2019): select
+    more devices than needed so that dropouts and stragglers cost time, not the round; the
+    engine stops waiting at the k-th arrival (``Decision.keep_updates``) and discards the late
+    ones. Draws with the policy's own generator, like random-k."""
+
+    def __init__(self, params: OverselectParams) -> None:
+        self.name, self.params = "overselect", params
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def decide(self, obs: Observation) -> Decision:
+        idx = trainers_that_fit(obs)
+        if not len(idx):
+            return nobody_can_train(obs)
+        k = self.params.k
+        select = math.ceil(round((1.0 + self.params.overselect) * k, 9))
+        if len(idx) > select:
+            idx = np.sort(self._rng.choice(idx, size=select, replace=False))
+        return Decision(participants=all_samples(obs, idx), variant=0,
+                        epoch_deadline_s=self.params.epoch_deadline_s,
+                        keep_updates=min(k, len(idx)),
+                        info={"selected": len(idx), "keep_updates": min(k, len(idx))})
 
 
 @register("fastest-k", "the k devices with the shortest predicted epoch time, full model", KParams)

@@ -99,3 +99,95 @@ def test_greedy_energy_leaves_out_devices_too_small_and_stops_when_none_can_trai
         d["availability"] = 0.01  # (validation rejects a fleet that can never train)
     run = netsim.simulate(star, "greedy-energy", seed=0, raise_errors=True).runs.iloc[0]
     assert run["status"] != "failed" and "no device can train" in run["error"]
+
+
+def _observation(sc, available):
+    """An Observation of the resolved scenario ``sc`` at its start with the given availability."""
+    from netsim.policy import Observation
+    from netsim.training.loss import LossPredictor
+
+    table = World(sc, np.random.default_rng(0)).devices
+    avail = np.array(available, dtype=bool)
+    avail.setflags(write=False)
+    loss = LossPredictor(sc.model, sc.training).initial_loss
+    return Observation(0, 0.0, sc.training.deadline_s, 0.0, (loss,), None, table, avail,
+                       sc.model, sc.training, sc)
+
+
+def _fleet(n: int) -> dict:
+    """A star of ``n`` trainers around a server (distinct speeds, direct links)."""
+    import copy
+
+    from tests.conftest import STAR
+
+    sc = copy.deepcopy(STAR)
+    server, proto = sc["devices"][0], sc["devices"][1]
+    sc["devices"] = [server] + [{**proto, "id": f"d{i}", "flop_per_s": 1e9 * (1 + i)}
+                                for i in range(n)]
+    sc["links"] = [{"a": "server", "b": f"d{i}", "bandwidth_bps": 2e7, "latency_s": 0.01,
+                    "energy_j_per_bit": 1e-7} for i in range(n)]
+    return sc
+
+
+def test_overselect_is_registered_with_ranged_params():
+    from netsim.policy import policy_params
+
+    entry = registered()["overselect"]
+    assert entry.description and entry.params.__doc__
+    p = make_policy("overselect").params
+    assert (p.k, p.overselect, p.epoch_deadline_s) == (10, 0.3, None)
+    for bad in ({"k": 0}, {"overselect": -0.1}, {"epoch_deadline_s": 0},
+                {"epoch_deadline_s": float("inf")}):
+        with pytest.raises(ScenarioError) as err:
+            make_policy("overselect", bad)
+        assert err.value.problems[0].path == f"policies.overselect.{next(iter(bad))}"
+    assert policy_params(make_policy("overselect", {"k": 3})) == {
+        "k": 3, "overselect": 0.3, "epoch_deadline_s": None}
+
+
+@pytest.mark.parametrize("k,x,want", [(10, 0.3, 13), (4, 0.5, 6), (3, 0.0, 3), (5, 0.1, 6)])
+def test_overselect_selects_ceil_of_one_plus_x_times_k(k, x, want):
+    from netsim.policy import validate_decision
+
+    sc = resolve_scenario(load_scenario(_fleet(20)), 0)
+    obs = _observation(sc, np.ones(21, bool))
+    policy = make_policy("overselect", {"k": k, "overselect": x, "epoch_deadline_s": 30.0})
+    policy.reset(sc, np.random.default_rng(1))
+    picks = set()
+    for _ in range(5):
+        d = policy.decide(obs)
+        validate_decision(d, obs, "overselect")
+        assert len(d.participants) == want and d.keep_updates == k
+        assert d.epoch_deadline_s == 30.0 and "server" not in d.participants
+        assert all(n == 500 for n in d.participants.values())
+        picks.add(tuple(sorted(d.participants)))
+    assert len(picks) > 1  # drawn at random each epoch
+
+
+def test_overselect_takes_all_available_and_caps_keep_updates():
+    from netsim.policy import validate_decision
+
+    sc = resolve_scenario(load_scenario(_fleet(20)), 0)
+    avail = np.zeros(21, bool)
+    avail[[0, 3, 5, 8, 9, 12]] = True  # the server and five trainers
+    obs = _observation(sc, avail)
+    policy = make_policy("overselect", {"k": 4})
+    policy.reset(sc, np.random.default_rng(0))
+    d = policy.decide(obs)
+    validate_decision(d, obs, "overselect")
+    assert sorted(d.participants) == ["d11", "d2", "d4", "d7", "d8"]
+    assert d.keep_updates == 4 and d.epoch_deadline_s is None
+    avail[[5, 8, 9]] = False  # two trainers left: fewer than k, all kept
+    d = policy.decide(_observation(sc, avail))
+    assert sorted(d.participants) == ["d11", "d2"] and d.keep_updates == 2
+    avail[[3, 12]] = False
+    d = policy.decide(_observation(sc, avail))
+    assert d.stop and "none of the 20" in d.reason
+
+
+def test_overselect_is_seeded_by_the_run(star):
+    a = netsim.simulate(star, "overselect", seed=3, params={"k": 1, "overselect": 1.0})
+    b = netsim.simulate(star, "overselect", seed=3, params={"k": 1, "overselect": 1.0})
+    assert list(a.epochs["participant_ids"].map(tuple)) == \
+        list(b.epochs["participant_ids"].map(tuple))
+    assert (a.epochs["participants"] == 2).all()
