@@ -8,7 +8,8 @@ losses and re-plans when the rest of its plan no longer meets pi given them. Whe
 spent without the engine having seen the target, the policy stops (status ``target_missed``,
 reason "plan complete ..."); when no plan exists, it stops before the first epoch with the
 planner's reason ("infeasible before training: ..."). A planned member that is unavailable at
-run time is replaced by re-placing the epoch among the available devices.
+run time is replaced by re-placing the epoch among the available devices; participants of the
+last epoch now offline are taken as dropped out (README.md, "Under dynamics").
 
 What differs between them is the goal (netsim's formalization of the papers' baselines):
 
@@ -241,6 +242,7 @@ class DepL:
         self._run_plan, self._k0 = self.plan, 0   # the plan followed now, from epoch _k0
         self._tracker = RunTracker(self._pred.base)
         self.replans = 0
+        self._last: tuple[int, np.ndarray] | None = None  # last epoch: variant, samples
 
     # -- online (netsim's formalization) --------------------------------------------------
     @property
@@ -298,6 +300,7 @@ class DepL:
         assert self.plan is not None, "reset() was not called"
         if not self.plan.feasible:
             return Decision(stop=True, reason=self.plan.reason, variant=0)
+        dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
         if (self.params.replan and self.chance_constrained and obs.epoch > 0
                 and self.params.spread != "empirical"
@@ -314,20 +317,24 @@ class DepL:
                 f"{obs.training.target_loss:g} not reached (planned level "
                 f"{plan.final_level:.4g}, loss {obs.loss:.4g})"))
         cluster = plan.clusters[k]
-        samples = cluster.samples
+        samples, why = cluster.samples, ""
+        if dropped:
+            why = f"{len(dropped)} participants of the last epoch dropped out"
         if not obs.available[cluster.members].all():
-            cand = eligible_trainers(obs.devices, obs.model, cluster.variant,
-                                     obs.training.memory_overhead, obs.available)
-            total = int(min(samples.sum(), obs.devices.samples[cand].sum()))
-            budget = self.params.epoch_budget_s or obs.deadline_s / obs.training.max_epochs
-            again = place_epoch(obs.devices, obs.model, cluster.variant, total, budget, cand,
-                                self.params.placement)
+            offline = int((~obs.available[cluster.members]).sum())
+            again = self._replace(obs, cluster)
             if again is None:
-                return Decision(stop=True, variant=0, reason="no available device can train")
-            samples = again.samples
+                return Decision(stop=True, variant=0, reason=(
+                    f"no available device can train epoch {obs.epoch}'s "
+                    f"{obs.model.variants[cluster.variant].name!r} variant "
+                    f"({offline} of its {len(cluster.members)} planned members offline)"))
+            samples = again
+            why = "; ".join(filter(None, [why, f"{offline} planned members offline: epoch "
+                                         f"re-placed among the available devices"]))
         ids = obs.devices.ids
         members = np.flatnonzero(samples)
         parts = {ids[i]: int(samples[i]) for i in members}
+        self._last = (cluster.variant, samples)
         self._tracker.executed(cluster.variant, float(samples.sum()), len(members))
         base = self._pred.base
         after = base.step(self._state, float(samples.sum()), cluster.variant,
@@ -339,7 +346,40 @@ class DepL:
             "planned_time_s": obs.now_s + float(sum(c.time_s for c in rest)),
             "planned_loss": base.mean(after), "data_fraction": plan.data_fraction,
             "planned_level": plan.final_level, "switches": plan.switches,
-            "replans": self.replans})
+            "replans": self.replans, **({"replanned": why} if why else {})})
+
+    # -- under dynamics (README "Under dynamics") ---------------------------------------------
+    def _replace(self, obs: Observation, cluster) -> np.ndarray | None:
+        """The epoch's samples re-placed among the available devices that hold the variant
+        (as many samples as planned, or all they hold): within the epoch's time budget if
+        possible, else within the time left; None when none of them can train."""
+        cand = eligible_trainers(obs.devices, obs.model, cluster.variant,
+                                 obs.training.memory_overhead, obs.available)
+        total = int(min(cluster.samples.sum(), obs.devices.samples[cand].sum()))
+        budget = self.params.epoch_budget_s or obs.deadline_s / obs.training.max_epochs
+        for limit in (budget, max(obs.deadline_s - obs.now_s, budget), np.inf):
+            again = place_epoch(obs.devices, obs.model, cluster.variant, total, limit, cand,
+                                self.params.placement)
+            if again is not None:
+                return again.samples
+        return None
+
+    def _dropped(self, obs: Observation) -> list[int]:
+        """Participants of the last epoch that are offline now: taken as dropped out (their
+        samples did not count), so the epoch awaiting its loss in the tracker is corrected
+        before the loss is observed; the lower progress then lowers the rest's success
+        probability and triggers the re-plan. A device that left after its update was
+        aggregated is indistinguishable here; the residual absorbs the difference."""
+        if self._last is None:
+            return []
+        variant, samples = self._last
+        self._last = None
+        members = np.flatnonzero(samples)
+        gone = [int(i) for i in members if not obs.available[i]]
+        if gone:
+            kept = samples[members[obs.available[members]]]
+            self._tracker.executed(variant, float(kept.sum()), len(kept))
+        return gone
 
     def describe(self) -> str:
         """The plan in one line (for logs and the benchmark)."""

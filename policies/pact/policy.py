@@ -106,6 +106,7 @@ class _PactBase:
     def _reset_run(self) -> None:
         self._plan: Plan | None = None
         self._cursor = 0
+        self._last: tuple[int, dict[int, int]] | None = None  # last epoch: variant, samples
         self._tracker: RunTracker | None = None if self._predictor is None \
             else RunTracker(self._predictor)
 
@@ -163,7 +164,7 @@ class _PactBase:
         return self._predictor.mean(states[-1] if states else self._state)
 
     # -- deciding -----------------------------------------------------------------------------
-    def _replan(self, obs: Observation, target: float) -> None:
+    def _replan(self, obs: Observation, target: float, keep_incumbent: bool = True) -> None:
         p = self._effective()
         assert self._predictor is not None
         now = self._predictor.mean(self._state)
@@ -178,11 +179,14 @@ class _PactBase:
         fresh = self._planner.plan(problem)
         self.plans.append(fresh)
         old = self._plan
-        if old is not None and old.feasible and self._cursor < len(old.epochs) \
+        if keep_incumbent and old is not None and old.feasible \
+                and self._cursor < len(old.epochs) \
                 and self._remaining_loss(old) <= target * (1 + 1e-9):
             rest = sum(e.energy_j for e in old.epochs[self._cursor:])
             if not fresh.feasible or rest <= fresh.energy_j:
                 return  # the incumbent's rest is still feasible and no worse: keep it
+        if not keep_incumbent and not fresh.feasible and old is not None and old.feasible:
+            return  # under dynamics: no plan with the devices online now, go on with the old
         self._plan, self._cursor = fresh, 0
 
     def decide(self, obs: Observation) -> Decision:
@@ -191,12 +195,20 @@ class _PactBase:
             self._predictor = LossPredictor(obs.model, obs.training)
         if self._tracker is None:
             self._tracker = RunTracker(self._predictor)
+        dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
         target = effective_target(obs.training, self._predictor)
         target *= math.exp(-self.offset(target))
-        plan = self._plan
+        plan, why = self._plan, ""
         if plan is None:
             self._replan(obs, target)
+        elif p.replan and plan.feasible and (dropped or self._offline(obs, plan)):
+            why = "; ".join(
+                ([f"{len(dropped)} participants of the last epoch dropped out"] if dropped
+                 else []) + (["planned devices offline"] if self._offline(obs, plan) else []))
+            self._replan(obs, target, keep_incumbent=False)
+            if self._plan is plan:
+                why += "; no plan with the devices online now, the old one followed"
         elif p.replan and plan.feasible and not (
                 self._in_band() and self._cursor < len(plan.epochs)
                 and self._remaining_loss(plan) <= target * (1 + 1e-9)):
@@ -213,20 +225,49 @@ class _PactBase:
         ep = rest[0]
         self._cursor += 1
         ids = obs.devices.ids
-        parts = {ids[i]: int(s) for i, s in ep.participants.items() if obs.available[i]}
-        if not parts:
+        chosen = {i: int(s) for i, s in ep.participants.items() if obs.available[i]}
+        if len(chosen) < len(ep.participants) and not why:
+            why = "planned devices offline, left out (offline plan)"
+        if not chosen:
             return Decision(stop=True, reason=f"{self.name}: no planned participant available")
+        parts = {ids[i]: s for i, s in chosen.items()}
+        self._last = (ep.variant, chosen)
         samples = float(sum(parts.values()))
         self._tracker.executed(ep.variant, samples, len(parts))
         after = self._predictor.step(self._state, samples, ep.variant, participants=len(parts))
-        return Decision(participants=parts, variant=ep.variant, info={
+        info = {
             "planned_epochs": obs.epoch + len(rest),
             "planned_energy_j": obs.energy_j + float(sum(e.energy_j for e in rest)),
             "planned_time_s": obs.now_s + float(sum(e.time_s for e in rest)),
             "planned_loss": self._predictor.mean(after) * math.exp(
                 self.offset(self._predictor.mean(after))),
             "noise_offset": self.offset(), "replans": len(self.plans),
-            "planning_s": plan.planning_s, "graph": plan.mode})
+            "planning_s": plan.planning_s, "graph": plan.mode}
+        if why:
+            info["replanned"] = why
+        return Decision(participants=parts, variant=ep.variant, info=info)
+
+    # -- under dynamics (README "Under dynamics") ---------------------------------------------
+    def _offline(self, obs: Observation, plan: Plan) -> bool:
+        """Whether a device of the plan's next epoch is offline now."""
+        if self._cursor >= len(plan.epochs):
+            return False
+        return not all(obs.available[i] for i in plan.epochs[self._cursor].participants)
+
+    def _dropped(self, obs: Observation) -> list[int]:
+        """Participants of the last epoch that are offline now: taken as dropped out (their
+        samples did not count), so the epoch awaiting its loss in the tracker is corrected
+        before the loss is observed. A device that left after its update was aggregated is
+        indistinguishable here; the residual absorbs the difference either way."""
+        if self._last is None or self._tracker is None:
+            return []
+        variant, chosen = self._last
+        self._last = None
+        gone = [i for i in chosen if not obs.available[i]]
+        if gone:
+            kept = [s for i, s in chosen.items() if obs.available[i]]
+            self._tracker.executed(variant, float(sum(kept)), len(kept))
+        return gone
 
 
 def _all_nodes(problem: PlanningProblem) -> PlanningProblem:
