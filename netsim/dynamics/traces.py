@@ -86,10 +86,17 @@ class BandwidthTrace:
 
 
 class TraceError(ScenarioError):
-    """A trace file that cannot be used: every bad row, each naming file, row and column."""
+    """A trace file that cannot be used: every bad row, each naming file, row and column.
 
-    def __init__(self, problems: Sequence[Problem], source: str = "trace file") -> None:
+    ``keys``: where the rows could be read, the devices (availability) or links (a, b)
+    (bandwidth) the file names, each with its rows, so that :func:`availability_problems`
+    and :func:`bandwidth_problems` can report unknown ones alongside the bad rows."""
+
+    def __init__(self, problems: Sequence[Problem], source: str = "trace file",
+                 keys: dict[Any, np.ndarray] | None = None, path: str = "") -> None:
         super().__init__(problems, source)
+        self.keys = keys
+        self.path = path
 
 
 class _Link(Protocol):
@@ -266,7 +273,8 @@ def _number_errors(rows: np.ndarray, column: str, num: _Numbers, allow_missing: 
 
 
 def _raise_if(label: str, frame_problems: list[Problem],
-              row_errors: list[tuple[int, str | None, str]], order: Sequence[str]) -> None:
+              row_errors: list[tuple[int, str | None, str]], order: Sequence[str],
+              keys: dict[Any, np.ndarray] | None = None) -> None:
     """Raise :class:`TraceError` with every problem (rows in file order), if there are any."""
     if not frame_problems and not row_errors:
         return
@@ -277,7 +285,14 @@ def _raise_if(label: str, frame_problems: list[Problem],
         more = len(problems) - MAX_REPORTED
         problems = problems[:MAX_REPORTED] + [trace_problem(
             label, None, None, f"and {more} more problem(s) (the first {MAX_REPORTED} shown)")]
-    raise TraceError(problems)
+    raise TraceError(problems, keys=keys, path=label)
+
+
+def _rows_by(names: Sequence[Any], rows: np.ndarray) -> dict[Any, np.ndarray]:
+    """Each name's rows (names[i] is row rows[i]'s), in order of first appearance."""
+    codes, uniques = pd.factorize(pd.Series(list(names), dtype=object), sort=False)
+    (parts,) = _split(np.asarray(codes), len(uniques), rows)
+    return dict(zip(list(uniques), parts, strict=True))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -337,7 +352,10 @@ def _availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str 
                        f"interval {s_arr[i]:g} to {e_arr[i]:g} of device {d_arr[i]!r} {what} "
                        f"(row {int(p_row[i])}: {p_start[i]:g} to {p_end[i]:g}); the intervals "
                        "of one device are sorted by start_s and do not overlap"))
-    _raise_if(label, frame, errors, AVAILABILITY_COLUMNS)
+    if frame or errors:
+        named = ~dev_missing
+        _raise_if(label, frame, errors, AVAILABILITY_COLUMNS,
+                  _rows_by([str(d) for d in dev[named]], rows[named]))
     codes, names = pd.factorize(pd.Series(dev, dtype=object), sort=False)
     starts, ends, row_lists = _split(np.asarray(codes), len(names), start.values, end.values,
                                      rows)
@@ -435,7 +453,9 @@ def _bandwidth(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | N
                        f"{t_arr[i]:g} is not after the link's previous row (row "
                        f"{int(p_row[i])}, time_s {p_t[i]:g}); the rows of link {x}–{y} need "
                        "increasing time_s"))
-    _raise_if(label, frame, errors, BANDWIDTH_COLUMNS)
+    if frame or errors:
+        _raise_if(label, frame, errors, BANDWIDTH_COLUMNS,
+                  _rows_by(list(zip(sub["a"], sub["b"], strict=True)), sub["row"].to_numpy()))
     gaps = t_arr[has_prev] - p_t[has_prev]
     gaps = gaps[gaps > 0]
     span = float(time.values.max()) + (float(gaps.min()) if gaps.size else 0.0)
@@ -590,32 +610,47 @@ def _hint(name: str, known: Sequence[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def availability_problems(trace: AvailabilityTrace, device_ids: Iterable[str]) -> list[Problem]:
-    """Devices of the trace that are not devices of the scenario (file, row, column device)."""
+def _keys(trace: AvailabilityTrace | BandwidthTrace | TraceError
+          ) -> tuple[str, list[Any], dict[Any, np.ndarray]]:
+    if isinstance(trace, TraceError):
+        keys = trace.keys or {}
+        return trace.path, list(keys), keys
+    rows = _rows_of(trace)
+    names = list(trace.intervals) if isinstance(trace, AvailabilityTrace) else list(trace.links)
+    return trace.path, names, rows
+
+
+def availability_problems(trace: AvailabilityTrace | TraceError,
+                          device_ids: Iterable[str]) -> list[Problem]:
+    """Devices of the trace that are not devices of the scenario (file, first row, column
+    device). ``trace`` may be the :class:`TraceError` of a file with bad rows: the devices
+    of its readable rows are checked then."""
     known = list(device_ids)
     ids = set(known)
-    rows = _rows_of(trace)
+    path, names, rows = _keys(trace)
     out = []
-    for dev in trace.intervals:
+    for dev in names:
         if dev not in ids:
             row, more = _first_rows(rows.get(dev))
-            out.append(trace_problem(trace.path, row, "device", f"unknown device {dev!r}"
+            out.append(trace_problem(path, row, "device", f"unknown device {dev!r}"
                                      + _hint(dev, known) + more))
     return out
 
 
-def bandwidth_problems(trace: BandwidthTrace,
+def bandwidth_problems(trace: BandwidthTrace | TraceError,
                        links: Iterable[_Link | tuple[str, str]]) -> list[Problem]:
-    """Links of the trace that are not links of the scenario (a, b match in either order)."""
+    """Links of the trace that are not links of the scenario (a, b match in either order;
+    file, first row, column a). ``trace`` may be the :class:`TraceError` of a file with bad
+    rows: the links of its readable rows are checked then."""
     pairs = [(x.a, x.b) if not isinstance(x, tuple) else x for x in links]
     known = {frozenset(p) for p in pairs}
     names = [f"{x}–{y}" for x, y in pairs]
-    rows = _rows_of(trace)
+    path, keys, rows = _keys(trace)
     out = []
-    for a, b in trace.links:
+    for a, b in keys:
         if frozenset((a, b)) not in known:
             row, more = _first_rows(rows.get((a, b)))
-            out.append(trace_problem(trace.path, row, "a", f"unknown link {a}–{b} (no link of "
+            out.append(trace_problem(path, row, "a", f"unknown link {a}–{b} (no link of "
                                      "the scenario joins these nodes)"
                                      + _hint(f"{a}–{b}", names) + more))
     return out

@@ -9,7 +9,9 @@ unknown link ends (an id that is neither a device nor a network node joining two
 unknown or missing aggregator, devices without a route to the aggregator, a network in which
 no device can ever train (none holds samples, none can hold the model, none reaches the
 aggregator), unknown built-in models, the real backend on a model it cannot train, unknown
-generator classes and link types, and the ``policies:`` block (names and parameters).
+generator classes and link types, the ``policies:`` block (names and parameters), and the
+trace files of the ``dynamics:`` block (a missing or unreadable file, every bad row, devices
+and links the network does not have).
 """
 
 from __future__ import annotations
@@ -251,9 +253,99 @@ def _can_train_problems(data: dict[str, Any], specs: list[DeviceSpec], agg: str,
     return []
 
 
+def _network_for_traces(data: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]],
+                                                        str] | None:
+    """Device ids and link ends the traces are checked against (None: cannot be known), and
+    a note for problems: a generated network's ids depend on its seed (``generate.seed``,
+    else the scenario's ``seed``: the class prefix of each index and the cells' members)."""
+    raw_gen = data.get("generate")
+    if raw_gen is None:
+        ids = [i for i in (_field(d, "id") for d in _as_list(data.get("devices")))
+               if isinstance(i, str) and i]
+        links = [(a, b) for a, b in ((_field(x, "a"), _field(x, "b"))
+                                     for x in _as_list(data.get("links")))
+                 if isinstance(a, str) and isinstance(b, str)]
+        return ids, links, ""
+    from netsim.scenario.generator import edge_catalog
+    from netsim.scenario.loading import generated_network
+
+    spec = _valid(GenerateSpec, raw_gen.model_dump() if isinstance(raw_gen, GenerateSpec)
+                  else raw_gen)
+    if spec is None:
+        return None
+    catalog = edge_catalog()
+    if any(k not in catalog["device_classes"] for k in spec.mix) \
+            or any(k not in catalog["access_links"] for k in spec.access) \
+            or spec.aggregator_class not in catalog["device_classes"] \
+            or spec.backhaul not in catalog["access_links"]:
+        return None
+    seed = data.get("seed", 0)
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    try:
+        net = generated_network(spec, seed)
+    except (ValueError, KeyError):
+        return None
+    note = "" if spec.seed is not None else (
+        f" (checked against the network generated with seed {seed}; a generated network's "
+        "device ids and cells change with the seed: set generate.seed to replay a trace)")
+    return [d.id for d in net.devices], [(x.a, x.b) for x in net.links], note
+
+
+def dynamics_problems(data: dict[str, Any]) -> list[Problem]:
+    """Trace files of ``dynamics.availability`` / ``dynamics.bandwidth`` (model: trace): a
+    missing or unreadable file, every bad row (file, row, column), unknown devices and links.
+    Paths are as given (a scenario file's relative paths are already resolved against its
+    folder by :func:`netsim.scenario.loading.scenario_data`)."""
+    from netsim.dynamics.traces import (
+        AvailabilityTrace,
+        BandwidthTrace,
+        TraceError,
+        availability_problems,
+        bandwidth_problems,
+        read_availability_trace,
+        read_bandwidth_trace,
+    )
+
+    dynamics = data.get("dynamics")
+    if dynamics is None:
+        return []
+    out: list[Problem] = []
+    network: Any = False  # not yet resolved
+    for kind in ("availability", "bandwidth"):
+        block = _field(dynamics, kind)
+        path = _field(block, "trace")
+        if _field(block, "model") != "trace" or not isinstance(path, str) or not path:
+            continue
+        field = f"dynamics.{kind}.trace"
+        avail: AvailabilityTrace | TraceError | None = None
+        band: BandwidthTrace | TraceError | None = None
+        try:
+            avail = read_availability_trace(path) if kind == "availability" else None
+            band = read_bandwidth_trace(path) if kind == "bandwidth" else None
+        except TraceError as exc:
+            for p in exc.problems:
+                hint = " (a relative path is read from the scenario file's folder, or the " \
+                       "current directory for a scenario given as a mapping)" \
+                    if p.message == "no such file" else ""
+                out.append(Problem(field, f"{p}{hint}"))
+            if exc.keys is None:
+                continue
+            avail, band = (exc, None) if kind == "availability" else (None, exc)
+        if network is False:
+            network = _network_for_traces(data)
+        if network is None:
+            continue
+        ids, links, note = network
+        found = availability_problems(avail, ids) if avail is not None \
+            else bandwidth_problems(band, links) if band is not None else []
+        out += [Problem(field, f"{p}{note}") for p in found]
+    return out
+
+
 def cross_problems(data: dict[str, Any]) -> list[Problem]:
     """Every cross-field problem of a raw scenario mapping (see the module docstring)."""
     out = model_problems(data)
     out += generate_problems(data) if data.get("generate") is not None else explicit_problems(data)
     out += policy_problems(data)
+    out += dynamics_problems(data)
     return out

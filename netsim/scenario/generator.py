@@ -7,6 +7,11 @@ device) hangs off the core router by a fibre link. Each device's access link is 
 type's typical bandwidth (log-normal, sigma 0.3: channel quality varies), its compute around its
 class's typical FLOP/s (log-normal, sigma 0.25), its memory from the class's sizes and its
 samples log-normally around ``samples_mean``. Figures and sources: netsim/data/edge_catalog.yaml.
+
+With ``power_states`` (scenarios with a ``dynamics`` block), devices also get their class's
+``power_sleep_w`` (scaled by the device's power jitter, like its busy and idle power) and
+``battery_j``; without, the devices are exactly those of the static world (no extra draws:
+the same seed gives the same network either way, power states aside).
 """
 
 from __future__ import annotations
@@ -47,10 +52,24 @@ def _shares_to_counts(shares: dict[str, float], n: int, rng: np.random.Generator
     return [str(x) for x in labels]
 
 
+def _power_states(cls: dict[str, Any], jitter: float) -> dict[str, float]:
+    """A device's power_sleep_w (W, jittered) and battery_j (J) from its class, where given."""
+    out: dict[str, float] = {}
+    if cls.get("power_sleep_w") is not None:
+        out["power_sleep_w"] = float(cls["power_sleep_w"]) * jitter
+    if cls.get("battery_j") is not None:
+        out["battery_j"] = float(cls["battery_j"])
+    return out
+
+
 def generate_network(
-    spec: GenerateSpec, rng: np.random.Generator
+    spec: GenerateSpec, rng: np.random.Generator, power_states: bool = False
 ) -> tuple[list[DeviceSpec], list[LinkSpec], str]:
-    """Devices, links and the aggregator id of a generated network (deterministic in ``rng``)."""
+    """Devices, links and the aggregator id of a generated network (deterministic in ``rng``).
+
+    ``power_states``: give devices their class's ``power_sleep_w`` and ``battery_j`` (for
+    scenarios with dynamics); the rest of the network is the same either way.
+    """
     catalog = edge_catalog()
     classes, access = catalog["device_classes"], catalog["access_links"]
     kinds = _shares_to_counts(spec.mix, spec.n_devices, rng)
@@ -68,7 +87,7 @@ def generate_network(
     devices = [DeviceSpec(
         id=AGGREGATOR_ID, flop_per_s=agg["flop_per_s"], memory_bytes=agg["memory_bytes"][-1],
         power_busy_w=agg["power_busy_w"], power_idle_w=agg["power_idle_w"], samples=0,
-        device_class=spec.aggregator_class)]
+        device_class=spec.aggregator_class, **(_power_states(agg, 1.0) if power_states else {}))]
     backhaul = access[spec.backhaul]
     fibre = access["fibre"]
     links = [LinkSpec(a=AGGREGATOR_ID, b=CORE_ID, bandwidth_bps=fibre["bandwidth_bps"],
@@ -86,7 +105,8 @@ def generate_network(
             memory_bytes=mems[int(mem_pick[i] * len(mems))],
             power_busy_w=cls["power_busy_w"] * power_jitter[i],
             power_idle_w=cls["power_idle_w"] * power_jitter[i],
-            samples=int(samples[i]), device_class=kinds[i]))
+            samples=int(samples[i]), device_class=kinds[i],
+            **(_power_states(cls, float(power_jitter[i])) if power_states else {})))
         kind = link_kinds[i]
         cell, used = cell_fill.get(kind, ("", spec.devices_per_cell))
         if used >= spec.devices_per_cell:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from netsim.scenario.checks import cross_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 from netsim.scenario.generator import generate_network
-from netsim.scenario.schema import DeviceSpec, LinkSpec, Scenario
+from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, Scenario
 from netsim.units import unit_warnings
 from netsim.yamlio import YamlLimitError, read_text, safe_load
 
@@ -58,8 +58,43 @@ def read_yaml(source: str | Path, what: str = "scenario") -> dict[str, Any]:
     return data
 
 
+#: Fields of a scenario that name files (trace files of the dynamics block).
+TRACE_FIELDS = (("dynamics", "availability", "trace"), ("dynamics", "bandwidth", "trace"))
+
+
+def resolve_trace_paths(data: dict[str, Any], folder: str | Path) -> dict[str, Any]:
+    """``data`` with relative trace paths (``dynamics.availability.trace``,
+    ``dynamics.bandwidth.trace``) made absolute against ``folder`` (the scenario file's:
+    "paths in a scenario are relative to the scenario file"); ``~`` is expanded. Returns a
+    copy where anything changed; values that are not strings are left for the schema."""
+    out = data
+    for keys in TRACE_FIELDS:
+        node: Any = out
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        value = node.get(keys[-1]) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value:
+            continue
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = Path(folder).absolute() / path
+        if str(path) == value:
+            continue
+        if out is data:  # copy the branch we change, never the caller's mapping
+            out = dict(data)
+        parent = out
+        for key in keys[:-1]:
+            parent[key] = dict(parent[key])
+            parent = parent[key]
+        parent[keys[-1]] = str(path)
+    return out
+
+
 def scenario_data(source: str | Path | dict[str, Any]) -> dict[str, Any]:
-    """The raw mapping of a scenario given as a dict, a built-in name or a file path."""
+    """The raw mapping of a scenario given as a dict, a built-in name or a file path.
+
+    From a file, relative trace paths are resolved against the file's folder
+    (:func:`resolve_trace_paths`); a dict's or a built-in's against the current directory."""
     if isinstance(source, dict):
         return source
     builtins = builtin_scenarios()
@@ -70,7 +105,7 @@ def scenario_data(source: str | Path | dict[str, Any]) -> dict[str, Any]:
         names = ", ".join(sorted(builtins))
         raise ScenarioError([Problem("", f"no scenario file or built-in named {source!r} "
                                          f"(built-in: {names})")])
-    return read_yaml(source)
+    return resolve_trace_paths(read_yaml(source), Path(source).parent)
 
 
 class ScenarioWarning(UserWarning):
@@ -125,7 +160,10 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
 
 def validate_scenario(source: str | Path | dict[str, Any] | Scenario) -> Validation:
     """Like :func:`validate_data`, from a file path, built-in name, mapping or Scenario; an
-    unreadable file is a problem too (never raises :class:`ScenarioError`)."""
+    unreadable file is a problem too (never raises :class:`ScenarioError`). Trace paths of a
+    scenario file are read relative to its folder (:func:`scenario_data`); the trace files
+    themselves are checked with the cross-field problems (every bad row, unknown devices
+    and links)."""
     if isinstance(source, Scenario):
         return validate_data(source)
     try:
@@ -180,15 +218,24 @@ class ResolvedNetwork:
         return ids
 
 
+def generated_network(spec: GenerateSpec, seed: int, power_states: bool = False
+                      ) -> ResolvedNetwork:
+    """A generated network: from ``spec.seed`` or else ``seed`` (the run's); devices get
+    their class's power_sleep_w and battery_j with ``power_states``."""
+    gen_seed = spec.seed if spec.seed is not None else seed
+    rng = np.random.default_rng(np.random.SeedSequence([gen_seed, 0x6E6574]))
+    devices, links, agg = generate_network(spec, rng, power_states=power_states)
+    return ResolvedNetwork(devices, links, agg)
+
+
 def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
-    """The scenario's network; generated ones from ``generate.seed`` or else the run's seed."""
+    """The scenario's network; generated ones from ``generate.seed`` or else the run's seed
+    (with power states, sleep power and batteries, when the scenario has dynamics)."""
     if scenario.generate is None:
         return ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
                                str(scenario.aggregator))
-    gen_seed = scenario.generate.seed if scenario.generate.seed is not None else seed
-    rng = np.random.default_rng(np.random.SeedSequence([gen_seed, 0x6E6574]))
-    devices, links, agg = generate_network(scenario.generate, rng)
-    return ResolvedNetwork(devices, links, agg)
+    return generated_network(scenario.generate, seed,
+                             power_states=scenario.dynamics is not None)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:
