@@ -9,7 +9,7 @@ entry below, and one line under ``netsim.figures`` in setup.cfg; reinstall (``pi
 from __future__ import annotations
 
 from netsim.figures import figure
-from plots import compare, families, timeline
+from plots import compare, dynamics, families, timeline
 
 ENERGY_BY_POLICY = figure("energy-by-policy", compare.energy_by_policy)
 ENERGY_VS_TIME = figure("energy-vs-time", compare.energy_time)
@@ -34,3 +34,9 @@ DEPL_COST_VS_PI = figure("depl-cost-vs-pi", families.depl_cost_vs_pi, DEPL)
 DEPL_COST_VS_TARGET = figure("depl-cost-vs-target", families.depl_cost_vs_target, DEPL)
 DEPL_MODEL_PER_EPOCH = figure("depl-model-per-epoch", families.depl_model_per_epoch, DEPL)
 DEPL_COST_RATIO = figure("depl-cost-ratio", families.depl_cost_ratio, DEPL)
+
+# A time-varying world (experiments/dynamics): who was online, trained and dropped out, for any
+# run whose devices went offline; energy and time static vs churn for that experiment's runs.
+DYNAMICS_AVAILABILITY_MAP = figure("dynamics-availability-map", dynamics.availability_map)
+DYNAMICS_ENERGY_TIME = figure("dynamics-energy-time", dynamics.energy_time,
+                              dynamics.is_dynamics_experiment)

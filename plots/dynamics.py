@@ -1,0 +1,254 @@
+"""Figures of a time-varying world (experiments/dynamics; spec: dynamics.md), drawn from stored
+run tables (the ``netsim.figures`` registry, plots/registry.py).
+
+- :func:`availability_map` (``dynamics-availability-map``): devices x simulated time for one
+  run per scenario point: each device's online intervals (``devices.online_intervals_s``) as
+  light bars, the epochs it trained in (``epochs.participant_ids``) darker on top, dropouts
+  (``epochs.dropped_ids``) as crosses at the instant the device went offline, updates discarded
+  as late (``epochs.late_ids``) as hollow circles at the epoch's end.
+- :func:`energy_time` (``dynamics-energy-time``): energy (J) and time (s) to the target per
+  policy, one bar per scenario point (the static twin and the churn scenario), mean over the
+  runs that reached the target with its Student-t 95 % interval, and each policy's success rate
+  with its Wilson 95 % interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from netsim.sweep.results import Results
+from netsim.sweep.stats import t_interval, wilson_interval
+from plots.style import figure, legend_outside, register_style, style_for
+
+# overselect trains like random-k (its family's hue) but keeps only the first k updates
+register_style("overselect", "#009E73", "--", "X")
+
+ONLINE_COLOUR = "#56B4E9"   # light: online
+TRAIN_COLOUR = "#0072B2"    # dark: training in an epoch
+DROP_COLOUR = "#D55E00"     # dropouts
+POLICY_ORDER = ["fedavg-all", "random-k", "overselect", "greedy-energy", "pact", "depl"]
+HATCHES = ["", "////", "\\\\\\\\", "...."]
+
+
+def _ids(value) -> list[str]:
+    """A list column's cell (list, array, None or NaN) as a list of device ids."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(v) for v in value]
+
+
+def intervals(value) -> list[tuple[float, float]]:
+    """``online_intervals_s`` ([start0, end0, start1, end1, ...]) as (start, end) pairs."""
+    flat = [float(v) for v in (value if value is not None and not isinstance(value, float)
+                                else [])]
+    return list(zip(flat[0::2], flat[1::2], strict=False))
+
+
+def _offline_somewhere(devices: pd.DataFrame, time_s: float) -> bool:
+    """Whether some device of one run was offline for part of it (its online intervals do
+    not cover the run), i.e. the run's world changed who was online."""
+    if "online_intervals_s" not in devices:
+        return False
+    for value in devices["online_intervals_s"]:
+        spans = intervals(value)
+        if spans and sum(e - s for s, e in spans) < time_s * (1 - 1e-9):
+            return True
+    return False
+
+
+def _pick_run(runs: pd.DataFrame, results: Results) -> str | None:
+    """The run to draw for one point: the first policy of :data:`POLICY_ORDER` present
+    (then any), lowest seed, that trained at least one epoch and saw devices offline."""
+    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+    runs = runs[runs["epochs"] > 0].assign(
+        _rank=runs["policy"].map(lambda p: order.get(p, len(order))))
+    for rid, time_s in runs.sort_values(["_rank", "seed"])[["run_id", "time_s"]].itertuples(
+            index=False):
+        dev = results.devices[results.devices["run_id"] == rid]
+        if _offline_somewhere(dev, float(time_s)):
+            return str(rid)
+    return None
+
+
+def availability_map(results: Results):
+    """Who was online, who trained and who dropped out (devices x simulated time), for one
+    run per scenario point (overselect's first seed where present); one figure per point,
+    keyed ``point<N>``; points where every device stayed online are skipped."""
+    if results.devices.empty or "online_intervals_s" not in results.devices:
+        return None
+    out = {}
+    for point, grp in results.runs.groupby("point", sort=True):
+        rid = _pick_run(grp, results)
+        if rid is None:
+            continue
+        run = grp[grp["run_id"] == rid].iloc[0]
+        epochs = results.epochs[results.epochs["run_id"] == rid].sort_values("epoch")
+        devices = results.devices[results.devices["run_id"] == rid]
+        out[f"point{int(point)}"] = availability_figure(run, epochs, devices)
+    return out or None
+
+
+def _trainers(epochs: pd.DataFrame, devices: pd.DataFrame, time_s: float) -> list[str]:
+    """Devices to show: those that trained or were offline for part of the run (network
+    nodes, the aggregator and devices online throughout that never trained left out), the
+    most online first."""
+    dev = devices
+    if "network_node" in dev:
+        dev = dev[~dev["network_node"].fillna(False).astype(bool)]
+    used = {d for ids in epochs["participant_ids"] for d in _ids(ids)} \
+        if "participant_ids" in epochs else set()
+    online = {str(r.device): sum(e - s for s, e in intervals(r.online_intervals_s))
+              for r in dev.itertuples()}
+    shown = used | {d for d, t in online.items() if t < time_s * (1 - 1e-9)}
+    return sorted(shown, key=lambda d: (-online.get(d, 0.0), d))
+
+
+def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFrame):
+    """:func:`availability_map` for one run (its runs row, epochs and devices tables)."""
+    end = max(float(run["time_s"]), float(epochs["end_s"].max()) if len(epochs) else 0.0)
+    names = _trainers(epochs, devices, end)
+    row = {d: i for i, d in enumerate(names)}
+    spans = {str(r.device): intervals(r.online_intervals_s) for r in devices.itertuples()}
+    fig, ax = figure(wide=True)
+    fig.set_size_inches(7.2, max(2.8, min(6.0, 1.2 + 0.04 * len(names))))
+    height = 0.8
+    for d, i in row.items():
+        bars = [(s, e - s) for s, e in spans.get(d, [])]
+        if bars:
+            ax.broken_barh(bars, (i - height / 2, height), facecolors=ONLINE_COLOUR,
+                           alpha=0.35, linewidth=0)
+    trained = {d: [] for d in names}
+    drops_x, drops_y, late_x, late_y = [], [], [], []
+    for ep in epochs.itertuples():
+        start, end = float(ep.start_s), float(ep.end_s)
+        for d in _ids(getattr(ep, "participant_ids", None)):
+            if d in trained:
+                trained[d].append((start, end - start))
+        for d in _ids(getattr(ep, "dropped_ids", None)):
+            if d in row:
+                ends = [e for s, e in spans.get(d, []) if start - 1e-9 <= e <= end + 1e-9]
+                drops_x.append(ends[0] if ends else end)
+                drops_y.append(row[d])
+        for d in _ids(getattr(ep, "late_ids", None)):
+            if d in row:
+                late_x.append(end)
+                late_y.append(row[d])
+    for d, bars in trained.items():
+        if bars:
+            ax.broken_barh(bars, (row[d] - height * 0.3, height * 0.6),
+                           facecolors=TRAIN_COLOUR, linewidth=0)
+    ax.scatter(drops_x, drops_y, marker="x", s=14, color=DROP_COLOUR, linewidths=1.0,
+               zorder=3)
+    ax.scatter(late_x, late_y, marker="o", s=12, facecolors="none", edgecolors="black",
+               linewidths=0.7, zorder=3)
+    ax.set_xlim(0.0, end * 1.01 if end > 0 else 1.0)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    step = max(1, -(-len(names) // 30))
+    ticks = list(range(0, len(names), step))
+    ax.set_yticks(ticks, [names[i] for i in ticks], fontsize=5 if len(names) > 12 else 6)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("device (most online first)")
+    ax.grid(False)
+    n_drop, n_late = len(drops_x), len(late_x)
+    ax.set_title(f"{run['scenario']}, {run['policy']}, seed {int(run['seed'])}: "
+                 f"{len(epochs)} epochs, {n_drop} dropouts, {n_late} late updates")
+    handles = [Patch(facecolor=ONLINE_COLOUR, alpha=0.35, label="online"),
+               Patch(facecolor=TRAIN_COLOUR, label="trains (epoch)"),
+               Line2D([], [], marker="x", color=DROP_COLOUR, linestyle="", label="dropped out"),
+               Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="black",
+                      linestyle="", label="late (discarded)")]
+    legend_outside(ax, handles, [h.get_label() for h in handles])
+    fig.tight_layout()
+    return fig
+
+
+def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
+    """A label per scenario point: its point label (the scenario's name outside sweeps)."""
+    return {int(p): str(g["point_label"].iloc[0]) for p, g in runs.groupby("point", sort=True)}
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per scenario point and policy label: success rate (Wilson 95 %) and, over the runs that
+    reached the target, energy (J) and time (s) means with Student-t 95 % intervals."""
+    rows = []
+    for (point, label), grp in runs.groupby(["point", "policy_label"], sort=True):
+        reached = grp["target_reached"].fillna(False).astype(bool) & (grp["status"] != "failed")
+        row = {"point": int(point), "point_label": str(grp["point_label"].iloc[0]),
+               "policy": str(label), "runs": len(grp)}
+        row["success"], row["success_lo"], row["success_hi"] = wilson_interval(
+            int(reached.sum()), len(grp))
+        for metric in ("energy_j", "time_s"):
+            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = t_interval(
+                grp.loc[reached, metric])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _ordered(labels: Iterable[str]) -> list[str]:
+    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+    return sorted(set(labels), key=lambda p: (order.get(p.split(" ")[0], len(order)), p))
+
+
+def energy_time(results: Results):
+    """Energy (J) and time (s) to the target per policy, static twin vs churn (means over
+    the runs that reached the target, 95 % intervals), and each policy's success rate."""
+    runs = results.runs
+    if runs.empty:
+        return None
+    table = summary(runs)
+    points = _point_labels(runs)
+    policies = _ordered(table["policy"])
+    styles = style_for(policies)
+    fig, axes = figure(ncols=3, wide=True)
+    fig.set_size_inches(7.2, 3.0)
+    width = 0.8 / max(1, len(points))
+    x = np.arange(len(policies))
+    panels = [("energy_j", "energy to target (J)"), ("time_s", "time to target (s)"),
+              ("success", "success rate")]
+    for ax, (metric, ylabel) in zip(axes, panels, strict=True):
+        for k, (point, label) in enumerate(points.items()):
+            sub = table[table["point"] == point].set_index("policy").reindex(policies)
+            mean = sub[metric].to_numpy(dtype=float)
+            lo = sub[f"{metric}_lo"].to_numpy(dtype=float)
+            hi = sub[f"{metric}_hi"].to_numpy(dtype=float)
+            err = np.vstack([np.where(np.isnan(lo), 0.0, mean - lo),
+                             np.where(np.isnan(hi), 0.0, hi - mean)])
+            err = np.where(np.isnan(err), 0.0, err)
+            pos = x - 0.4 + width * (k + 0.5)
+            ax.bar(pos, np.nan_to_num(mean), width, color=[styles[p]["color"] for p in policies],
+                   hatch=HATCHES[k % len(HATCHES)], edgecolor="white", linewidth=0.4,
+                   alpha=0.55 if k == 0 else 0.95, label=label)
+            ax.errorbar(pos, np.nan_to_num(mean), yerr=err, fmt="none", ecolor="black",
+                        elinewidth=0.7, capsize=1.5)
+            missing = pos[np.isnan(mean)]
+            ax.plot(missing, np.zeros_like(missing), linestyle="", marker="x", color="black",
+                    markersize=3)
+        ax.set_xticks(x, policies, rotation=50, ha="right", fontsize=6)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="x", visible=False)
+    axes[2].set_ylim(0.0, 1.05)
+    handles = [Patch(facecolor="0.55", alpha=0.55 if k == 0 else 0.95,
+                     hatch=HATCHES[k % len(HATCHES)], edgecolor="white", label=label)
+               for k, label in enumerate(points.values())]
+    handles.append(Line2D([], [], marker="x", color="black", linestyle="",
+                          label="never reached"))
+    legend_outside(axes[2], handles, [h.get_label() for h in handles])
+    fig.tight_layout()
+    return fig
+
+
+def is_dynamics_experiment(runs: pd.DataFrame) -> pd.Series:
+    """Runs of experiments/dynamics (scenario or sweep named ``dynamics...``)."""
+    names = runs["scenario"].astype(str)
+    sweeps = runs["sweep"].astype(str) if "sweep" in runs else pd.Series("", index=runs.index)
+    return names.str.startswith("dynamics") | sweeps.str.startswith("dynamics")
+
+
+__all__ = ["availability_figure", "availability_map", "energy_time", "intervals",
+           "is_dynamics_experiment", "summary"]
