@@ -519,6 +519,45 @@ def _rows_of(trace: AvailabilityTrace | BandwidthTrace) -> dict[Any, np.ndarray]
     return {}
 
 
+def trace_kind(path: str | Path) -> str:
+    """``"availability"`` or ``"bandwidth"``, told by the file's columns (``device``; or
+    ``a`` and ``b``), reading only its header (CSV) or schema (Parquet).
+
+    Raises
+    ------
+    TraceError
+        If the file is missing, unreadable, empty, or has neither set of columns.
+    """
+    p = Path(path).expanduser()
+    label = str(path)
+    suffix = _suffix(p, label)
+    if not p.is_file():
+        raise TraceError([trace_problem(label, None, None,
+                                        "no such file" if not p.exists() else "not a file")])
+    try:
+        if suffix == ".csv":
+            columns = [str(c).strip() for c in pd.read_csv(p, nrows=0, encoding="utf-8").columns]
+        else:
+            import pyarrow.parquet as pq
+
+            columns = list(pq.read_schema(p).names)
+    except pd.errors.EmptyDataError:
+        raise TraceError([trace_problem(label, None, None, "empty file (expected a header "
+                                        "line naming the columns)")]) from None
+    except Exception as exc:  # unreadable: pandas', pyarrow's and the OS's own errors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TraceError([trace_problem(label, None, None, f"cannot be read: {first}")]
+                         ) from None
+    if "device" in columns:
+        return "availability"
+    if "a" in columns and "b" in columns:
+        return "bandwidth"
+    raise TraceError([trace_problem(label, None, None, "neither an availability trace "
+                                    "(columns device, start_s, end_s) nor a bandwidth trace "
+                                    "(columns a, b, time_s, bandwidth_bps); its columns: "
+                                    f"{', '.join(columns) or 'none'}")])
+
+
 def read_availability_trace(path: str | Path) -> AvailabilityTrace:
     """The online intervals of a trace file (CSV or Parquet by suffix; see the module doc).
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -267,7 +268,6 @@ def _network_for_traces(data: dict[str, Any]) -> tuple[list[str], list[tuple[str
                  if isinstance(a, str) and isinstance(b, str)]
         return ids, links, ""
     from netsim.scenario.generator import edge_catalog
-    from netsim.scenario.loading import generated_network
 
     spec = _valid(GenerateSpec, raw_gen.model_dump() if isinstance(raw_gen, GenerateSpec)
                   else raw_gen)
@@ -282,13 +282,24 @@ def _network_for_traces(data: dict[str, Any]) -> tuple[list[str], list[tuple[str
     seed = data.get("seed", 0)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
     try:
-        net = generated_network(spec, seed)
+        gen_ids, gen_links = _generated_ids(spec.model_dump_json(), seed)
     except (ValueError, KeyError):
         return None
     note = "" if spec.seed is not None else (
         f" (checked against the network generated with seed {seed}; a generated network's "
         "device ids and cells change with the seed: set generate.seed to replay a trace)")
-    return [d.id for d in net.devices], [(x.a, x.b) for x in net.links], note
+    return list(gen_ids), list(gen_links), note
+
+
+@lru_cache(maxsize=8)
+def _generated_ids(spec_json: str, seed: int
+                   ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Device ids and link ends of a generated network (cached: a sweep validates each of
+    its runs' scenarios, and generating a large network takes a while)."""
+    from netsim.scenario.loading import generated_network
+
+    net = generated_network(GenerateSpec.model_validate_json(spec_json), seed)
+    return tuple(d.id for d in net.devices), tuple((x.a, x.b) for x in net.links)
 
 
 def dynamics_problems(data: dict[str, Any]) -> list[Problem]:
