@@ -169,8 +169,10 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
 
 
 def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
-    """A label per scenario point: its point label (the scenario's name outside sweeps)."""
-    return {int(p): str(g["point_label"].iloc[0]) for p, g in runs.groupby("point", sort=True)}
+    """A label per scenario point: its point label (the scenario's name outside sweeps);
+    static points (a label with "static") first."""
+    labels = {int(p): str(g["point_label"].iloc[0]) for p, g in runs.groupby("point", sort=True)}
+    return dict(sorted(labels.items(), key=lambda kv: ("static" not in kv[1], kv[0])))
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -205,35 +207,36 @@ def energy_time(results: Results):
     points = _point_labels(runs)
     policies = _ordered(table["policy"])
     styles = style_for(policies)
-    fig, axes = figure(ncols=3, wide=True)
-    fig.set_size_inches(7.2, 3.0)
-    width = 0.8 / max(1, len(points))
-    x = np.arange(len(policies))
+    fig, axes = figure(ncols=3, wide=True, sharey=True)
+    fig.set_size_inches(7.2, max(2.2, 0.9 + 0.12 * len(policies) * max(1, len(points))))
+    height = 0.8 / max(1, len(points))
+    y = np.arange(len(policies))
     panels = [("energy_j", "energy to target (J)"), ("time_s", "time to target (s)"),
               ("success", "success rate")]
-    for ax, (metric, ylabel) in zip(axes, panels, strict=True):
+    for ax, (metric, xlabel) in zip(axes, panels, strict=True):
         for k, (point, label) in enumerate(points.items()):
             sub = table[table["point"] == point].set_index("policy").reindex(policies)
             mean = sub[metric].to_numpy(dtype=float)
             lo = sub[f"{metric}_lo"].to_numpy(dtype=float)
             hi = sub[f"{metric}_hi"].to_numpy(dtype=float)
-            err = np.vstack([np.where(np.isnan(lo), 0.0, mean - lo),
-                             np.where(np.isnan(hi), 0.0, hi - mean)])
-            err = np.where(np.isnan(err), 0.0, err)
-            pos = x - 0.4 + width * (k + 0.5)
-            ax.bar(pos, np.nan_to_num(mean), width, color=[styles[p]["color"] for p in policies],
-                   hatch=HATCHES[k % len(HATCHES)], edgecolor="white", linewidth=0.4,
-                   alpha=0.55 if k == 0 else 0.95, label=label)
-            ax.errorbar(pos, np.nan_to_num(mean), yerr=err, fmt="none", ecolor="black",
+            err = np.vstack([mean - lo, hi - mean])
+            err = np.maximum(np.where(np.isnan(err), 0.0, err), 0.0)
+            pos = y - 0.4 + height * (k + 0.5)
+            ax.barh(pos, np.nan_to_num(mean), height,
+                    color=[styles[p]["color"] for p in policies],
+                    hatch=HATCHES[k % len(HATCHES)], edgecolor="white", linewidth=0.4,
+                    alpha=0.5 if k == 0 else 0.95, label=label)
+            ax.errorbar(np.nan_to_num(mean), pos, xerr=err, fmt="none", ecolor="black",
                         elinewidth=0.7, capsize=1.5)
             missing = pos[np.isnan(mean)]
-            ax.plot(missing, np.zeros_like(missing), linestyle="", marker="x", color="black",
+            ax.plot(np.zeros_like(missing), missing, linestyle="", marker="x", color="black",
                     markersize=3)
-        ax.set_xticks(x, policies, rotation=50, ha="right", fontsize=6)
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="x", visible=False)
-    axes[2].set_ylim(0.0, 1.05)
-    handles = [Patch(facecolor="0.55", alpha=0.55 if k == 0 else 0.95,
+        ax.set_xlabel(xlabel)
+        ax.grid(axis="y", visible=False)
+    axes[0].set_yticks(y, policies)
+    axes[0].set_ylim(len(policies) - 0.5, -0.5)
+    axes[2].set_xlim(0.0, 1.05)
+    handles = [Patch(facecolor="0.55", alpha=0.5 if k == 0 else 0.95,
                      hatch=HATCHES[k % len(HATCHES)], edgecolor="white", label=label)
                for k, label in enumerate(points.values())]
     handles.append(Line2D([], [], marker="x", color="black", linestyle="",
