@@ -98,6 +98,9 @@ class TraceError(ScenarioError):
         self.keys = keys
         self.path = path
 
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (process pools) with its problems
+        return (type(self), (self.problems, self.source, self.keys, self.path))
+
 
 class _Link(Protocol):
     a: str
