@@ -78,20 +78,39 @@ def _pick_run(runs: pd.DataFrame, results: Results) -> str | None:
 
 def availability_map(results: Results):
     """Who was online, who trained and who dropped out (devices x simulated time), for one
-    run per scenario point (overselect's first seed where present); one figure per point,
-    keyed ``point<N>``; points where every device stayed online are skipped."""
+    run per scenario point (fedavg-all's first seed where present, else the next policy of
+    :data:`POLICY_ORDER`); one figure per point, keyed by its label; points where every
+    device stayed online are skipped."""
     if results.devices.empty or "online_intervals_s" not in results.devices:
         return None
     out = {}
-    for point, grp in results.runs.groupby("point", sort=True):
+    runs = with_point_key(results.runs)
+    for _key, grp in runs.groupby("point_key", sort=True):
         rid = _pick_run(grp, results)
         if rid is None:
             continue
         run = grp[grp["run_id"] == rid].iloc[0]
         epochs = results.epochs[results.epochs["run_id"] == rid].sort_values("epoch")
         devices = results.devices[results.devices["run_id"] == rid]
-        out[f"point{int(point)}"] = availability_figure(run, epochs, devices)
+        out[_slug(str(run["point_label"]), out)] = availability_figure(run, epochs, devices)
     return out or None
+
+
+def with_point_key(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with ``point_key``: one value per scenario point across sweeps (a point index
+    is per sweep: two sweeps' point 0 are different points)."""
+    sweep = runs["sweep"].astype(str) if "sweep" in runs else pd.Series("", index=runs.index)
+    return runs.assign(point_key=sweep + "#" + runs["point"].astype(int).astype(str))
+
+
+def _slug(label: str, taken) -> str:
+    """A file-name suffix from a point label, unique among ``taken``."""
+    base = "".join(c if c.isalnum() or c in "-_." else "-" for c in label).strip("-") or "point"
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}-{k}"
+    return name
 
 
 def _trainers(epochs: pd.DataFrame, devices: pd.DataFrame, time_s: float) -> list[str]:
@@ -171,7 +190,8 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
 def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
     """A label per scenario point: its point label (the scenario's name outside sweeps);
     static points (a label with "static") first."""
-    labels = {int(p): str(g["point_label"].iloc[0]) for p, g in runs.groupby("point", sort=True)}
+    labels = {str(p): str(g["point_label"].iloc[0])
+              for p, g in with_point_key(runs).groupby("point_key", sort=True)}
     return dict(sorted(labels.items(), key=lambda kv: ("static" not in kv[1], kv[0])))
 
 
@@ -179,9 +199,10 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario point and policy label: success rate (Wilson 95 %) and, over the runs that
     reached the target, energy (J) and time (s) means with Student-t 95 % intervals."""
     rows = []
-    for (point, label), grp in runs.groupby(["point", "policy_label"], sort=True):
+    for (point, label), grp in with_point_key(runs).groupby(["point_key", "policy_label"],
+                                                           sort=True):
         reached = grp["target_reached"].fillna(False).astype(bool) & (grp["status"] != "failed")
-        row = {"point": int(point), "point_label": str(grp["point_label"].iloc[0]),
+        row = {"point_key": str(point), "point_label": str(grp["point_label"].iloc[0]),
                "policy": str(label), "runs": len(grp)}
         row["success"], row["success_lo"], row["success_hi"] = wilson_interval(
             int(reached.sum()), len(grp))
@@ -215,7 +236,7 @@ def energy_time(results: Results):
               ("success", "success rate")]
     for ax, (metric, xlabel) in zip(axes, panels, strict=True):
         for k, (point, label) in enumerate(points.items()):
-            sub = table[table["point"] == point].set_index("policy").reindex(policies)
+            sub = table[table["point_key"] == point].set_index("policy").reindex(policies)
             mean = sub[metric].to_numpy(dtype=float)
             lo = sub[f"{metric}_lo"].to_numpy(dtype=float)
             hi = sub[f"{metric}_hi"].to_numpy(dtype=float)
