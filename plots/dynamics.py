@@ -136,36 +136,30 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
     spans = {str(r.device): intervals(r.online_intervals_s) for r in devices.itertuples()}
     fig, ax = figure(wide=True)
     fig.set_size_inches(7.2, max(2.8, min(6.0, 1.2 + 0.04 * len(names))))
-    height = 0.8
-    for d, i in row.items():
-        bars = [(s, e - s) for s, e in spans.get(d, [])]
-        if bars:
-            ax.broken_barh(bars, (i - height / 2, height), facecolors=ONLINE_COLOUR,
-                           alpha=0.35, linewidth=0)
-    trained = {d: [] for d in names}
-    drops_x, drops_y, late_x, late_y = [], [], [], []
+    online = [(row[d], s, e - s) for d in names for s, e in spans.get(d, [])]
+    trained: list[tuple[int, float, float]] = []
+    drops: list[tuple[float, int]] = []
+    late: list[tuple[float, int]] = []
     for ep in epochs.itertuples():
-        start, end = float(ep.start_s), float(ep.end_s)
-        for d in _ids(getattr(ep, "participant_ids", None)):
-            if d in trained:
-                trained[d].append((start, end - start))
+        start, stop = float(ep.start_s), float(ep.end_s)
+        trained += [(row[d], start, stop - start)
+                    for d in _ids(getattr(ep, "participant_ids", None)) if d in row]
         for d in _ids(getattr(ep, "dropped_ids", None)):
-            if d in row:
-                ends = [e for s, e in spans.get(d, []) if start - 1e-9 <= e <= end + 1e-9]
-                drops_x.append(ends[0] if ends else end)
-                drops_y.append(row[d])
-        for d in _ids(getattr(ep, "late_ids", None)):
-            if d in row:
-                late_x.append(end)
-                late_y.append(row[d])
-    for d, bars in trained.items():
-        if bars:
-            ax.broken_barh(bars, (row[d] - height * 0.3, height * 0.6),
-                           facecolors=TRAIN_COLOUR, linewidth=0)
-    ax.scatter(drops_x, drops_y, marker="x", s=14, color=DROP_COLOUR, linewidths=1.0,
-               zorder=3)
-    ax.scatter(late_x, late_y, marker="o", s=12, facecolors="none", edgecolors="black",
-               linewidths=0.7, zorder=3)
+            if d in row:  # the instant it went offline: an online interval ending in the epoch
+                ends = [e for s, e in spans.get(d, []) if start - 1e-9 <= e <= stop + 1e-9]
+                drops.append((ends[0] if ends else stop, row[d]))
+        late += [(stop, row[d]) for d in _ids(getattr(ep, "late_ids", None)) if d in row]
+    for bars, height, style in ((online, 0.8, {"color": ONLINE_COLOUR, "alpha": 0.35,
+                                               "label": "online"}),
+                                (trained, 0.5, {"color": TRAIN_COLOUR,
+                                                "label": "trains (epoch)"})):
+        y, left, width = ([b[i] for b in bars] for i in range(3))
+        ax.barh(y, width, height, left=left, linewidth=0, **style)
+    ax.scatter([x for x, _ in drops], [y for _, y in drops], marker="x", s=14,
+               color=DROP_COLOUR, linewidths=1.0, zorder=3, label="dropped out")
+    ax.scatter([x for x, _ in late], [y for _, y in late], marker="o", s=12,
+               facecolors="none", edgecolors="black", linewidths=0.7, zorder=3,
+               label="late (discarded)")
     ax.set_xlim(0.0, end * 1.01 if end > 0 else 1.0)
     ax.set_ylim(len(names) - 0.5, -0.5)
     step = max(1, -(-len(names) // 30))
@@ -174,15 +168,9 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("device (most online first)")
     ax.grid(False)
-    n_drop, n_late = len(drops_x), len(late_x)
     ax.set_title(f"{run['scenario']}, {run['policy']}, seed {int(run['seed'])}: "
-                 f"{len(epochs)} epochs, {n_drop} dropouts, {n_late} late updates")
-    handles = [Patch(facecolor=ONLINE_COLOUR, alpha=0.35, label="online"),
-               Patch(facecolor=TRAIN_COLOUR, label="trains (epoch)"),
-               Line2D([], [], marker="x", color=DROP_COLOUR, linestyle="", label="dropped out"),
-               Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="black",
-                      linestyle="", label="late (discarded)")]
-    legend_outside(ax, handles, [h.get_label() for h in handles])
+                 f"{len(epochs)} epochs, {len(drops)} dropouts, {len(late)} late updates")
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
