@@ -97,6 +97,14 @@ def test_bandwidth_bps_sets_both_directions_and_up_down_override_it(tmp_path):
     np.testing.assert_array_equal(down, [1e6, 5e5])
 
 
+def test_csv_from_a_spreadsheet_reads(tmp_path):
+    """A byte-order mark, CRLF line ends and spaces after commas (as spreadsheets write)."""
+    path = tmp_path / "online.csv"
+    path.write_bytes(b"\xef\xbb\xbfdevice, start_s, end_s\r\nd1, 0, 10\r\n")
+    assert trace_kind(path) == "availability"
+    np.testing.assert_array_equal(read_availability_trace(path).intervals["d1"][1], [10.0])
+
+
 def test_span_without_repeated_links_is_the_largest_time(tmp_path):
     path = _write(tmp_path / "bw.csv", "a,b,time_s,bandwidth_bps\nx,y,0,1e6\nu,v,30,1e6\n")
     assert read_bandwidth_trace(path).span_s == 30.0

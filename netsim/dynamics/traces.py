@@ -131,7 +131,7 @@ def _read_csv_by_line(path: Path) -> tuple[pd.DataFrame, list[tuple[int, str | N
     import csv
 
     out: list[tuple[int, str | None, str]] = []
-    with path.open(newline="", encoding="utf-8") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh, skipinitialspace=True)
         header = [h.strip() for h in next(reader, [])]
         width = len(header)
@@ -162,7 +162,7 @@ def _read_table(path: Path, label: str) -> tuple[pd.DataFrame, list[tuple[int, s
                     warnings.simplefilter("always")
                     df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
                                      skip_blank_lines=False, skipinitialspace=True,
-                                     index_col=False, encoding="utf-8")
+                                     index_col=False, encoding="utf-8-sig")
                 uneven = any("Length of header" in str(w.message) for w in caught)
             except pd.errors.ParserError as exc:
                 if "Expected" not in str(exc):
@@ -539,7 +539,8 @@ def trace_kind(path: str | Path) -> str:
                                         "no such file" if not p.exists() else "not a file")])
     try:
         if suffix == ".csv":
-            columns = [str(c).strip() for c in pd.read_csv(p, nrows=0, encoding="utf-8").columns]
+            header = pd.read_csv(p, nrows=0, encoding="utf-8-sig")
+            columns = [str(c).strip() for c in header.columns]
         else:
             import pyarrow.parquet as pq
 
