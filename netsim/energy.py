@@ -1,13 +1,18 @@
 """Energy meters: piecewise-constant power integrated on state changes.
 
 Every node has two power levels: ``power_busy_w`` while it computes and ``power_idle_w``
-otherwise, for the whole run (network nodes have both at zero). Energy is added when a node
+otherwise, for the whole run (network nodes have both at zero). In a changing world
+(netsim.dynamics) a device draws nothing while offline, and, when it has a ``power_sleep_w``,
+that power while online but not selected (category sleep); selected (taking part in the
+running epoch) and not computing, it draws ``power_idle_w``. Energy is added when a node
 changes state or when the meter is read, never on a clock tick (iFogSim's method). Communication
 energy is charged per transfer by the network (bits x J/bit, to the sending node of each link);
 the network books it in bulk, and every reading settles what is booked first.
 
 Every joule belongs to exactly one node and one category: compute (busy time x busy power),
-communication (transfers) or idle (non-busy time x idle power). The categories sum to the total.
+communication (transfers), idle (non-busy time x idle power; with a sleep power, non-busy
+*selected* time) or sleep (online, not selected time x sleep power). The categories sum to the
+total.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CATEGORIES = ("compute", "communication", "idle")
+CATEGORIES = ("compute", "communication", "idle", "sleep")
 
 
 @dataclass(frozen=True)
@@ -29,11 +34,18 @@ class EnergySnapshot:
     compute_j: np.ndarray
     communication_j: np.ndarray
     idle_j: np.ndarray
+    sleep_j: np.ndarray
 
     @property
     def total_j(self) -> float:
         """Total energy over all nodes and categories (J)."""
-        return float(self.compute_j.sum() + self.communication_j.sum() + self.idle_j.sum())
+        return float(self.compute_j.sum() + self.communication_j.sum() + self.idle_j.sum()
+                     + self.sleep_j.sum())
+
+    @property
+    def node_j(self) -> np.ndarray:
+        """Energy per node over all categories (J)."""
+        return self.compute_j + self.communication_j + self.idle_j + self.sleep_j
 
     def __sub__(self, earlier: EnergySnapshot) -> EnergySnapshot:
         return EnergySnapshot(
@@ -42,6 +54,7 @@ class EnergySnapshot:
             self.compute_j - earlier.compute_j,
             self.communication_j - earlier.communication_j,
             self.idle_j - earlier.idle_j,
+            self.sleep_j - earlier.sleep_j,
         )
 
 
@@ -54,16 +67,42 @@ class EnergyMeter:
         Power drawn while computing and otherwise, per node (W).
     """
 
-    def __init__(self, power_busy_w: Sequence[float], power_idle_w: Sequence[float]) -> None:
+    def __init__(self, power_busy_w: Sequence[float], power_idle_w: Sequence[float],
+                 power_sleep_w: Sequence[float] | None = None) -> None:
+        """``power_sleep_w``: per node, power while online and not selected (W), NaN where the
+        node has none (then that time is idle time, the static world's rule); None: NaN for
+        every node."""
         if len(power_busy_w) != len(power_idle_w):
             raise ValueError("power_busy_w and power_idle_w must have one entry per node")
         self.power_busy_w = np.asarray(power_busy_w, dtype=float)
         self.power_idle_w = np.asarray(power_idle_w, dtype=float)
         n = len(power_busy_w)
+        self.power_sleep_w = np.full(n, np.nan) if power_sleep_w is None \
+            else np.asarray(power_sleep_w, dtype=float)
+        self._sleeps = bool(np.any(~np.isnan(self.power_sleep_w)))
+        self._selected_s = np.zeros(n)
+        self._online_s: Callable[[float], np.ndarray] | None = None
         self._busy_s = [0.0] * n
         self._busy_since: list[float | None] = [None] * n
         self._communication_j = np.zeros(n)
         self._settlers: list[Callable[[], None]] = []
+
+    def track_online(self, online_s: Callable[[float], np.ndarray]) -> None:
+        """Read each node's online time up to an instant from ``online_s(now_s)`` (s, array
+        over nodes); without it every node is online for the whole run."""
+        self._online_s = online_s
+
+    def add_selected(self, nodes: np.ndarray, seconds: np.ndarray) -> None:
+        """Nodes ``nodes`` were selected (took part in an epoch) for ``seconds`` (s) more."""
+        np.add.at(self._selected_s, nodes, seconds)
+
+    def cancel_busy(self, node: int, now_s: float) -> None:
+        """Node ``node`` stops now (``now_s``, s) whatever its state: a job booked to start
+        later (its input still on the way) counts no busy time."""
+        since = self._busy_since[node]
+        if since is not None:
+            self._busy_s[node] += max(now_s - since, 0.0)
+            self._busy_since[node] = None
 
     @property
     def n_nodes(self) -> int:
@@ -121,5 +160,14 @@ class EnergyMeter:
         for i, extra in running:
             busy[i] += max(extra, 0.0)
         compute = busy * self.power_busy_w
-        idle = np.maximum(now_s - busy, 0.0) * self.power_idle_w
-        return EnergySnapshot(now_s, busy, compute, self.communication_j, idle)
+        online: float | np.ndarray = now_s if self._online_s is None else self._online_s(now_s)
+        if not self._sleeps:
+            idle = np.maximum(online - busy, 0.0) * self.power_idle_w
+            sleep = np.zeros(len(busy))
+        else:
+            has_sleep = ~np.isnan(self.power_sleep_w)
+            selected = self._selected_s
+            idle = np.maximum(np.where(has_sleep, selected, online) - busy, 0.0) * self.power_idle_w
+            sleep = np.where(has_sleep, np.maximum(online - selected, 0.0)
+                             * np.nan_to_num(self.power_sleep_w), 0.0)
+        return EnergySnapshot(now_s, busy, compute, self.communication_j, idle, sleep)

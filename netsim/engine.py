@@ -20,6 +20,7 @@ Two ways to execute an epoch up to the last update's arrival, with the same resu
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, fields, replace
@@ -30,9 +31,12 @@ import simpy
 
 from netsim.costs import estimate_epoch
 from netsim.devices import DeviceTable, build_device_table
+from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
+from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
-from netsim.fastepoch import RouteTable, play_plain_epoch
+from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch, route_caps
+from netsim.flows import fire_after
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
 from netsim.policy import (
@@ -47,6 +51,7 @@ from netsim.results.recorder import Recorder
 from netsim.scenario.loading import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.training.models import resolve_model
+from netsim.training.progress import EpochProgress
 
 
 def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
@@ -59,20 +64,30 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
 
 @dataclass(frozen=True)
 class EpochOutcome:
-    """What one executed epoch cost: its interval (s) and the energy it used, per node."""
+    """What one executed epoch cost: its interval (s) and the energy it used, per node; in a
+    changing world also whose updates counted (``counted``: device -> samples, clusters by
+    head; None: every participant's), who dropped out or was late, and the energy of those
+    (``wasted_j``, J)."""
 
     start_s: float
     end_s: float
     energy: EnergySnapshot
+    counted: dict[str, int] | None = None
+    dropped: tuple[str, ...] = ()
+    late: tuple[str, ...] = ()
+    wasted_j: float = 0.0
+    wasted_by_row: dict[int, float] | None = None
 
 
 class World:
     """Everything one run simulates; two Worlds never share state."""
 
     def __init__(self, scenario: Scenario, availability_rng: np.random.Generator,
-                 fast_epochs: bool = True) -> None:
+                 fast_epochs: bool = True,
+                 dynamics_seed: np.random.SeedSequence | None = None) -> None:
         """``fast_epochs``: play plain epochs forward in arrays when they can be
-        (netsim.fastepoch); False runs every epoch as SimPy events (the reference)."""
+        (netsim.fastepoch); False runs every epoch as SimPy events (the reference).
+        ``dynamics_seed``: the run's dynamics stream (:func:`netsim.dynamics.world.run_streams`)."""
         self.scenario = scenario
         self.fast_epochs = fast_epochs
         self.model: ModelSpec = scenario.model  # type: ignore[assignment]
@@ -83,10 +98,32 @@ class World:
         pad = [0.0] * (len(self.node_ids) - n_dev)
         self.env = simpy.Environment()
         self.topology = Topology(self.node_ids, net.links)
+        agg_row = [d.id for d in net.devices].index(net.aggregator)
+        sleep = [math.nan if d.power_sleep_w is None or i == agg_row else d.power_sleep_w
+                 for i, d in enumerate(net.devices)]
         self.meter = EnergyMeter([d.power_busy_w for d in net.devices] + pad,
-                                 [d.power_idle_w for d in net.devices] + pad)
+                                 [d.power_idle_w for d in net.devices] + pad,
+                                 sleep + [math.nan] * len(pad))
         self.network = FlowNetwork(self.env, self.topology, self.meter)
         self.devices: DeviceTable = build_device_table(scenario, self.topology)
+        self.dynamics = Dynamics(scenario.dynamics, net.devices, net.links, agg_row,
+                                 self.topology.capacity_bps,
+                                 dynamics_seed or run_streams(int(scenario.seed))[3])
+        self.dynamic = not self.dynamics.static or bool(np.any(~np.isnan(sleep)))
+        """Whether epochs need the changing world's path (else: exactly the static engine)."""
+        self._caps_now = np.array(self.topology.capacity_bps, dtype=float)
+        self._tables_now: tuple[RouteTable, RouteTable] | None = None
+        self._tick_token = 0
+        self._n_nodes = len(self.node_ids)
+        self.tracks_online = not self.dynamics.timeline.static or self.dynamics.batteries.any
+        """Whether devices can be offline (sessions, or a battery that empties)."""
+        if self.tracks_online:
+            self.meter.track_online(self._online_time_s)
+        nan = np.full(n_dev, np.nan)
+        self._measured = {"flop_per_s": nan.copy(), "down_bps": nan.copy(), "up_bps": nan.copy()}
+        self.measured = {k: _read_only_view(v) for k, v in self._measured.items()}
+        """Per device, the speed and throughputs measured in the last epoch it took part in
+        (FLOP/s, bit/s; NaN before): read-only views of the world's arrays."""
         self._flops = [float(x) for x in self.devices.flop_per_s]
         agg_id = net.aggregator  # each device's routes from and to the aggregator, by index
         self._down = [self.topology.route(agg_id, d) for d in self.devices.ids]
@@ -98,22 +135,80 @@ class World:
         self._all_true = np.ones(n_dev, dtype=bool)
         self._all_true.setflags(write=False)
         self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
+        self._own_up_j_per_bit = self._own_charges() if self.dynamic else np.zeros(n_dev)
 
     @property
     def now_s(self) -> float:
         """Simulated time now (s)."""
         return float(self.env.now)
 
+    def _online_time_s(self, now_s: float) -> np.ndarray:
+        online = self.dynamics.timeline.online_time_s(now_s)
+        pad = self._n_nodes - len(online)
+        return np.concatenate([online, np.full(pad, now_s)]) if pad else online
+
+    def _own_charges(self) -> np.ndarray:
+        """Per device, the J/bit its own upload costs itself (the links it sends on)."""
+        out = np.zeros(self.devices.n)
+        for i, route in enumerate(self._up):
+            out[i] = sum(e for sender, e in route.charges if sender == i)
+        return out
+
+    def battery_left_j(self, now_s: float | None = None) -> np.ndarray:
+        """What each device's battery holds now (J; NaN: mains powered), never below 0."""
+        cap = self.dynamics.batteries.capacity_j
+        used = self.meter.snapshot(self.now_s if now_s is None else now_s).node_j[: len(cap)]
+        return np.maximum(cap - used, 0.0)
+
+    def begin_epoch(self) -> None:
+        """Bring the changing world to now: sessions, empty batteries, link capacities."""
+        if not self.dynamic:
+            return
+        now = self.now_s
+        dyn = self.dynamics
+        dyn.timeline.advance(now)
+        if dyn.batteries.any:
+            left = self.battery_left_j(now)
+            for d in np.flatnonzero((left <= 0.0) & dyn.timeline.online):
+                dyn.timeline.kill(int(d), now)  # (a sleeping device's empty battery is noticed
+                # at the next epoch's start: netsim's formalization)
+        if not dyn.capacity.static:
+            self._set_capacities(dyn.capacity.at(now))
+
+    def _set_capacities(self, caps: np.ndarray) -> None:
+        changed = np.flatnonzero(caps != self._caps_now)
+        if len(changed):
+            self.network.set_capacities(changed.tolist(), caps[changed].tolist())
+            self._caps_now = np.array(caps, dtype=float)
+            self._tables_now = None
+
     def draw_availability(self) -> np.ndarray:
-        """Which devices are available this epoch (each with its ``availability`` probability)."""
-        if self._always:
-            return self._all_true
-        available = self._rng.random(self.devices.n) < self.devices.availability
+        """Which devices are available this epoch: online now, with enough battery, and
+        volunteering with their ``availability`` probability (bernoulli availability)."""
+        dyn = self.dynamics
+        if dyn.bernoulli and dyn.timeline.static and not dyn.batteries.any:
+            if self._always:
+                return self._all_true
+            available = self._rng.random(self.devices.n) < self.devices.availability
+            available.setflags(write=False)
+            return available
+        if dyn.bernoulli and not self._always:
+            available = self._rng.random(self.devices.n) < self.devices.availability
+        else:
+            available = np.ones(self.devices.n, dtype=bool)
+        available &= dyn.timeline.online
+        if dyn.batteries.any:
+            b = dyn.batteries
+            low = self.battery_left_j() < b.min_fraction * b.capacity_j  # (NaN: False)
+            available &= ~low
         available.setflags(write=False)
         return available
 
     def run_epoch(self, decision: Decision) -> EpochOutcome:
         """Execute one validated decision; returns the epoch's interval and energy."""
+        if self.dynamic or decision.keep_updates is not None \
+                or decision.epoch_deadline_s is not None:
+            return self._run_changing_epoch(decision)
         env, model, v = self.env, self.model, decision.variant
         start = env.now
         before = self.meter.snapshot(start)
@@ -166,20 +261,184 @@ class World:
         plan = play_plain_epoch(now, rows, compute_s, 8.0 * model_bytes, down, up, capacity)
         if plan is None:
             return False
-        # downloads start in participant order, uploads in the order training ends
+        self._book_plain(plan, rows, model_bytes)
+        end = float(plan.upload_arrival_s.max())
+        if end > now:
+            self.env.run(until=end)
+        return True
+
+    # -- the changing world's epoch (netsim.dynamics) ----------------------------------------
+    def _current_tables(self) -> tuple[RouteTable, RouteTable]:
+        """The routes to and from the aggregator with their standalone rates under the
+        current capacities."""
+        if self._tables_now is None:
+            t = self.devices
+            assert t.down_routes is not None and t.up_routes is not None
+            self._tables_now = (replace(t.down_routes,
+                                        cap_bps=route_caps(t.down_routes, self._caps_now)),
+                                replace(t.up_routes, cap_bps=route_caps(t.up_routes, self._caps_now)))
+        return self._tables_now
+
+    def _run_changing_epoch(self, decision: Decision) -> EpochOutcome:
+        """One epoch in a changing world: played forward in arrays when nothing changes before
+        its last update arrives (no session ends, no capacity change, no battery empties, no
+        update cut by ``keep_updates`` or ``epoch_deadline_s``), else as guarded SimPy events
+        (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
+        env, model, v, dyn = self.env, self.model, decision.variant, self.dynamics
+        start = env.now
+        before = self.meter.snapshot(start)
+        nbytes, fps = model.model_bytes(v), model.flop_per_sample(v)
+        flops = np.asarray(self._flops, dtype=float)
+        if dyn.varies_compute:
+            flops = flops * dyn.compute_factors()
+        n, index = len(decision.participants), self.devices.index
+        rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+        samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+        compute_s = samples * fps / flops[rows]
+        offline_at = dyn.timeline.next_change_s[rows]
+        left = np.full(n, math.inf)
+        if dyn.batteries.any:
+            left = np.nan_to_num(self.battery_left_j(start)[rows], nan=math.inf)
+        deadline_at = start + decision.epoch_deadline_s if decision.epoch_deadline_s else math.inf
+        keep = decision.keep_updates
+        plan = None
+        if self.fast_epochs and n and not decision.clusters and self.network.active_flows == 0 \
+                and (keep is None or keep >= n):
+            plan = self._plain_if_unchanged(rows, compute_s, nbytes, offline_at, left,
+                                            deadline_at)
+        if plan is not None:
+            self._book_plain(plan, rows, nbytes)
+            counted, dropped, late = None, list[str](), list[str]()
+            meas = (plan.download_arrival_s - self.devices.down_latency_s[rows] - start,
+                    plan.upload_arrival_s - self.devices.up_latency_s[rows] - plan.trained_s)
+            self._measure(rows, flops[rows], 8.0 * nbytes / meas[0], 8.0 * nbytes / meas[1])
+            stopped = np.full(n, math.nan)
+            end_run = float(plan.upload_arrival_s.max())
+            if end_run > env.now:
+                env.run(until=end_run)
+        else:
+            counted, dropped, late, stopped = self._run_guarded(
+                decision, rows, compute_s, nbytes, fps, offline_at, left, deadline_at, flops)
+        n_kept = (len(decision.participants) + len(decision.clusters)) if counted is None \
+            else len(counted)
+        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_kept
+        self.meter.set_busy(self._agg, env.now)
+        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
+        self.meter.set_idle(self._agg, env.now)
+        end = env.now
+        selected = np.where(np.isnan(stopped), end, stopped) - start
+        cluster_rows = [index[dev] for c in decision.clusters for dev in c.devices]
+        self.meter.add_selected(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]),
+                                np.concatenate([selected, np.full(len(cluster_rows), end - start)]))
+        dyn.timeline.advance(end)
+        energy = self.meter.snapshot(end) - before
+        wasted_rows = [index[d] for d in dropped + late]
+        node_j = energy.node_j
+        wasted = {r: float(node_j[r]) for r in wasted_rows}
+        return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
+                            float(sum(wasted.values())), wasted)
+
+    def _plain_if_unchanged(self, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
+                            offline_at: np.ndarray, left_j: np.ndarray,
+                            deadline_at: float) -> PlainEpoch | None:
+        """The epoch's array timeline if nothing changes before its last update arrives."""
+        down, up = self._current_tables()
+        now = self.env.now
+        plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, self._caps_now)
+        if plan is None:
+            return None
+        arrival = plan.upload_arrival_s
+        last = float(arrival.max())
+        if last > deadline_at or last >= self.dynamics.capacity.next_change_s(now) \
+                or np.any(offline_at <= arrival):
+            return None
+        if np.isfinite(left_j).any():
+            t = self.devices
+            spent = (t.power_busy_w[rows] * compute_s
+                     + t.power_idle_w[rows] * (arrival - now - compute_s)
+                     + 8.0 * nbytes * self._own_up_j_per_bit[rows])
+            if np.any(spent >= left_j):
+                return None
+        return plan
+
+    def _book_plain(self, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -> None:
+        """Book a plain epoch's bytes, communication energy and busy time as the event path
+        books them (downloads in participant order, uploads in the order training ends)."""
+        down, up = self.devices.down_routes, self.devices.up_routes  # (ids and hops: any caps)
+        assert down is not None and up is not None
         up_rows = rows[np.argsort(plan.trained_s, kind="stable")]
         for table, order in ((down, rows), (up, up_rows)):
             moving = order[table.hop_start[order + 1] > table.hop_start[order]]
             self.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
         self.meter.add_busy_many(rows.tolist(),
                                  (plan.trained_s - plan.download_arrival_s).tolist())
-        end = float(plan.upload_arrival_s.max())
-        if end > now:
-            self.env.run(until=end)
-        return True
+
+    def _measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
+                 up_bps: np.ndarray) -> None:
+        m = self._measured
+        m["flop_per_s"][rows] = flop_per_s
+        m["down_bps"][rows] = down_bps
+        m["up_bps"][rows] = up_bps
+
+    def _run_guarded(self, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,
+                     nbytes: float, fps: float, offline_at: np.ndarray, left_j: np.ndarray,
+                     deadline_at: float, flops: np.ndarray
+                     ) -> tuple[dict[str, int], list[str], list[str], np.ndarray]:
+        """The epoch as guarded events up to its close; returns (counted updates, dropped,
+        late, when each participant stopped (s; NaN: it did not))."""
+        env, t, dyn = self.env, self.devices, self.dynamics
+        barrier = GuardedBarrier(env, len(rows) + len(decision.clusters), decision.keep_updates,
+                                 deadline_at)
+        parts = []
+        with self.network.batch():
+            for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+                parts.append(GuardedParticipant(
+                    env, self.network, self.meter, barrier, dev, r, nbytes, float(compute_s[k]),
+                    self._down[r], self._up[r], float(offline_at[k]), float(left_j[k]),
+                    float(t.power_idle_w[r]), float(t.power_busy_w[r]),
+                    float(self._own_up_j_per_bit[r])))
+        for c, cluster in enumerate(decision.clusters):
+            env.process(self._cluster(cluster, fps, nbytes, barrier, ("cluster", c)))
+        self._tick_token += 1
+        if not dyn.capacity.static:
+            token = self._tick_token
+            nxt = dyn.capacity.next_change_s(env.now)
+            if nxt < math.inf:
+                fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
+        env.run(until=barrier.event)
+        self._tick_token += 1  # the epoch's capacity ticks end with it
+        dropped = [p for p in parts if p.phase == "gone"]
+        late = cancel_all(parts, lambda key: key in barrier.kept)
+        for p in dropped:
+            if p.battery_out:
+                dyn.timeline.kill(p.node, float(p.stopped_s or env.now))
+        finished = [p for p in parts if not math.isnan(p.up_bps)]
+        self._measure(np.array([p.node for p in finished], dtype=np.intp),
+                      flops[[p.node for p in finished]],
+                      np.array([p.down_bps for p in finished]),
+                      np.array([p.up_bps for p in finished]))
+        counted = {p.key: decision.participants[p.key] for p in parts if p.key in barrier.kept}
+        for c, cluster in enumerate(decision.clusters):
+            if ("cluster", c) in barrier.kept:
+                head = cluster.devices[0]
+                counted[head] = counted.get(head, 0) + cluster.samples
+        stopped = np.array([p.stopped_s if p.stopped_s is not None and not p.late else math.nan
+                            for p in parts], dtype=float)
+        return counted, [p.key for p in dropped], [p.key for p in late], stopped
+
+    def _capacity_tick(self, token: int) -> None:
+        """Capacities change now (a new piece or trace row): links re-shared at once."""
+        if token != self._tick_token:
+            return
+        env, cap = self.env, self.dynamics.capacity
+        self._set_capacities(cap.at(env.now))
+        nxt = max(cap.next_change_s(env.now), math.nextafter(env.now, math.inf))
+        if nxt < math.inf:
+            fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
 
     def _cluster(self, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
-                 barrier: EpochBarrier) -> Generator[simpy.Event, Any, None]:
+                 barrier: EpochBarrier | GuardedBarrier,
+                 key: Any = None) -> Generator[simpy.Event, Any, None]:
         env, head = self.env, cluster.devices[0]
         yield self.network.transfer(self._agg_id, head, nbytes)
         flop = cluster.samples * flop_per_sample
@@ -188,7 +447,10 @@ class World:
                    for dev, share in zip(cluster.devices, cluster.flop_share, strict=True)]
         yield env.all_of(members)
         yield self.network.transfer(head, self._agg_id, nbytes)
-        barrier.arrived(env.now)
+        if isinstance(barrier, GuardedBarrier):
+            barrier.arrived(env.now, key)
+        else:
+            barrier.arrived(env.now)
 
     def _member(self, dev: str, flop: float, act_bytes: float,
                 head: str) -> Generator[simpy.Event, Any, None]:
@@ -200,6 +462,12 @@ class World:
         self.meter.set_idle(i, env.now)
         if dev != head and act_bytes > 0:
             yield self.network.transfer(dev, head, act_bytes)
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.setflags(write=False)
+    return view
 
 
 def _make_backend(resolved: Scenario, rng: np.random.Generator):
@@ -274,13 +542,13 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
     ``fast_epochs=False`` runs every epoch as SimPy events (see :class:`World`).
     """
     wall0 = time.perf_counter()
-    streams = np.random.SeedSequence([seed, 0x6E73]).spawn(4)
-    policy_rng, loss_rng, avail_rng, _spare = (np.random.default_rng(s) for s in streams)
+    streams = run_streams(seed)
+    policy_rng, loss_rng, avail_rng = (np.random.default_rng(s) for s in streams[:3])
     status, error = "target_missed", ""
     world = None
     try:
         resolved = resolve_scenario(scenario, seed)
-        world = World(resolved, avail_rng, fast_epochs=fast_epochs)
+        world = World(resolved, avail_rng, fast_epochs=fast_epochs, dynamics_seed=streams[3])
         training = resolved.training
         recorder.start(world.node_ids, world.devices)
         backend = _make_backend(resolved, loss_rng)
@@ -294,15 +562,19 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
             if world.now_s >= training.deadline_s:
                 status = "deadline"
                 break
+            world.begin_epoch()
+            measured = world.measured
             obs = Observation(epoch, world.now_s, training.deadline_s, recorder.energy_j,
                               tuple(history), variant, world.devices, world.draw_availability(),
-                              world.model, training, resolved)
+                              world.model, training, resolved, measured["flop_per_s"],
+                              measured["down_bps"], measured["up_bps"])
             decision = policy.decide(obs)
             validate_decision(decision, obs, policy.name)
             if decision.stop:
                 status, error = "target_missed", decision.reason
                 break
-            late = _ends_after(world, bound_table, decision, epoch, training)
+            late = None if world.dynamic else \
+                _ends_after(world, bound_table, decision, epoch, training)
             if late is not None:  # the deadline is a hard stop: nothing runs past it
                 status, error = "deadline", late
                 break
@@ -310,7 +582,11 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
             if outcome.end_s > training.deadline_s:
                 status, error = "deadline", _late_message(epoch, outcome.end_s, training, True)
                 break
-            step = backend.advance(_samples_by_device(decision), decision.variant)
+            counted = _samples_by_device(decision) if outcome.counted is None else outcome.counted
+            if counted:
+                step = backend.advance(counted, decision.variant)
+            else:  # every participant dropped out or was late: no progress
+                step = EpochProgress(loss=history[-1], accuracy=recorder.last_accuracy)
             history.append(step.loss)
             variant = decision.variant
             recorder.epoch(epoch, outcome, step, decision, world.model)

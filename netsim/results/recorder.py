@@ -7,9 +7,15 @@
   others, so plan and outcome sit side by side; plan_status, plan_gap: what an exact
   reference proved about that plan, "optimal" or "time_limit" with its relative gap)
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
-  variant, participants, samples  (+ variant_name, accuracy, participant_ids, info)
+  variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
+  changing world's (spec: dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
+  dropped_ids, late_ids; ``samples`` counts the updates that counted)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
-  bytes_received  (+ device_class, network_node)
+  bytes_received  (+ device_class, network_node; dropouts, energy_wasted_j, energy_sleep_j,
+  online_s, battery_end_j (NaN: mains powered), online_intervals_s: the device's online
+  intervals as a flat list [start0, end0, start1, end1, ...] (s))
+
+Energy categories: compute, comm, idle and sleep; their sum is ``runs.energy_j``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 RUN_COLUMNS = ["run_id", "scenario", "policy", "seed", "status", "error", "epochs", "time_s",
@@ -26,6 +33,9 @@ EPOCH_COLUMNS = ["run_id", "epoch", "start_s", "end_s", "energy_compute_j", "ene
                  "energy_idle_j", "loss", "variant", "participants", "samples"]
 DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "energy_idle_j",
                   "busy_s", "bytes_sent", "bytes_received"]
+DYNAMIC_EPOCH_COLUMNS = ["dropped", "late", "energy_wasted_j", "energy_sleep_j"]
+DYNAMIC_DEVICE_COLUMNS = ["dropouts", "energy_wasted_j", "energy_sleep_j", "online_s",
+                          "battery_end_j"]
 STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
 PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
 
@@ -45,14 +55,25 @@ class Recorder:
         self._run: dict[str, Any] = {}
         self._devices: pd.DataFrame | None = None
         self._node_ids: list[str] = []
+        self._row: dict[str, int] = {}
         self._classes: list[str | None] = []
         self._n_devices = 0
         self._first_plan: dict[str, float] = {}
         self._plan_status = ""
+        self._dropouts: dict[int, int] = {}
+        self._wasted: dict[int, float] = {}
+
+    @property
+    def last_accuracy(self) -> float | None:
+        """The latest recorded epoch's accuracy (None if none or not measured)."""
+        if not self._epochs or math.isnan(self._epochs[-1]["accuracy"]):
+            return None
+        return float(self._epochs[-1]["accuracy"])
 
     def start(self, node_ids: list[str], devices) -> None:
         """The run's nodes (devices first, then network nodes)."""
         self._node_ids = list(node_ids)
+        self._row = {d: i for i, d in enumerate(self._node_ids)}
         self._classes = list(devices.device_class) + [None] * (len(node_ids) - devices.n)
         self._n_devices = devices.n
 
@@ -60,9 +81,17 @@ class Recorder:
         """Record one finished epoch."""
         e = outcome.energy
         compute, comm, idle = float(e.compute_j.sum()), float(e.communication_j.sum()), float(e.idle_j.sum())
-        self.energy_j += compute + comm + idle
+        sleep = float(e.sleep_j.sum())
+        self.energy_j += compute + comm + idle + sleep
         ids = list(decision.participants) + [d for c in decision.clusters for d in c.devices]
         samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
+        if outcome.counted is not None:
+            samples = sum(outcome.counted.values())
+        for row, joules in (outcome.wasted_by_row or {}).items():
+            self._wasted[row] = self._wasted.get(row, 0.0) + joules
+        for dev in outcome.dropped:
+            row = self._row[dev]
+            self._dropouts[row] = self._dropouts.get(row, 0) + 1
         if not self._epochs:
             self._first_plan = {k: float(decision.info[k]) for k in PLAN_KEYS
                                 if isinstance(decision.info.get(k), int | float)}
@@ -76,6 +105,9 @@ class Recorder:
             "accuracy": math.nan if step.accuracy is None else float(step.accuracy),
             "participant_ids": ids,
             "info": json.dumps(dict(decision.info), sort_keys=True, default=str),
+            "dropped": len(outcome.dropped), "late": len(outcome.late),
+            "energy_wasted_j": float(outcome.wasted_j), "energy_sleep_j": sleep,
+            "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -89,6 +121,15 @@ class Recorder:
             snap = world.meter.snapshot(world.now_s)
             net = world.network
             n = len(self._node_ids)
+            nd = self._n_devices
+            battery = np.full(n, np.nan)
+            battery[:nd] = world.battery_left_j(world.now_s)
+            online = np.full(n, world.now_s)
+            intervals: list[list[float]] = [[0.0, float(world.now_s)]] * n
+            timeline = world.dynamics.timeline
+            if world.tracks_online:
+                online[:nd] = timeline.online_time_s(world.now_s)
+                intervals = timeline.intervals_s(world.now_s) + intervals[nd:]
             self._devices = pd.DataFrame({
                 "run_id": [self.run_id] * n, "device": self._node_ids,
                 "energy_compute_j": snap.compute_j, "energy_comm_j": snap.communication_j,
@@ -96,6 +137,10 @@ class Recorder:
                 "bytes_sent": net.bytes_sent, "bytes_received": net.bytes_received,
                 "device_class": self._classes,
                 "network_node": [i >= self._n_devices for i in range(n)],
+                "dropouts": [self._dropouts.get(i, 0) for i in range(n)],
+                "energy_wasted_j": [self._wasted.get(i, 0.0) for i in range(n)],
+                "energy_sleep_j": snap.sleep_j, "online_s": online,
+                "battery_end_j": battery, "online_intervals_s": intervals,
             })
             self.energy_j = snap.total_j
         self._run = {
@@ -120,6 +165,7 @@ class Recorder:
 
 
 def _empty_epochs() -> pd.DataFrame:
-    cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"]
+    cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"] \
+        + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids"]
     return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith(("_s", "_j")) or c in
                                       {"loss", "accuracy"} else "object") for c in cols})
