@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import os
-import sys
-import types
 
 import numpy as np
 import pandas as pd
@@ -419,33 +416,8 @@ def test_traces_plot_command(tmp_path, capsys):
     assert "neither an availability trace" in capsys.readouterr().err
 
 
-def _fake_sample_traces(scenario, seed, horizon_s):
-    """Stands in for netsim.dynamics.sample.sample_traces until that module exists."""
-    from netsim.scenario.loading import resolve_network as resolve
-
-    net = resolve(scenario, seed)
-    rng = np.random.default_rng(seed)
-    rows = [(d.id, 0.0, float(rng.uniform(1, horizon_s))) for d in net.devices[1:]]
-    links = [(x.a, x.b, t, 1e6 * (1 + k), 5e5) for k, x in enumerate(net.links)
-             for t in (0.0, horizon_s / 2)]
-    return (pd.DataFrame(rows, columns=["device", "start_s", "end_s"]),
-            pd.DataFrame(links, columns=["a", "b", "time_s", "bandwidth_up_bps",
-                                         "bandwidth_down_bps"]))
-
-
-@pytest.fixture
-def sample_module(monkeypatch):
-    """The real netsim.dynamics.sample, or (only while it does not exist) a stand-in."""
-    if importlib.util.find_spec("netsim.dynamics.sample") is not None:
-        return "real"
-    fake = types.ModuleType("netsim.dynamics.sample")
-    fake.sample_traces = _fake_sample_traces  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "netsim.dynamics.sample", fake)
-    return "fake"
-
-
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_traces_generate_writes_replayable_traces(tmp_path, capsys, sample_module, fmt):
+def test_traces_generate_writes_replayable_traces(tmp_path, capsys, fmt):
     data = copy.deepcopy(STAR)
     data["dynamics"] = {"availability": {"model": "markov", "mean_online_s": 600,
                                          "mean_offline_s": 600},
@@ -473,7 +445,7 @@ def test_traces_generate_writes_replayable_traces(tmp_path, capsys, sample_modul
     assert replay.dynamics.bandwidth.trace == str(out / f"bandwidth.{fmt}")
 
 
-def test_traces_generate_default_horizon_and_bad_arguments(tmp_path, capsys, sample_module):
+def test_traces_generate_default_horizon_and_bad_arguments(tmp_path, capsys):
     from netsim.commands.traces import default_horizon_s
 
     assert default_horizon_s(3600) == 3600 and default_horizon_s(1e9) == 7 * 86400

@@ -12,12 +12,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from netsim.commands.info import print_warnings
 from netsim.outputs import dir_problems, file_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import MAX_SEED
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from netsim.scenario.schema import Scenario
 
 #: Longest default horizon of ``traces generate`` (s): 7 days.
 MAX_DEFAULT_HORIZON_S = 7 * 86400.0
@@ -100,7 +107,18 @@ def generate_command(args: argparse.Namespace) -> int:
     seed = scenario.seed if args.seed is None else args.seed
     horizon = args.horizon_s if args.horizon_s is not None \
         else default_horizon_s(scenario.training.deadline_s)
-    availability, bandwidth = sample_traces(scenario, seed, horizon)
+    if scenario.dynamics is None:
+        from netsim.scenario.schema import AvailabilitySpec, BandwidthSpec, DynamicsSpec
+
+        scenario = scenario.model_copy(update={"dynamics": DynamicsSpec(
+            availability=AvailabilitySpec(model="markov"),
+            bandwidth=BandwidthSpec(model="lognormal"))})
+        print("the scenario has no dynamics block: sampling markov availability (each device "
+              "class's session lengths) and lognormal bandwidth with their defaults")
+    try:
+        availability, bandwidth = sample_traces(scenario, seed, horizon)
+    except ValueError as exc:  # a table too large for the horizon
+        raise ScenarioError([Problem("--horizon-s", str(exc))], "command line") from None
     out = Path(args.out)
     written: dict[str, Path] = {}
     if len(availability):
@@ -110,7 +128,8 @@ def generate_command(args: argparse.Namespace) -> int:
               f"devices, span {avail.span_s:g} s")
         written["availability"] = path
     else:
-        print("availability: nothing to write (no intervals sampled)")
+        print("availability: nothing to write (no device was online in the horizon)")
+    _warn_never_online(scenario, seed, availability)
     if len(bandwidth):
         path = write_bandwidth_trace(bandwidth, out / f"bandwidth.{args.format}")
         band = read_bandwidth_trace(path)
@@ -129,15 +148,34 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_never_online(scenario: Scenario, seed: int, availability: pd.DataFrame) -> None:
+    """Say which devices were never online in the horizon: a trace lists only devices with
+    an interval, and a device it does not list is always online when replayed."""
+    from netsim.scenario.loading import resolve_network
+
+    net = resolve_network(scenario, seed)
+    listed = set(availability["device"]) if len(availability) else set()
+    never = [d.id for d in net.devices if d.id != net.aggregator and d.id not in listed]
+    if never:
+        shown = ", ".join(never[:10]) + (f" and {len(never) - 10} more" if len(never) > 10
+                                         else "")
+        print(f"warning: {len(never)} device(s) were offline for the whole horizon ({shown}); "
+              "a trace cannot list a device without an online interval, and replayed, a "
+              "device it does not list is always online (give a longer --horizon-s, or "
+              "another --seed)", file=sys.stderr)
+
+
 def replay_snippet(scenario: str, written: dict[str, Path]) -> str:
     """The dynamics block that replays the written traces, with paths relative to the
-    scenario file's folder (absolute for a built-in scenario)."""
+    scenario file's folder where they lie under it (else, or for a built-in, absolute)."""
     folder = Path(scenario).parent if Path(scenario).is_file() else None
     lines = ["To replay them, put this in the scenario (paths relative to the scenario "
              "file; keep the rest of its dynamics block, e.g. compute):", "dynamics:"]
     for kind, path in written.items():
-        shown = os.path.relpath(path.absolute(), folder.absolute()) if folder is not None \
-            else str(path.absolute())
+        shown = str(path.absolute())
+        if folder is not None:
+            relative = os.path.relpath(path.absolute(), folder.absolute())
+            shown = shown if relative.startswith("..") else relative
         lines.append(f"  {kind}: {{model: trace, trace: {shown}}}")
     return "\n".join(lines)
 
