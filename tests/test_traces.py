@@ -443,6 +443,11 @@ def test_traces_generate_writes_replayable_traces(tmp_path, capsys, fmt):
     replay = load_scenario(str(scenario))
     assert replay.dynamics.availability.model == "trace"
     assert replay.dynamics.bandwidth.trace == str(out / f"bandwidth.{fmt}")
+    if fmt == "csv":  # and it runs
+        assert main(["run", str(scenario), "--policy", "fedavg-all", "--no-figure",
+                     "--out", str(tmp_path / "run")]) in (0, 1)
+        runs = pd.read_parquet(tmp_path / "run" / "runs")
+        assert len(runs) == 1 and runs["status"].iloc[0] != "failed", runs["error"].iloc[0]
 
 
 def test_traces_generate_default_horizon_and_bad_arguments(tmp_path, capsys):
