@@ -191,3 +191,53 @@ def test_overselect_is_seeded_by_the_run(star):
     assert list(a.epochs["participant_ids"].map(tuple)) == \
         list(b.epochs["participant_ids"].map(tuple))
     assert (a.epochs["participants"] == 2).all()
+
+
+def _overselect_star(star, **training):
+    """The star plus d4, a device so slow that it is always the last to report."""
+    star["devices"].append({"id": "d4", "flop_per_s": 1.0e7, "memory_bytes": 4.0e9,
+                            "power_busy_w": 3.0, "power_idle_w": 0.5, "samples": 500})
+    star["links"].append({"a": "server", "b": "d4", "bandwidth_bps": 2.0e7, "latency_s": 0.01,
+                          "energy_j_per_bit": 1e-7})
+    star["training"].update({"max_epochs": 3, "target_loss": 0.01, **training})
+    return star
+
+
+def _arrivals(star) -> dict[str, float]:
+    """Each trainer's update arrival (s after the epoch's start), alone on its link: model
+    down, local training, update up (architecture spec, the analytic cases)."""
+    model = star["model"]
+    bits = 8.0 * model["params"] * model["bytes_per_param"]
+    links = {link["b"]: link for link in star["links"]}
+    return {d["id"]: 2 * (bits / links[d["id"]]["bandwidth_bps"] + links[d["id"]]["latency_s"])
+            + d["samples"] * model["train_flop_per_sample"] / d["flop_per_s"]
+            for d in star["devices"] if d.get("samples")}
+
+
+def test_overselect_epoch_ends_at_the_kth_arrival_and_counts_the_late(star):
+    star = _overselect_star(star)
+    arrive = _arrivals(star)
+    res = netsim.simulate(star, "overselect", seed=0, raise_errors=True,
+                          params={"k": 3, "overselect": 0.3})  # ceil(3.9) = 4: all selected
+    ep = res.epochs
+    assert (ep["participants"] == 4).all() and len(ep) == 3
+    third = sorted(arrive.values())[2]
+    aggregate = 2 * star["model"]["params"] * 3 / star["devices"][0]["flop_per_s"]
+    for row in ep.itertuples():
+        assert row.end_s - row.start_s == pytest.approx(third + aggregate, abs=1e-5)
+        assert row.late == 1 and list(row.late_ids) == ["d4"] and row.dropped == 0
+        assert row.energy_wasted_j > 0
+    assert ep["start_s"].iloc[1] == pytest.approx(ep["end_s"].iloc[0])
+    dev = res.devices.set_index("device")
+    assert dev.loc["d4", "energy_wasted_j"] == pytest.approx(ep["energy_wasted_j"].sum())
+
+
+def test_overselect_epoch_deadline_ends_the_epoch_and_discards_later_updates(star):
+    star = _overselect_star(star)
+    arrive = _arrivals(star)
+    deadline = 0.5 * (sorted(arrive.values())[2] + arrive["d4"])  # after d1-d3, before d4
+    res = netsim.simulate(star, "overselect", seed=0, raise_errors=True,
+                          params={"k": 4, "overselect": 0.0, "epoch_deadline_s": deadline})
+    for row in res.epochs.itertuples():
+        assert row.end_s - row.start_s == pytest.approx(deadline, abs=1e-5)  # (+ aggregation)
+        assert row.late == 1 and list(row.late_ids) == ["d4"]
