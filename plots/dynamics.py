@@ -62,10 +62,13 @@ def _offline_somewhere(devices: pd.DataFrame, time_s: float) -> bool:
     return False
 
 
-def _pick_run(runs: pd.DataFrame, results: Results) -> str | None:
-    """The run to draw for one point: the first policy of :data:`POLICY_ORDER` present
-    (then any), lowest seed, that trained at least one epoch and saw devices offline."""
-    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+MAP_ORDER = ["overselect", "fedavg-all", "random-k", "greedy-energy", "pact", "depl"]
+
+
+def pick_run(runs: pd.DataFrame, results: Results) -> str | None:
+    """The run to draw for one point: the first policy of :data:`MAP_ORDER` present (then
+    any), lowest seed, that trained at least one epoch and saw devices offline."""
+    order = {p: i for i, p in enumerate(MAP_ORDER)}
     runs = runs[runs["epochs"] > 0].assign(
         _rank=runs["policy"].map(lambda p: order.get(p, len(order))))
     for rid, time_s in runs.sort_values(["_rank", "seed"])[["run_id", "time_s"]].itertuples(
@@ -78,15 +81,15 @@ def _pick_run(runs: pd.DataFrame, results: Results) -> str | None:
 
 def availability_map(results: Results):
     """Who was online, who trained and who dropped out (devices x simulated time), for one
-    run per scenario point (fedavg-all's first seed where present, else the next policy of
-    :data:`POLICY_ORDER`); one figure per point, keyed by its label; points where every
-    device stayed online are skipped."""
+    run per scenario point (overselect's first seed where present, else the next policy of
+    :data:`MAP_ORDER`); one figure per point, keyed by its label; points where every device
+    stayed online are skipped."""
     if results.devices.empty or "online_intervals_s" not in results.devices:
         return None
     out = {}
     runs = with_point_key(results.runs)
     for _key, grp in runs.groupby("point_key", sort=True):
-        rid = _pick_run(grp, results)
+        rid = pick_run(grp, results)
         if rid is None:
             continue
         run = grp[grp["run_id"] == rid].iloc[0]
@@ -114,9 +117,9 @@ def _slug(label: str, taken) -> str:
 
 
 def _trainers(epochs: pd.DataFrame, devices: pd.DataFrame, time_s: float) -> list[str]:
-    """Devices to show: those that trained or were offline for part of the run (network
-    nodes, the aggregator and devices online throughout that never trained left out), the
-    most online first."""
+    """Devices to show: those that trained, and those online for part of the run only
+    (network nodes, devices never online and devices online throughout that never trained,
+    such as the aggregator, left out), the most online first."""
     dev = devices
     if "network_node" in dev:
         dev = dev[~dev["network_node"].fillna(False).astype(bool)]
@@ -124,7 +127,7 @@ def _trainers(epochs: pd.DataFrame, devices: pd.DataFrame, time_s: float) -> lis
         if "participant_ids" in epochs else set()
     online = {str(r.device): sum(e - s for s, e in intervals(r.online_intervals_s))
               for r in dev.itertuples()}
-    shown = used | {d for d, t in online.items() if t < time_s * (1 - 1e-9)}
+    shown = used | {d for d, t in online.items() if 0.0 < t < time_s * (1 - 1e-9)}
     return sorted(shown, key=lambda d: (-online.get(d, 0.0), d))
 
 
@@ -151,10 +154,11 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
         late += [(stop, row[d]) for d in _ids(getattr(ep, "late_ids", None)) if d in row]
     for bars, height, style in ((online, 0.8, {"color": ONLINE_COLOUR, "alpha": 0.35,
                                                "label": "online"}),
-                                (trained, 0.5, {"color": TRAIN_COLOUR,
+                                (trained, 0.5, {"color": TRAIN_COLOUR, "edgecolor": "white",
+                                                "linewidth": 0.3,
                                                 "label": "trains (epoch)"})):
         y, left, width = ([b[i] for b in bars] for i in range(3))
-        ax.barh(y, width, height, left=left, linewidth=0, **style)
+        ax.barh(y, width, height, left=left, **{"linewidth": 0, **style})
     ax.scatter([x for x, _ in drops], [y for _, y in drops], marker="x", s=14,
                color=DROP_COLOUR, linewidths=1.0, zorder=3, label="dropped out")
     ax.scatter([x for x, _ in late], [y for _, y in late], marker="o", s=12,
@@ -169,10 +173,18 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
     ax.set_ylabel("device (most online first)")
     ax.grid(False)
     ax.set_title(f"{run['scenario']}, {run['policy']}, seed {int(run['seed'])}: "
-                 f"{len(epochs)} epochs, {len(drops)} dropouts, {len(late)} late updates")
+                 f"{len(epochs)} epochs, {len(drops)} dropouts, {len(late)} late updates; "
+                 f"{len(names)} of {_n_devices(devices)} devices shown")
     legend_outside(ax)
     fig.tight_layout()
     return fig
+
+
+def _n_devices(devices: pd.DataFrame) -> int:
+    """Devices of one run's devices table that are not network nodes."""
+    if "network_node" in devices:
+        return int((~devices["network_node"].fillna(False).astype(bool)).sum())
+    return len(devices)
 
 
 def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
@@ -263,4 +275,4 @@ def is_dynamics_experiment(runs: pd.DataFrame) -> pd.Series:
 
 
 __all__ = ["availability_figure", "availability_map", "energy_time", "intervals",
-           "is_dynamics_experiment", "summary"]
+           "is_dynamics_experiment", "pick_run", "summary", "with_point_key"]

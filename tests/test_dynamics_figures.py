@@ -94,8 +94,8 @@ def test_availability_map_draws_intervals_participation_and_dropouts(results):
     fig = figs["dynamics-test-churn"]
     ax = fig.axes[0]
     runs = results.runs
-    rid = runs[(runs["scenario"] == "dynamics-test-churn") & (runs["policy"] == "fedavg-all")
-               ].sort_values("seed")["run_id"].iloc[0]
+    rid = dynamics.pick_run(runs[runs["scenario"] == "dynamics-test-churn"], results)
+    assert runs.set_index("run_id").loc[rid, "policy"] == "overselect"  # its late updates too
     epochs = results.epochs[results.epochs["run_id"] == rid]
     devices = results.devices[results.devices["run_id"] == rid]
     shown = [t.get_text() for t in ax.get_yticklabels()]
