@@ -21,7 +21,11 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from netsim.scenario.schema import (
+    AvailabilitySpec,
+    BandwidthSpec,
+    ComputeSpec,
     DeviceSpec,
+    DynamicsSpec,
     GenerateSpec,
     LinkSpec,
     ModelSpec,
@@ -35,7 +39,9 @@ from netsim.scenario.schema import (
 SECTIONS: dict[str, type[BaseModel]] = {
     "scenario": Scenario, "generate": GenerateSpec, "devices": DeviceSpec, "links": LinkSpec,
     "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
-    "training.real": RealTrainingSpec,
+    "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
+    "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
+    "dynamics.compute": ComputeSpec,
 }
 
 UNITS = {  # longest suffix first
@@ -54,6 +60,15 @@ DESCRIPTIONS = {
     "scenario.model": "a built-in model name (netsim models) or an explicit model spec",
     "scenario.training": "the training goal and limits",
     "scenario.policies": "policy name -> parameters (netsim policies NAME lists them)",
+    "scenario.dynamics": "a world that changes over time (sessions, bandwidth, speed); "
+                         "absent: the static world",
+    "dynamics.availability.model": "bernoulli: each device volunteers with its availability "
+                                   "probability per epoch; markov: on/off sessions; trace: a file",
+    "dynamics.bandwidth.model": "constant: each link's bandwidth_bps; lognormal: AR(1) pieces "
+                                "around it; trace: a file",
+    "dynamics.availability": "who is online when",
+    "dynamics.bandwidth": "link capacity over time, per direction",
+    "dynamics.compute": "device speed per device-epoch",
     "generate.n_devices": "devices that train (the aggregator and network nodes come on top)",
     "generate.mix": "device class -> share (netsim/data/edge_catalog.yaml)",
     "generate.access": "access link type -> share (netsim/data/edge_catalog.yaml)",
@@ -185,7 +200,8 @@ def field_rows(model: type[BaseModel], section: str = "") -> list[dict[str, str]
     words = docstring_fields(model)
     return [{"field": name, "type": type_name(info.annotation), "default": default_of(info),
              "range": range_of(info), "unit": unit_of(name),
-             "description": words.get(name) or DESCRIPTIONS.get(f"{section}.{name}", "")}
+             "description": words.get(name) or DESCRIPTIONS.get(f"{section}.{name}", "")
+             or " ".join((info.description or "").split())}
             for name, info in model.model_fields.items()]
 
 

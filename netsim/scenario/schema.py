@@ -40,7 +40,8 @@ NonNegativeF = _range("ge", 0)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
+                              use_attribute_docstrings=True)
 
 
 class DeviceSpec(_Strict):
