@@ -18,7 +18,7 @@ import pandas as pd
 from netsim.api import resolve_policy, run_id
 from netsim.policy import policy_params
 from netsim.scenario.errors import Problem, ScenarioError
-from netsim.scenario.loading import validate_scenario
+from netsim.scenario.loading import resolve_trace_paths, validate_scenario
 from netsim.sweep.spec import (
     PolicyEntry,
     SweepSpec,
@@ -157,6 +157,7 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
                 broken = True
         if broken:
             continue
+        data = resolve_trace_paths(data, folder)  # (axes' relative paths: the sweep file's)
         checked = validate_scenario(data)
         warnings += [w for w in _point_problems(checked.warnings, i, label) if w not in warnings]
         if checked.scenario is None:
