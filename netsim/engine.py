@@ -136,6 +136,8 @@ class World:
         self._all_true.setflags(write=False)
         self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
         self._own_up_j_per_bit = self._own_charges() if self.dynamic else np.zeros(n_dev)
+        self.epochs_by_path = {"arrays": 0, "events": 0}
+        """How many epochs of the changing world ran on each path (benchmarks/dynamics.py)."""
 
     @property
     def now_s(self) -> float:
@@ -306,6 +308,7 @@ class World:
                 and (keep is None or keep >= n):
             plan = self._plain_if_unchanged(rows, compute_s, nbytes, offline_at, left,
                                             deadline_at)
+        self.epochs_by_path["arrays" if plan is not None else "events"] += 1
         if plan is not None:
             self._book_plain(plan, rows, nbytes)
             counted, dropped, late = None, list[str](), list[str]()
