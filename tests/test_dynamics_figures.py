@@ -145,3 +145,16 @@ def test_runner_table_has_a_row_per_scenario_and_policy(results):
     assert md.count("\n") == 5 and "| dynamics-test-churn | overselect |" in md
     assert isinstance(t["success"].iloc[0], float) and not pd.isna(t["success"]).any()
     assert np.isfinite(t["epochs"]).all()
+
+
+def test_runner_energy_breakdown_sums_to_the_runs_energy(results):
+    from experiments.dynamics.run import energy_breakdown
+
+    e = energy_breakdown(results)
+    assert list(e["policy"]) == POLICIES * 2
+    parts = e[["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]]
+    assert list(parts.sum(axis=1)) == pytest.approx(list(e["energy_j"]), rel=1e-6)
+    static = e[e["point_label"] == "dynamics-test-static"]
+    assert list(static["online_share"]) == pytest.approx([1.0, 1.0])
+    assert (static["energy_sleep_j"] == 0).all()
+    assert (e.loc[e["point_label"] == "dynamics-test-churn", "online_share"] < 1).all()

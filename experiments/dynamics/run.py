@@ -8,7 +8,8 @@ policies fedavg-all, random-k, overselect, greedy-energy, pact and depl, their p
 the scenarios' ``policies`` blocks, on seeds 0..N-1 (``--quick``: 2 seeds). Then it prints
 and writes (DIR/table.csv, DIR/table.md) one row per scenario and policy: success rate,
 energy and time to the target (means over the runs that reached it, 95 % intervals), and per
-run the dropouts, late updates and wasted energy; and draws the figures
+run the dropouts, late updates and wasted energy; the mean energy per run by category and
+the devices' mean online share (DIR/energy.csv); and draws the figures
 dynamics-availability-map and dynamics-energy-time (plots/dynamics.py) into DIR/figures/.
 """
 
@@ -69,6 +70,33 @@ def table(results: Results) -> pd.DataFrame:
         drop=True)
 
 
+ENERGY_CATEGORIES = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
+
+
+def energy_breakdown(results: Results) -> pd.DataFrame:
+    """Mean energy per run by category (J, all runs) and the devices' mean online share, per
+    scenario point and policy: where the energy goes, static vs churn."""
+    ep = results.epochs
+    cols = [c for c in ENERGY_CATEGORIES if c in ep]
+    runs = figs.with_point_key(results.runs).merge(
+        ep.groupby("run_id")[cols].sum().reset_index(), on="run_id", how="left")
+    dev = results.devices
+    if "online_s" in dev and len(dev):
+        if "network_node" in dev:
+            dev = dev[~dev["network_node"].fillna(False).astype(bool)]
+        share = dev.merge(runs[["run_id", "time_s"]], on="run_id")
+        share = (share["online_s"] / share["time_s"]).groupby(share["run_id"]).mean()
+        runs["online_share"] = runs["run_id"].map(share)
+    out = runs.groupby(["point_key", "point_label", "policy_label"])[
+        [*cols, "energy_j", *(["online_share"] if "online_share" in runs else [])]].mean()
+    out = out.reset_index().rename(columns={"policy_label": "policy"})
+    order = {p: i for i, p in enumerate(POLICIES)}
+    out["_o"] = out["policy"].map(lambda p: order.get(p, len(order)))
+    out["_s"] = ~out["point_label"].str.contains("static")
+    return out.sort_values(["_s", "point_key", "_o"]).drop(
+        columns=["_o", "_s", "point_key"]).reset_index(drop=True)
+
+
 def _interval(mean: float, lo: float, hi: float, digits: int = 3) -> str:
     if pd.isna(mean):
         return "-"
@@ -120,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     t.to_csv(a.out / "table.csv", index=False)
     (a.out / "table.md").write_text(markdown(t) + "\n")
     print(markdown(t))
+    e = energy_breakdown(results)
+    e.to_csv(a.out / "energy.csv", index=False)
+    print(e.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     for path in draw(results, a.out / "figures"):
         print("wrote", path)
 
