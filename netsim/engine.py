@@ -175,6 +175,7 @@ class World:
                 dyn.timeline.kill(int(d), now)  # (a sleeping device's empty battery is noticed
                 # at the next epoch's start: netsim's formalization)
         if not dyn.capacity.static:
+            dyn.capacity.forget_before(now)
             self._set_capacities(dyn.capacity.at(now))
 
     def _set_capacities(self, caps: np.ndarray) -> None:
@@ -274,11 +275,7 @@ class World:
         """The routes to and from the aggregator with their standalone rates under the
         current capacities."""
         if self._tables_now is None:
-            t = self.devices
-            assert t.down_routes is not None and t.up_routes is not None
-            self._tables_now = (replace(t.down_routes,
-                                        cap_bps=route_caps(t.down_routes, self._caps_now)),
-                                replace(t.up_routes, cap_bps=route_caps(t.up_routes, self._caps_now)))
+            self._tables_now = self._tables_under(self._caps_now)
         return self._tables_now
 
     def _run_changing_epoch(self, decision: Decision) -> EpochOutcome:
@@ -341,20 +338,42 @@ class World:
         return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
                             float(sum(wasted.values())), wasted)
 
+    def _tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
+        """The routes to and from the aggregator with their standalone rates under ``caps``."""
+        t = self.devices
+        assert t.down_routes is not None and t.up_routes is not None
+        return (replace(t.down_routes, cap_bps=route_caps(t.down_routes, caps)),
+                replace(t.up_routes, cap_bps=route_caps(t.up_routes, caps)))
+
     def _plain_if_unchanged(self, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
                             offline_at: np.ndarray, left_j: np.ndarray,
                             deadline_at: float) -> PlainEpoch | None:
-        """The epoch's array timeline if nothing changes before its last update arrives."""
+        """The epoch's array timeline if nothing changes while it matters: no session ends
+        and no battery empties before a participant's update arrives, no deadline cuts an
+        update, and no capacity changes while the downloads or the uploads are moving (a
+        change while everyone trains only sets the capacities the uploads run under)."""
         down, up = self._current_tables()
-        now = self.env.now
-        plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, self._caps_now)
+        now, capacity = self.env.now, self.dynamics.capacity
+        def uploads_under(t_s: float) -> tuple[RouteTable, np.ndarray]:
+            caps = np.asarray(capacity.at(t_s), dtype=float)
+            return self._tables_under(caps)[1], caps
+
+        plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, self._caps_now,
+                                None if capacity.static else uploads_under)
         if plan is None:
             return None
         arrival = plan.upload_arrival_s
         last = float(arrival.max())
-        if last > deadline_at or last >= self.dynamics.capacity.next_change_s(now) \
-                or np.any(offline_at <= arrival):
+        if last > deadline_at or np.any(offline_at <= arrival):
             return None
+        if not capacity.static:
+            t = self.devices
+            downloads_end = float((plan.download_arrival_s - t.down_latency_s[rows]).max())
+            uploads_start = float(plan.trained_s.min())
+            uploads_end = float((arrival - t.up_latency_s[rows]).max())
+            if downloads_end >= capacity.next_change_s(now) \
+                    or uploads_end >= capacity.next_change_s(uploads_start):
+                return None
         if np.isfinite(left_j).any():
             t = self.devices
             spent = (t.power_busy_w[rows] * compute_s

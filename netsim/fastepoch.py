@@ -26,7 +26,7 @@ about three SimPy events and their heap operations per participant (benchmarks/e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,13 +126,17 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
 
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
-                     down: RouteTable, up: RouteTable,
-                     capacity_bps: np.ndarray) -> PlainEpoch | None:
+                     down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
+                     uploads_under: Callable[[float], tuple[RouteTable, np.ndarray]] | None = None
+                     ) -> PlainEpoch | None:
     """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
     it needs the event engine (see the module's conditions).
 
     ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
     aggregator); ``compute_s``: its training time (s); ``bits``: the variant's size (bits).
+    ``uploads_under``: in a world whose capacities change (netsim.dynamics), the routes and
+    capacities in force from a given instant (s): the uploads are played under those in force
+    when the first upload starts (the caller checks that no change falls inside either phase).
     """
     down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
     used = np.zeros(len(capacity_bps), dtype=bool)
@@ -145,6 +149,8 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
         return None
     arrival = last_bit + down.latency_s[rows]
     trained = arrival + compute_s
+    if uploads_under is not None and len(rows):
+        up, capacity_bps = uploads_under(float(trained.min()))
     last_up = play_phase(trained, rows, up, bits, capacity_bps, up_hops)
     if last_up is None:
         return None

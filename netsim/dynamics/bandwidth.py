@@ -45,6 +45,9 @@ class CapacitySchedule:
         """The first instant after ``t_s`` at which some capacity may change (s; inf: none)."""
         return _INF
 
+    def forget_before(self, t_s: float) -> None:
+        """Nothing before ``t_s`` (s) will be asked again (a schedule may drop it)."""
+
 
 class LognormalCapacity(CapacitySchedule):
     """AR(1) log-normal pieces (see the module docstring)."""
@@ -55,9 +58,9 @@ class LognormalCapacity(CapacitySchedule):
         self.sigma, self.step_s = float(sigma), float(step_s)
         self.rho = math.exp(-step_s / correlation_s)
         self._rng = rng
-        self._k = 0
+        self._k = 0  # the latest piece drawn
         self._x = rng.standard_normal(len(self.base_bps)) * self.sigma
-        self._caps = self.base_bps * np.exp(self._x)
+        self._pieces = {0: self.base_bps * np.exp(self._x)}  # drawn, not yet forgotten
 
     @property
     def static(self) -> bool:
@@ -73,15 +76,20 @@ class LognormalCapacity(CapacitySchedule):
 
     def at(self, t_s: float) -> np.ndarray:
         k = self._piece(t_s)
-        if k < self._k:
-            raise ValueError(f"capacities asked back in time ({t_s} s)")
         innovation = math.sqrt(1.0 - self.rho * self.rho) * self.sigma
-        while self._k < k:
+        while self._k < k:  # pieces are drawn in order, whoever asks and when
             self._x = self.rho * self._x + innovation * self._rng.standard_normal(len(self._x))
             self._k += 1
-            if self._k == k:
-                self._caps = self.base_bps * np.exp(self._x)
-        return self._caps
+            self._pieces[self._k] = self.base_bps * np.exp(self._x)
+        caps = self._pieces.get(k)
+        if caps is None:
+            raise ValueError(f"capacities at {t_s} s were forgotten (asked back in time)")
+        return caps
+
+    def forget_before(self, t_s: float) -> None:
+        k = self._piece(t_s)
+        for old in [j for j in self._pieces if j < k]:
+            del self._pieces[old]
 
     def next_change_s(self, t_s: float) -> float:
         if self.static:

@@ -19,6 +19,7 @@ once when every participant has dropped out. Updates that arrive after the close
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,9 @@ class GuardedBarrier:
         self.kept: set[Any] = set()
         self.closed_at: float | None = None
         self._token = 0
+        self._smallest: list[float] = []  # the ``keep`` earliest arrivals, a max-heap (negated)
+        self._latest = -_INF
+        self._close_s = _INF
         if deadline_at_s < _INF:
             fire_after(env, max(deadline_at_s - env.now, 0.0), self._deadline)
 
@@ -58,6 +62,10 @@ class GuardedBarrier:
             return
         self.pending -= 1
         self.reports.append((arrival_s, key))
+        heapq.heappush(self._smallest, -arrival_s)
+        if len(self._smallest) > self.keep:
+            heapq.heappop(self._smallest)
+        self._latest = max(self._latest, arrival_s)
         self._check()
 
     def dropped(self) -> None:
@@ -68,16 +76,18 @@ class GuardedBarrier:
         self._check()
 
     def _check(self) -> None:
-        arrivals = sorted(a for a, _ in self.reports)
-        if len(arrivals) >= self.keep:
-            at = arrivals[self.keep - 1]
+        if len(self.reports) >= self.keep:
+            at = -self._smallest[0]  # the keep-th earliest arrival
         elif self.pending == 0:
-            at = arrivals[-1] if arrivals else self.env.now
+            at = self._latest if self.reports else self.env.now
         else:
             return
         self._close_at(min(at, self.deadline_at_s))
 
     def _close_at(self, at: float) -> None:
+        if at == self._close_s:
+            return
+        self._close_s = at
         self._token += 1
         token = self._token
         fire_after(self.env, max(at - self.env.now, 0.0), lambda _e: self._close(token))
