@@ -138,3 +138,28 @@ def _planned(policy, epoch: int) -> list[int]:
     k = epoch - policy._k0
     plan = policy._run_plan
     return [int(i) for i in plan.clusters[k].members] if k < len(plan.clusters) else []
+
+
+@pytest.mark.parametrize("name", ["pact", "depl"])
+def test_end_to_end_under_churn_no_failure_and_replans_recorded(name):
+    """In the engine, under markov churn short enough to interrupt epochs: the run never fails
+    (every decision valid), and the re-plans for dynamics are in the epochs' info."""
+    import json
+
+    import netsim
+
+    with open("experiments/depl/scenarios/small.yaml") as f:
+        raw = yaml.safe_load(f)
+    raw["training"].update({"max_epochs": 10})
+    raw["dynamics"] = {"availability": {"model": "markov", "mean_online_s": 3.0,
+                                        "mean_offline_s": 2.0},
+                       "compute": {"spread": 0.3, "straggler_probability": 0.2}}
+    reasons, dropped = [], 0
+    for seed in range(3):
+        res = netsim.simulate(raw, name, seed=seed, raise_errors=True,
+                              params={"data_fractions": [0.5, 1.0]} if name == "depl" else None)
+        run = res.runs.iloc[0]
+        assert run["status"] != "failed", run["error"]
+        dropped += int(res.epochs["dropped"].sum())
+        reasons += [json.loads(i).get("replanned", "") for i in res.epochs["info"]]
+    assert dropped > 0 and any(reasons)
