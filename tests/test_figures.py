@@ -11,6 +11,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+import netsim  # noqa: E402
 from netsim import figures as registry  # noqa: E402
 from netsim.cli import main  # noqa: E402
 from netsim.results.store import (
@@ -260,7 +261,7 @@ def test_every_registered_figure_is_legible_captioned_and_saved_with_metadata(
             fig = drawn.figure
             assert registry.overlapping_texts(fig) == [], drawn.name
             caption = fig.texts[-1].get_text()
-            assert caption.startswith("scenario ") and "netsim 0.2.0" in caption
+            assert caption.startswith("scenario ") and f"netsim {netsim.__version__}" in caption
             assert "seeds 0-" in caption
             if drawn.name in ("energy-by-policy", "pact-schedule-point0"):
                 png, pdf = registry.save(fig, tmp_path / drawn.name)
