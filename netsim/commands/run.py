@@ -173,8 +173,15 @@ def run_command(args: argparse.Namespace) -> int:
         from netsim.figures import registered_figures, save
         from netsim.sweep.results import Results
 
-        timeline = registered_figures()["timeline"]
-        paths = save(timeline.plot(Results(runs, epochs, pd.concat(
-            [r.devices for r in results], ignore_index=True))), out / "figures" / "timeline")
-        print(f"figure: {paths[0]}")
+        stored = Results(runs, epochs, pd.concat([r.devices for r in results], ignore_index=True))
+        figures = registered_figures()
+        names = ["timeline"]
+        if scenario.dynamics is not None and "dynamics-availability-map" in figures:
+            names.append("dynamics-availability-map")  # who was online, who dropped out
+        for name in names:
+            drawn = figures[name].plot(stored)
+            for suffix, fig in (drawn.items() if isinstance(drawn, dict) else [("", drawn)]):
+                if fig is not None:
+                    stem = f"{name}-{suffix}" if suffix else name
+                    print(f"figure: {save(fig, out / 'figures' / stem)[0]}")
     return 1 if (runs["status"] == "failed").any() else 0
