@@ -36,7 +36,6 @@ from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch, route_caps
-from netsim.flows import fire_after
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork, Topology
 from netsim.policy import (
@@ -50,6 +49,7 @@ from netsim.policy import (
 from netsim.results.recorder import Recorder
 from netsim.scenario.loading import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
+from netsim.simclock import fire_after
 from netsim.training.models import resolve_model
 from netsim.training.progress import EpochProgress
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.flows import FlowNetwork, fire_after, trigger_after
+from netsim.flows import FlowNetwork
 from netsim.network import Route
+from netsim.simclock import fire_after, trigger_after
 
 
 class EpochBarrier:

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.flows import CAPACITY_TOLERANCE as _TOL
 from netsim.linkshare import last_bit_times
+from netsim.maxmin import CAPACITY_TOLERANCE as _TOL
 from netsim.network import Route
 
 

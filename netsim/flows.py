@@ -25,8 +25,8 @@ of fallback recomputation), plus, for :meth:`FlowNetwork.transfer`, one event pe
 arrival). :meth:`FlowNetwork.send` schedules no arrival event: it tells a callback the arrival
 time when the last bit leaves, and the caller schedules what follows (the engine's epochs).
 
-Accounting: a transfer's bytes and communication energy are booked when it starts and added to
-the per-node totals in bulk (numpy, in start order) before any reading of them.
+Accounting (:class:`netsim.flowledger.TransferLedger`): a transfer's bytes and communication
+energy are booked when it starts and added to the per-node totals in bulk before any reading.
 
 A changing world (netsim.dynamics): :meth:`FlowNetwork.cancel` stops a transfer at any instant
 (a participant going offline), and :meth:`FlowNetwork.set_capacities` changes link capacities
@@ -34,9 +34,11 @@ at any instant. Both re-share every link among the flows present at that instant
 routines (the groups' water-filling, or progressive filling when a flow crosses two binding
 links): every flow's standalone cap is re-read from the new capacities and the groups rebuilt.
 
-The allocation is plain max-min fairness. It matched SimGrid's CM02 network model with latency
-weighting off to 2.3e-13 on 257 cases; SimGrid's default additionally weights each flow's share
-by its route's latency, which netsim does not.
+The allocation is plain max-min fairness (:mod:`netsim.maxmin`: the rules and the tolerance
+every path shares, and the note on SimGrid's CM02 model, which netsim matches with latency
+weighting off; SimGrid's default also weights shares by latency). This module keeps the rates
+of flows in motion; :mod:`netsim.flowledger` keeps the books (bytes, energy);
+:mod:`netsim.simclock` schedules the wake-ups.
 """
 
 from __future__ import annotations
@@ -49,16 +51,15 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from netsim.energy import EnergyMeter
+from netsim.flowledger import TransferLedger
+from netsim.maxmin import CAPACITY_TOLERANCE, progressive_filling
+from netsim.simclock import fire_after, trigger_after
 
 if TYPE_CHECKING:
     from netsim.network import Route, Topology
 
-CAPACITY_TOLERANCE = 1e-9
-"""Relative tolerance of every comparison of rates with capacities and shares (also used by
-netsim.linkshare and netsim.fastepoch, so that both paths decide ties alike)."""
 _TOL = CAPACITY_TOLERANCE
 _INF = float("inf")
 _BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
@@ -100,24 +101,6 @@ class _Group:
         self.updated = now
 
 
-def trigger_after(env: simpy.Environment, event: simpy.Event, delay_s: float) -> None:
-    """Trigger the pending ``event`` successfully ``delay_s`` (s) from now: one scheduled event,
-    like a Timeout, without creating one."""
-    event._ok = True
-    event._value = None
-    env.schedule(event, NORMAL, delay_s)
-
-
-def fire_after(env: simpy.Environment, delay_s: float,
-               callback: Callable[[simpy.Event], None]) -> simpy.Event:
-    """Call ``callback`` ``delay_s`` seconds from now: one scheduled event, cheaper than a
-    Timeout plus a process resumption."""
-    event = simpy.Event(env)
-    event.callbacks.append(callback)
-    trigger_after(env, event, delay_s)
-    return event
-
-
 class FlowNetwork:
     """Transfers over a :class:`~netsim.network.Topology`, max-min fair per link direction.
 
@@ -152,17 +135,9 @@ class FlowNetwork:
         self._batching = 0                # > 0: rebalances wait for the end of the batch
         self._dirty: dict[_Group, None] = {}
         self._arrivals: list[tuple[Callable[[float], None], float]] = []  # send() callbacks due
-        n_nodes = len(topology.node_ids)
-        self._bytes_sent, self._bytes_received = np.zeros(n_nodes), np.zeros(n_nodes)
-        # transfers started since the last settle_accounting(): route ids and sizes (bytes)
-        self._booked_routes: list[int] = []
-        self._booked_bytes: list[float] = []
-        self._indexed_routes = 0
-        self._route_first_sender = self._route_receiver = np.zeros(0, dtype=np.intp)
-        self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
-        self._charge_sender = np.zeros(0, dtype=np.intp)
-        self._charge_j_per_bit = np.zeros(0)
-        meter.settle_with(self.settle_accounting)
+        self.ledger = TransferLedger(topology, meter)
+        self._book_route = self.ledger.booked_routes.append  # (the hot path's two appends)
+        self._book_bytes = self.ledger.booked_bytes.append
         self.full_recomputations = 0
 
     @property
@@ -177,56 +152,23 @@ class FlowNetwork:
     @property
     def bytes_sent(self) -> np.ndarray:
         """Bytes each node has sent as the source of a transfer so far (a copy)."""
-        self.settle_accounting()
-        return self._bytes_sent.copy()
+        return self.ledger.bytes_sent
 
     @property
     def bytes_received(self) -> np.ndarray:
         """Bytes each node has been sent as the destination of a transfer so far (a copy)."""
-        self.settle_accounting()
-        return self._bytes_received.copy()
+        return self.ledger.bytes_received
 
     def settle_accounting(self) -> None:
-        """Book the bytes and communication energy of the transfers started since the last
-        call (the meter calls this before every reading). Per transfer the hot path only notes
-        its route and size; here they are added in bulk, in start order, so every sum is the
-        one a transfer-by-transfer loop would give."""
-        if not self._booked_routes:
-            return
-        if len(self.topology.routes) > self._indexed_routes:
-            self._index_routes()
-        r = np.array(self._booked_routes, dtype=np.intp)
-        size = np.array(self._booked_bytes, dtype=float)
-        self._booked_routes, self._booked_bytes = [], []
-        np.add.at(self._bytes_sent, self._route_first_sender[r], size)
-        np.add.at(self._bytes_received, self._route_receiver[r], size)
-        counts = self._route_n_charges[r]
-        ends = np.cumsum(counts)
-        charge = np.repeat(self._route_charge_start[r] - (ends - counts), counts) \
-            + np.arange(int(ends[-1]) if len(ends) else 0)
-        self.meter.add_communication_many(
-            self._charge_sender[charge], np.repeat(8.0 * size, counts) * self._charge_j_per_bit[charge])
-
-    def _index_routes(self) -> None:
-        """Arrays over the topology's routes: first sender, receiver, charges (flattened)."""
-        routes = self.topology.routes
-        self._route_first_sender = np.array([r.senders[0] if r.senders else r.receiver
-                                             for r in routes], dtype=np.intp)
-        self._route_receiver = np.array([r.receiver for r in routes], dtype=np.intp)
-        n_charges = np.array([len(r.charges) for r in routes], dtype=np.intp)
-        self._route_n_charges = n_charges
-        self._route_charge_start = np.cumsum(n_charges) - n_charges
-        self._charge_sender = np.array([s for r in routes for s, _ in r.charges], dtype=np.intp)
-        self._charge_j_per_bit = np.array([e for r in routes for _, e in r.charges], dtype=float)
-        self._indexed_routes = len(routes)
+        """Book the bytes and energy of the transfers started since the last call
+        (:meth:`TransferLedger.settle`)."""
+        self.ledger.settle()
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,
-        netsim.fastepoch): their bytes and communication energy, in this order, as if each had
-        started here. ``route_ids``: ``Route.id`` of routes with hops (as :meth:`send_on`, a
-        route without hops moves nothing and is not booked)."""
-        self._booked_routes.extend(route_ids)
-        self._booked_bytes.extend(sizes_bytes)
+        netsim.fastepoch), or un-book the bits a cancelled transfer did not send (negative
+        sizes): :meth:`TransferLedger.book`."""
+        self.ledger.book(route_ids, sizes_bytes)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -355,8 +297,8 @@ class FlowNetwork:
                done: simpy.Event | Callable[[float], None]) -> _Flow | None:
         env = self.env
         bits = 8.0 * float(size_bytes)
-        self._booked_routes.append(route.id)  # bytes and energy: see settle_accounting
-        self._booked_bytes.append(size_bytes)
+        self._book_route(route.id)  # bytes and energy: booked in bulk (TransferLedger)
+        self._book_bytes(size_bytes)
         if bits <= 0.0:
             self._arrive_later(done, route.latency_s)
             return None
@@ -595,45 +537,22 @@ class FlowNetwork:
         self._reshare(self.env.now)
 
     def _progressive_filling(self, now: float) -> None:
-        """Max-min fair rates for every active flow (bit/s), all as individual rates."""
+        """Every active flow re-rated by :func:`netsim.maxmin.progressive_filling`, all as
+        individual rates (no groups) until the network can decompose again."""
         self.full_recomputations += 1
         self._fallback = True
         for g in self._groups.values():
             g.settle(now)
             g.stamp = -1
-        cap, link_flows = self._cap, self._link_flows
-        residual: dict[int, float] = {}
-        count: dict[int, int] = {}
-        for flow in self._active():
+        flows = self._active()
+        for flow in flows:
             self._progress(flow, now)
             if flow.group is not None:
                 flow.group.n_members -= 1
                 flow.group = None
             flow.capped_in = None
-            for h in flow.hops:
-                if h in count:
-                    count[h] += 1
-                else:
-                    count[h], residual[h] = 1, cap[h]
-        key = {h: residual[h] / count[h] for h in count}
-        heap = [(k, h) for h, k in key.items()]
-        heapq.heapify(heap)
-        fixed: dict[_Flow, float] = {}
-        while heap:
-            share, h = heapq.heappop(heap)
-            if count[h] == 0 or key[h] != share:
-                continue
-            for flow in link_flows[h]:
-                if flow in fixed:
-                    continue
-                fixed[flow] = share
-                for hop in flow.hops:
-                    residual[hop] -= share
-                    count[hop] -= 1
-                    if count[hop] > 0:
-                        key[hop] = max(residual[hop], 0.0) / count[hop]
-                        heapq.heappush(heap, (key[hop], hop))
-        for flow, rate in fixed.items():
+        rates = progressive_filling([flow.hops for flow in flows], self._cap)
+        for flow, rate in zip(flows, rates, strict=True):
             flow.rate = rate
             self._push_flow(flow, now)
 

@@ -2,8 +2,8 @@
 
 The epoch fast path (:mod:`netsim.fastepoch`) uses this where every flow of a phase crosses at
 most one link direction that can bind: there max-min fairness over the whole network reduces to
-one water-filling per such direction, exactly the decomposition :mod:`netsim.flows` keeps with
-its groups, and each direction can be played forward on its own. This is that group algorithm
+one water-filling per such direction (:mod:`netsim.maxmin`), exactly the decomposition
+:mod:`netsim.flows` keeps with its groups, and each direction can be played forward on its own. This is that group algorithm
 (netsim's, see netsim.flows) as one loop over a direction's flows: flows whose cap is below the
 fair share run at their cap, the others share what is left equally and advance one virtual
 clock (bits served per sharing flow). While the caps of the flows present sum to at most the
@@ -21,7 +21,8 @@ import heapq
 
 import numpy as np
 
-from netsim.flows import CAPACITY_TOLERANCE as _TOL
+from netsim.maxmin import CAPACITY_TOLERANCE as _TOL
+from netsim.maxmin import water_filling
 
 _INF = float("inf")
 _UNSET = -float("inf")  # (every clock value and time is finite)
@@ -221,17 +222,4 @@ def _together(start_s: float, cap_bps: np.ndarray, bits: float,
 
     The flows below the fair share run at their caps, the rest at the share; the sharing ones
     all finish first (the capped ones are slower and as large), so no rate ever changes."""
-    if cap_bps.sum() <= capacity_bps * (1.0 + _TOL):
-        return start_s + bits / cap_bps
-    order = np.argsort(cap_bps, kind="stable")
-    caps = cap_bps[order]
-    m = len(caps)
-    before = np.cumsum(caps) - caps                       # caps of the flows capped before j
-    share_if = (capacity_bps - before) / np.arange(m, 0, -1)  # the share if j is the first sharer
-    capped = caps < share_if * (1.0 - _TOL)                # a prefix (the share only grows)
-    first = int(np.argmin(capped)) if not capped.all() else m - 1
-    rate = caps.copy()
-    rate[first:] = share_if[first]
-    out = np.empty(m)
-    out[order] = start_s + bits / rate
-    return out
+    return start_s + bits / water_filling(cap_bps, capacity_bps)

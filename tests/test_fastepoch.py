@@ -10,10 +10,10 @@ import netsim
 from netsim import engine
 from netsim.engine import World, resolve_scenario
 from netsim.fastepoch import RouteTable, play_plain_epoch
-from netsim.flows import fire_after
 from netsim.linkshare import last_bit_times
 from netsim.policy import Decision
 from netsim.scenario.loading import load_scenario
+from netsim.simclock import fire_after
 from tests.test_network import link, make
 
 

@@ -27,8 +27,9 @@ from typing import Any
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.flows import FlowNetwork, fire_after
+from netsim.flows import FlowNetwork
 from netsim.network import Route
+from netsim.simclock import fire_after
 
 _INF = math.inf
 
