@@ -136,6 +136,7 @@ class World:
         self._all_true.setflags(write=False)
         self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
         self._own_up_j_per_bit = self._own_charges() if self.dynamic else np.zeros(n_dev)
+        self._wait_from: EnergySnapshot | None = None  # the next epoch's energy starts here
         self.epochs_by_path = {"arrays": 0, "events": 0}
         """How many epochs of the changing world ran on each path (benchmarks/dynamics.py)."""
 
@@ -177,6 +178,22 @@ class World:
         if not dyn.capacity.static:
             dyn.capacity.forget_before(now)
             self._set_capacities(dyn.capacity.at(now))
+
+    def wait_for_someone(self, available: np.ndarray, deadline_s: float) -> bool:
+        """When no device that holds samples is available and sessions will change before
+        ``deadline_s`` (s), let time pass to the next change (nobody trains; online devices
+        sleep, the aggregator idles) and return True; else False (netsim's rule: the world
+        waits rather than the policy being asked to choose among nobody)."""
+        timeline = self.dynamics.timeline
+        if timeline.static or available[self.devices.trainers].any():
+            return False
+        at = float(timeline.next_change_s.min(initial=math.inf))
+        if not at < deadline_s:
+            return False
+        if self._wait_from is None:
+            self._wait_from = self.meter.snapshot(self.now_s)
+        self.env.run(until=max(at, math.nextafter(self.env.now, math.inf)))
+        return True
 
     def _set_capacities(self, caps: np.ndarray) -> None:
         changed = np.flatnonzero(caps != self._caps_now)
@@ -285,7 +302,8 @@ class World:
         (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
         env, model, v, dyn = self.env, self.model, decision.variant, self.dynamics
         start = env.now
-        before = self.meter.snapshot(start)
+        before = self._wait_from or self.meter.snapshot(start)  # (a wait belongs to the epoch)
+        self._wait_from = None
         nbytes, fps = model.model_bytes(v), model.flop_per_sample(v)
         flops = np.asarray(self._flops, dtype=float)
         if dyn.varies_compute:
@@ -585,9 +603,13 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
                 status = "deadline"
                 break
             world.begin_epoch()
+            available = world.draw_availability()
+            while world.wait_for_someone(available, training.deadline_s):
+                world.begin_epoch()
+                available = world.draw_availability()
             measured = world.measured
             obs = Observation(epoch, world.now_s, training.deadline_s, recorder.energy_j,
-                              tuple(history), variant, world.devices, world.draw_availability(),
+                              tuple(history), variant, world.devices, available,
                               world.model, training, resolved, measured["flop_per_s"],
                               measured["down_bps"], measured["up_bps"])
             decision = policy.decide(obs)

@@ -306,3 +306,16 @@ def test_bandwidth_trace_drives_link_capacity(star, tmp_path):
     res = netsim.simulate(s, FixedPolicy({"d1": 500}), seed=0, raise_errors=True)
     d1 = 3.2e7 / 1e7 + 0.01 + 500 * 6e6 / 2e9 + 3.2e7 / 1e7 + 0.01  # halved both ways
     assert res.epochs.iloc[0]["end_s"] == pytest.approx(d1 + 2e6 / 1e12, rel=1e-9)
+
+
+def test_the_world_waits_when_nobody_is_online(star, tmp_path):
+    s = copy.deepcopy(star)
+    s["training"]["max_epochs"] = 1
+    trace = _online_trace(tmp_path, [(d, 50.0, 100.0) for d in ("d1", "d2", "d3")])
+    s["dynamics"] = {"availability": {"model": "trace", "trace": trace, "repeat": False}}
+    res = netsim.simulate(s, FixedPolicy({"d1": 500}), seed=0, raise_errors=True)
+    ep = res.epochs.iloc[0]
+    assert ep["start_s"] == pytest.approx(50.0) and ep["samples"] == 500
+    # the server idled through the wait at 50 W: in the epoch's energy and the run's
+    assert ep[CATEGORIES].sum() == pytest.approx(res.runs.iloc[0]["energy_j"], rel=1e-12)
+    assert ep["energy_idle_j"] >= 50.0 * 50.0

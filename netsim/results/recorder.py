@@ -9,7 +9,9 @@
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
   changing world's (spec: dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
-  dropped_ids, late_ids; ``samples`` counts the updates that counted)
+  dropped_ids, late_ids; ``samples`` counts the updates that counted; when nobody could
+  train and the world waited for someone to come online, that wait's energy is in the next
+  epoch's, whose ``start_s`` is after the wait)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
   bytes_received  (+ device_class, network_node; dropouts, energy_wasted_j, energy_sleep_j,
   online_s, battery_end_j (NaN: mains powered), online_intervals_s: the device's online
