@@ -24,10 +24,7 @@ from matplotlib.patches import Patch
 
 from netsim.sweep.results import Results
 from netsim.sweep.stats import t_interval, wilson_interval
-from plots.style import figure, legend_outside, register_style, style_for
-
-# overselect trains like random-k (its family's hue) but keeps only the first k updates
-register_style("overselect", "#009E73", "--", "X")
+from plots.style import figure, legend_outside, style_for
 
 ONLINE_COLOUR = "#56B4E9"   # light: online
 TRAIN_COLOUR = "#0072B2"    # dark: training in an epoch

@@ -59,6 +59,7 @@ POLICY_STYLES: dict[str, dict[str, str]] = {
     "greedy-energy": {"color": "#009E73", "linestyle": "-.", "marker": "D"},
     "fastest-k": {"color": "#CC79A7", "linestyle": "--", "marker": "v"},
     "random-k": {"color": "#009E73", "linestyle": ":", "marker": "P"},
+    "overselect": {"color": "#009E73", "linestyle": "--", "marker": "X"},  # random-k's family
     "baechi": {"color": "#000000", "linestyle": "-", "marker": "x"},
     "m-topo": {"color": "#0072B2", "linestyle": "-", "marker": "o"},
     "m-etf": {"color": "#E69F00", "linestyle": "--", "marker": "s"},

@@ -162,7 +162,6 @@ def run_command(args: argparse.Namespace) -> int:
                 results.append(simulate(scenario, policy, seed=seed, out=out, progress=progress))
                 bar.update()
     runs = pd.concat([r.runs for r in results], ignore_index=True)
-    epochs = pd.concat([r.epochs for r in results], ignore_index=True)
     print(f"scenario {scenario.name}: target loss {scenario.training.target_loss}, "
           f"deadline {scenario.training.deadline_s:g} s")
     print(summary_table(runs))
@@ -171,9 +170,10 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"tables: {out}/{{runs,epochs,devices}}/")
     if not args.no_figure:
         from netsim.figures import registered_figures, save
-        from netsim.sweep.results import Results
+        from netsim.sweep.results import load_results
 
-        stored = Results(runs, epochs, pd.concat([r.devices for r in results], ignore_index=True))
+        stored = load_results(out)  # (as `netsim figures` reads them: points, labels)
+        stored = stored.select(stored.runs["run_id"].isin(runs["run_id"]))
         figures = registered_figures()
         names = ["timeline"]
         if scenario.dynamics is not None and "dynamics-availability-map" in figures:
