@@ -282,6 +282,7 @@ class World:
         if plan is None:
             return False
         self._book_plain(plan, rows, model_bytes)
+        self._measure_plain(plan, rows, flops[rows], model_bytes, now)
         end = float(plan.upload_arrival_s.max())
         if end > now:
             self.env.run(until=end)
@@ -327,9 +328,7 @@ class World:
         if plan is not None:
             self._book_plain(plan, rows, nbytes)
             counted, dropped, late = None, list[str](), list[str]()
-            meas = (plan.download_arrival_s - self.devices.down_latency_s[rows] - start,
-                    plan.upload_arrival_s - self.devices.up_latency_s[rows] - plan.trained_s)
-            self._measure(rows, flops[rows], 8.0 * nbytes / meas[0], 8.0 * nbytes / meas[1])
+            self._measure_plain(plan, rows, flops[rows], nbytes, start)
             stopped = np.full(n, math.nan)
             end_run = float(plan.upload_arrival_s.max())
             if end_run > env.now:
@@ -412,6 +411,17 @@ class World:
             self.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
         self.meter.add_busy_many(rows.tolist(),
                                  (plan.trained_s - plan.download_arrival_s).tolist())
+
+    def _measure_plain(self, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
+                       nbytes: float, start_s: float) -> None:
+        """What the participants of an array epoch achieved: their speed and the throughput
+        of their download and upload (bits over the time the bits took, latency excluded)."""
+        t = self.devices
+        took = (plan.download_arrival_s - t.down_latency_s[rows] - start_s,
+                plan.upload_arrival_s - t.up_latency_s[rows] - plan.trained_s)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (no bits to move: NaN)
+            rates = [np.where(d > 0.0, 8.0 * nbytes / d, np.nan) for d in took]
+        self._measure(rows, flop_per_s, rates[0], rates[1])
 
     def _measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
                  up_bps: np.ndarray) -> None:

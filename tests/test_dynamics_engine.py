@@ -319,3 +319,29 @@ def test_the_world_waits_when_nobody_is_online(star, tmp_path):
     # the server idled through the wait at 50 W: in the epoch's energy and the run's
     assert ep[CATEGORIES].sum() == pytest.approx(res.runs.iloc[0]["energy_j"], rel=1e-12)
     assert ep["energy_idle_j"] >= 50.0 * 50.0
+
+
+class Recording(FixedPolicy):
+    def __init__(self, participants):
+        super().__init__(participants)
+        self.seen = []
+
+    def decide(self, obs):
+        self.seen.append((obs.measured_flop_per_s.copy(), obs.measured_down_bps.copy(),
+                          obs.measured_up_bps.copy()))
+        with pytest.raises(ValueError):
+            obs.measured_up_bps[0] = 1.0  # read-only
+        return super().decide(obs)
+
+
+def test_observation_shows_what_each_device_achieved_last_time(star):
+    s = copy.deepcopy(star)
+    s["training"]["max_epochs"] = 2
+    pol = Recording({"d1": 500, "d2": 300})
+    netsim.simulate(s, pol, seed=0, raise_errors=True)
+    flop0, down0, _ = pol.seen[0]
+    assert np.isnan(flop0).all() and np.isnan(down0).all()       # nothing measured yet
+    flop1, down1, up1 = pol.seen[1]
+    assert flop1[1] == pytest.approx(2e9) and flop1[2] == pytest.approx(1e9)
+    assert down1[1] == pytest.approx(2e7) and up1[2] == pytest.approx(1e7)  # alone on its link
+    assert np.isnan(flop1[3])                                      # d3 never took part

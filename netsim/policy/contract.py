@@ -52,7 +52,9 @@ class Observation:
         part in (FLOP/s, after that epoch's compute spread and stragglers); NaN before.
     measured_down_bps, measured_up_bps: per device, the throughput its download and upload
         achieved in the last epoch it took part in (bit/s: bits over the time the bits took,
-        latency excluded; shared links included); NaN before.
+        latency excluded; shared links included); NaN before. Measured in every epoch of a
+        changing world and every static epoch played forward in arrays (a static epoch run as
+        events, with clusters or on a mesh with two saturated links, leaves them as they were).
     The world's future (traces, sessions, bandwidth to come) is never shown.
     """
 
