@@ -1,23 +1,194 @@
 """Figures of Baechi placement: functions reading result tables / JSON, never simulating.
 
+Two kinds: the registered figures (``baechi-step-time``, ``baechi-peak-memory``: plots/registry.py)
+take a :class:`netsim.sweep.results.Results` and read what the ``baechi`` policy recorded in
+its runs' epochs ``info`` (:func:`policies.baechi.policy.placement_info`: the algorithm chosen,
+each candidate's simulated step time, the chosen placement's peak memory per device), so
+``netsim figures`` draws them from any results folder holding baechi runs (e.g. the sweep
+experiments/baechi/sweep.yaml); the others draw experiments/baechi/run.py's CSV/JSON tables.
+
 Matplotlib with the Agg backend; the Okabe-Ito colour-blind-safe palette.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from plots.style import policy_style  # noqa: E402  (one colour per algorithm in every figure)
+from netsim.sweep.results import Results  # noqa: E402
+from plots.common import axis_label  # noqa: E402
+from plots.style import figure, legend_outside, policy_style  # noqa: E402  (one style per algorithm)
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 ALGO_COLOURS = {name: policy_style(name)["color"] for name in ("m-topo", "m-etf", "m-sct", "single")}
+
+
+ALGORITHMS = ("m-topo", "m-etf", "m-sct")
+
+
+def placements(results: Results) -> pd.DataFrame:
+    """One row per run whose epochs record a placement (the first epoch that does): the run's
+    run_id, point, point_label, seed and sweep axes, then the placement keys of the ``info``
+    column (``placement_algorithm``, ``placement_step_s``, ``placement_peak_memory_bytes``, ...).
+    A run that stopped before its first epoch (nothing fits) has no row."""
+    epochs = results.epochs
+    if epochs.empty or "info" not in epochs:
+        return pd.DataFrame()
+    rows = []
+    for rid, infos in epochs.sort_values(["run_id", "epoch"]).groupby("run_id", sort=False)["info"]:
+        for text in infos:
+            info = json.loads(text) if isinstance(text, str) and text else {}
+            if "placement_algorithm" in info:
+                rows.append({"run_id": rid, **info})
+                break
+    if not rows:
+        return pd.DataFrame()
+    runs = results.runs
+    keep = ["run_id", "point", "point_label", "seed",
+            *[a for a in results.axes if a in runs and a != "seed"]]
+    return runs[keep].merge(pd.DataFrame(rows), on="run_id").sort_values(["point", "seed"])
+
+
+def _fmt_value(column: str, value: Any) -> str:
+    """A tick label for a sweep axis value: bytes as kB/MB/GB, numbers with %g."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if column.endswith("_bytes"):
+            for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+                if abs(value) >= size:
+                    return f"{value / size:g} {unit}"
+        return f"{value:g}"
+    return str(value)
+
+
+def point_ticks(table: pd.DataFrame, axes: list[str]) -> tuple[list[int], list[str], str]:
+    """The points of ``table`` in order, a tick label each and the x-axis label.
+
+    Axes that vary over the points are the x-axis; zipped axes with the same name and values
+    (the memory of every device, say) count once. One such axis: its values label the ticks
+    (sorted by value) and its name the axis; several: the point labels; none: the point label.
+    """
+    first = table.drop_duplicates("point").set_index("point")
+    varying: dict[tuple[str, tuple], str] = {}
+    for axis in axes:
+        values = first[axis] if axis in first else None
+        if values is None or values.map(repr).nunique() < 2:
+            continue
+        leaf = axis.replace("[", ".").split(".")[-1].rstrip("]")
+        varying.setdefault((leaf, tuple(values.map(repr))), axis)
+    if len(varying) == 1:
+        axis = next(iter(varying.values()))
+        values = first[axis]
+        numeric = values.map(lambda v: isinstance(v, int | float)).all()
+        points = list(values.sort_values().index) if numeric else list(first.index)
+        label = axis_label(axis)
+        if axis.endswith("_bytes"):
+            label = label.replace(" (bytes)", " per device" if "devices" in axis else "")
+        return points, [_fmt_value(axis, values[p]) for p in points], label
+    points = list(first.index)
+    labels = [str(first.loc[p, "point_label"]).replace(", ", "\n") for p in points]
+    return points, labels, "sweep point" if varying else ""
+
+
+def step_time(results: Results):
+    """Simulated step time (s) of each placement algorithm per sweep point (bars; none where it
+    does not fit, marked x), one device as a dashed reference, the chosen one starred."""
+    table = placements(results)
+    if table.empty:
+        return None
+    points, ticks, xlabel = point_ticks(table, list(results.axes))
+    steps = pd.DataFrame([{"point": p, "algorithm": a, "step_s": math.nan if s is None else s}
+                          for p, d in zip(table["point"], table["placement_step_s"], strict=True)
+                          for a, s in d.items()])
+    mean = steps.groupby(["point", "algorithm"])["step_s"].mean()
+    chosen = table.groupby("point")["placement_algorithm"].agg(lambda a: a.mode().iloc[0])
+    algos = [a for a in ALGORITHMS if a in set(steps["algorithm"])]
+    width = 0.8 / max(len(algos), 1)
+    fig, ax = figure(wide=len(points) > 3)
+    top = float(np.nanmax(mean.to_numpy())) if mean.notna().any() else 1.0
+    shown: set[str] = set()
+
+    def once(label: str) -> str:  # each legend entry once
+        if label in shown:
+            return "_nolegend_"
+        shown.add(label)
+        return label
+
+    for i, point in enumerate(points):
+        for k, algo in enumerate(algos):
+            x = i + (k - (len(algos) - 1) / 2) * width
+            value = mean.get((point, algo), math.nan)
+            style = policy_style(algo)
+            if math.isnan(value):
+                ax.plot(x, 0.02 * top, marker="x", color=style["color"], linestyle="none",
+                        markersize=5, label=once("does not fit"))
+                continue
+            ax.bar(x, value, width, color=style["color"], edgecolor="black", linewidth=0.4,
+                   label=once(algo))
+            if chosen.get(point) == algo:
+                ax.plot(x, value * 1.04, marker="*", color="black", linestyle="none",
+                        markersize=6, label=once("chosen"))
+        single = mean.get((point, "single"), math.nan)
+        if not math.isnan(single):
+            style = policy_style("single")
+            ax.hlines(single, i - 0.45, i + 0.45, colors=style["color"],
+                      linestyles=style["linestyle"], linewidth=1.0, label=once("one device"))
+            if chosen.get(point) == "single":
+                ax.plot(i, single * 1.04, marker="*", color="black", linestyle="none",
+                        markersize=6, label=once("chosen"))
+    ax.set_xticks(range(len(points)), ticks)
+    ax.set_xlim(-0.6, len(points) - 0.4)
+    ax.set_ylim(0, top * 1.15)
+    ax.set(xlabel=xlabel, ylabel=axis_label("step_time_s"))
+    ax.grid(axis="x", visible=False)
+    legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def peak_memory(results: Results):
+    """Peak memory (MB) per device of the chosen placement against each device's capacity,
+    for the first run (lowest seed) of each sweep point; keyed ``point<N>``."""
+    table = placements(results)
+    if table.empty:
+        return None
+    points, ticks, xlabel = point_ticks(table, list(results.axes))
+    titles = {p: (f"{xlabel} {t}" if xlabel and xlabel != "sweep point" else t).replace("\n", ", ")
+              for p, t in zip(points, ticks, strict=True)}
+    out = {}
+    for point, grp in table.groupby("point", sort=True):
+        row = grp.iloc[0]
+        devices = list(row["placement_devices"])
+        peak = np.asarray(row["placement_peak_memory_bytes"], dtype=float) / 1e6
+        capacity = np.asarray(row["placement_memory_bytes"], dtype=float) / 1e6
+        if len(peak) != len(devices):
+            continue
+        algo = str(row["placement_algorithm"])
+        style = policy_style(algo)
+        fig, ax = figure()
+        fig.set_size_inches(3.5, max(1.6, 0.9 + 0.28 * len(devices)))
+        y = np.arange(len(devices))
+        ax.barh(y, peak, 0.6, color=style["color"], edgecolor="black", linewidth=0.4,
+                label=f"peak ({algo})")
+        ax.plot(capacity, y, marker="|", markersize=12, markeredgewidth=1.5, color="black",
+                linestyle="none", label="capacity")
+        ax.set_yticks(y, devices)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(float(capacity.max()), float(peak.max())) * 1.08)
+        ax.set(xlabel="memory (MB)", title=titles[point])
+        ax.grid(axis="y", visible=False)
+        legend_outside(ax)
+        fig.tight_layout()
+        out[f"point{int(point)}"] = fig
+    return out or None
 
 
 def step_time_vs_memory_figure(table: pd.DataFrame | str | Path, out: str | Path) -> Path:

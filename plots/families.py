@@ -6,7 +6,8 @@ experiments/pact/run.py and experiments/depl/run.py; here each takes a
 from any results folder that holds the runs (a sweep, or ``netsim.simulate(..., out=DIR)``).
 Swept quantities are read from the runs table itself: the loss target (``target_loss``,
 nats), the deadline (``deadline_s``, s), DepL's target probability (``pi``, from
-``policy_params``) and the number of devices (the sweep axis ``generate.n_devices``, else the
+``policy_params``), PACT's ``epsilon`` (from ``policy_params``; its planning time from the
+epochs' ``info``) and the number of devices (the sweep axis ``generate.n_devices``, else the
 non-network nodes of the ``devices`` table). A figure returns ``None`` (skipped, with a note)
 when its quantity takes fewer than two values.
 """
@@ -15,11 +16,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from netsim.sweep.results import Results
 from plots import depl, pact
-from plots.style import figure, legend_outside
+from plots.common import band
+from plots.style import figure, legend_outside, style_for
 
 PACT_FAMILY = ["pact", "pact-optimum", "compress-first", "pact-no-compression",
                "pact-all-nodes", "fedavg-all", "greedy-energy", "fastest-k", "random-k"]
@@ -108,6 +112,80 @@ def pact_schedule(results: Results):
     return out or None
 
 
+def with_epsilon(results: Results) -> pd.DataFrame:
+    """The runs with ``epsilon`` (the policy's ``epsilon`` parameter from ``policy_params``,
+    NaN for policies without one) and ``planning_s``: the run's total planning wall time (s),
+    each plan's ``planning_s`` from the epochs' ``info`` counted once (a plan is named by the
+    ``replans`` count that it carries), NaN where the epochs record none."""
+    runs = results.runs
+    params = runs["policy_params"].map(lambda p: json.loads(p) if isinstance(p, str) else {}) \
+        if "policy_params" in runs else pd.Series([{}] * len(runs), index=runs.index)
+    eps = params.map(lambda p: p.get("epsilon") if isinstance(p, dict) else None).astype(float)
+    planning: dict[str, float] = {}
+    epochs = results.epochs
+    if not epochs.empty and "info" in epochs:
+        for rid, infos in epochs.groupby("run_id")["info"]:
+            plans: dict[object, float] = {}
+            for text in infos:
+                info = json.loads(text) if isinstance(text, str) and text else {}
+                if isinstance(info.get("planning_s"), int | float):
+                    plans.setdefault(info.get("replans"), float(info["planning_s"]))
+            if plans:
+                planning[str(rid)] = sum(plans.values())
+    return runs.assign(epsilon=eps, planning_s=runs["run_id"].map(planning).astype(float))
+
+
+def pact_energy_vs_epsilon(results: Results):
+    """Total energy (J) and planning time (s) vs PACT's epsilon per policy, with
+    pact-optimum's mean energy as a reference line where present; one figure per scenario
+    when the runs hold several (keyed by the scenario's name)."""
+    runs = with_epsilon(results)
+    swept = runs[runs["epsilon"].notna()]
+    if swept.empty:
+        return None
+    out = {}
+    for name, grp in swept.groupby("scenario", sort=True):
+        grp = grp[grp.groupby("policy")["epsilon"].transform("nunique") >= 2]
+        if grp.empty:
+            continue
+        optimum = runs[(runs["policy"] == "pact-optimum") & (runs["scenario"] == name)
+                       & (runs["status"] != "failed")]
+        out[str(name)] = _epsilon_figure(grp.assign(x=grp["epsilon"]), optimum)
+    if len(out) <= 1:
+        return next(iter(out.values()), None)
+    return out
+
+
+def _epsilon_figure(runs: pd.DataFrame, optimum: pd.DataFrame):
+    fig, (left, right) = figure(ncols=2)
+    pact._energy_lines(left, runs, "epsilon")
+    if len(optimum):
+        reached = optimum[optimum["target_reached"].astype(bool)]
+        ref = (reached if len(reached) else optimum)["energy_j"].mean()
+        left.axhline(ref, color="black", linestyle=":", linewidth=1.0, label="pact-optimum")
+    left.set_xscale("log")
+    left.set_title("energy (hollow: some seeds missed the target)")
+    styles = style_for(sorted(runs["policy"].unique()))
+    for policy, grp in runs.dropna(subset=["planning_s"]).groupby("policy", sort=True):
+        xs = np.sort(grp["x"].unique())
+        mean = np.array([band(grp.loc[grp["x"] == x, "planning_s"].to_numpy()[:, None])[0][0]
+                         for x in xs])
+        st = styles[policy]
+        right.plot(xs, mean, color=st["color"], linestyle=st["linestyle"], marker=st["marker"],
+                   markersize=3, label=policy)
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set(xlabel="epsilon", ylabel="planning time (s)", title="planning (wall time)")
+    ticks = np.sort(runs["x"].unique())
+    for ax in (left, right):  # the swept values as ticks, no crowded log minor labels
+        ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    handles, labels = left.get_legend_handles_labels()
+    legend_outside(right, handles, labels)
+    fig.tight_layout()
+    return fig
+
+
 def with_pi(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with ``pi``: the policy's ``target_probability`` parameter, else the
     scenario's ``training.target_probability``, else NaN."""
@@ -167,4 +245,5 @@ def depl_cost_ratio(results: Results):
 
 __all__ = ["depl_cost_ratio", "depl_cost_vs_pi", "depl_cost_vs_target", "depl_final_loss_cdf",
            "depl_model_per_epoch", "depl_success_vs_pi", "device_counts", "pact_energy_vs_deadline",
-           "pact_energy_vs_devices", "pact_energy_vs_target", "pact_schedule", "with_pi"]
+           "pact_energy_vs_devices", "pact_energy_vs_epsilon", "pact_energy_vs_target",
+           "pact_schedule", "with_epsilon", "with_pi"]

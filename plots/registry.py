@@ -9,7 +9,7 @@ entry below, and one line under ``netsim.figures`` in setup.cfg; reinstall (``pi
 from __future__ import annotations
 
 from netsim.figures import figure
-from plots import compare, dynamics, families, timeline
+from plots import baechi, compare, dynamics, families, timeline
 
 ENERGY_BY_POLICY = figure("energy-by-policy", compare.energy_by_policy)
 ENERGY_VS_TIME = figure("energy-vs-time", compare.energy_time)
@@ -28,12 +28,18 @@ PACT_ENERGY_VS_DEADLINE = figure("pact-energy-vs-deadline", families.pact_energy
                                  PACT)
 PACT_ENERGY_VS_DEVICES = figure("pact-energy-vs-devices", families.pact_energy_vs_devices, PACT)
 PACT_SCHEDULE = figure("pact-schedule", families.pact_schedule, {"policy": "pact"})
+PACT_ENERGY_VS_EPSILON = figure("pact-energy-vs-epsilon", families.pact_energy_vs_epsilon, PACT)
 DEPL_FINAL_LOSS_CDF = figure("depl-final-loss-cdf", families.depl_final_loss_cdf, DEPL)
 DEPL_SUCCESS_VS_PI = figure("depl-success-vs-pi", families.depl_success_vs_pi, DEPL)
 DEPL_COST_VS_PI = figure("depl-cost-vs-pi", families.depl_cost_vs_pi, DEPL)
 DEPL_COST_VS_TARGET = figure("depl-cost-vs-target", families.depl_cost_vs_target, DEPL)
 DEPL_MODEL_PER_EPOCH = figure("depl-model-per-epoch", families.depl_model_per_epoch, DEPL)
 DEPL_COST_RATIO = figure("depl-cost-ratio", families.depl_cost_ratio, DEPL)
+
+# Baechi placement (experiments/baechi/sweep.yaml): what the baechi policy placed, per run.
+BAECHI = {"policy": "baechi"}
+BAECHI_STEP_TIME = figure("baechi-step-time", baechi.step_time, BAECHI)
+BAECHI_PEAK_MEMORY = figure("baechi-peak-memory", baechi.peak_memory, BAECHI)
 
 # A time-varying world (experiments/dynamics): who was online, trained and dropped out, for any
 # run whose devices went offline; energy and time static vs churn for that experiment's runs.

@@ -8,11 +8,20 @@ scenario's links) plus the best single device, simulates each feasible placement
 and keeps the shortest step: never slower than not splitting when one device holds the graph.
 Each epoch it trains one model-parallel cluster on the chosen devices with all their samples
 (the engine's cluster model: compute shares from the simulated step's busy times).
+
+The first decision's ``info`` (the epochs table's ``info`` column) records the placement, small
+enough to store per run (:func:`placement_info`): ``placement_algorithm`` (the one chosen),
+``placement_step_s`` (simulated step time of each candidate, s; null when it does not fit),
+``placement_s`` (each candidate's placement wall time, s), ``placement_status`` (each
+candidate's outcome), ``placement_devices`` and ``placement_memory_bytes`` (the devices placed
+on and their capacities, bytes) and ``placement_peak_memory_bytes`` (the chosen placement's
+peak memory per device, bytes). Every decision carries ``algorithm`` and ``step_time_s``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from typing import Annotated, Any
 
 import networkx as nx
 import numpy as np
@@ -63,6 +72,8 @@ class BaechiPolicy:
         self.best: Candidate | None = None
         self.candidates: list[Candidate] = []
         self.devices: list[str] = []
+        self.capacity: list[float] = []
+        self._reported = False
 
     def reset(self, scenario, rng: np.random.Generator) -> None:
         from netsim.network import Topology
@@ -77,6 +88,8 @@ class BaechiPolicy:
         graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params, m.name)
         self.best, self.candidates = best_placement(graph, pdevs, "heterogeneous", topology)
         self.devices = [d.id for d in pdevs]
+        self.capacity = [float(d.memory_bytes) for d in pdevs]
+        self._reported = False
 
     def decide(self, obs: Observation) -> Decision:
         best = self.best
@@ -90,9 +103,35 @@ class BaechiPolicy:
         share = tuple(float(x) for x in busy / busy.sum())
         idx = obs.devices.index
         held = int(sum(obs.devices.samples[idx[d]] for d in members))
-        info = {"algorithm": best.result.algorithm, "step_time_s": step.step_time_s}
+        info: dict[str, Any] = {"algorithm": best.result.algorithm,
+                                "step_time_s": step.step_time_s}
+        if not self._reported:
+            self._reported = True
+            info.update(placement_info(best, self.candidates, self.devices, self.capacity))
         if held < 1:
             return Decision(stop=True, reason="baechi: the chosen devices hold no samples", info=info)
         act = step.bytes_moved / self.params.batch_samples
         cluster = ClusterDecision(members, held, share, act)
         return Decision(clusters=(cluster,), variant=0, info=info)
+
+
+def placement_info(best: Candidate, candidates: list[Candidate], devices: list[str],
+                   capacity: list[float]) -> dict[str, Any]:
+    """What the policy placed, as plain JSON-able data (see the module docstring); a
+    candidate that does not fit has a null step time."""
+    def seconds(c: Candidate) -> float | None:
+        return None if math.isinf(c.step_time_s) else float(c.step_time_s)
+
+    def status(c: Candidate) -> str:
+        return c.result.status if c.step is None else c.step.status
+
+    peak = best.step.peak_memory_bytes if best.step is not None else []
+    return {
+        "placement_algorithm": best.result.algorithm,
+        "placement_step_s": {c.result.algorithm: seconds(c) for c in candidates},
+        "placement_s": {c.result.algorithm: float(c.result.placement_time_s) for c in candidates},
+        "placement_status": {c.result.algorithm: status(c) for c in candidates},
+        "placement_devices": list(devices),
+        "placement_memory_bytes": [float(m) for m in capacity],
+        "placement_peak_memory_bytes": [float(b) for b in peak],
+    }
