@@ -141,7 +141,7 @@ def test_every_bad_availability_row_is_reported_with_file_row_and_column(tmp_pat
                   "d1,0,100\n"          # 1 fine
                   "d1,50,200\n"         # 2 overlaps row 1
                   "d2,abc,10\n"         # 3 not a number
-                  "d2,20,10\n"          # 4 end_s <= start_s
+                  "d2,20,10\n"          # 4 end_s < start_s
                   "\n"                  # 5 blank: skipped but counted
                   "d1,300,400\n"        # 6 fine (after row 2's 200)
                   "d1,250,260\n"        # 7 before the previous interval (unsorted)
@@ -152,7 +152,7 @@ def test_every_bad_availability_row_is_reported_with_file_row_and_column(tmp_pat
         read_availability_trace(path)
     probs = _problems(exc)
     expect = [("row 2, column start_s", "overlaps"), ("row 3, column start_s", "'abc' is not a number"),
-              ("row 4, column end_s", "not after start_s"), ("row 7, column start_s", "before"),
+              ("row 4, column end_s", "before start_s"), ("row 7, column start_s", "before"),
               ("row 8, column start_s", "negative"), ("row 8, column end_s", "not a finite"),
               ("row 9, column device", "empty"), ("row 10", "4 fields")]
     assert len(probs) == len(expect), probs

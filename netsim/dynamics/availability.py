@@ -45,6 +45,12 @@ class SessionSource:
         """When ``device``, entering state ``online`` at ``t_s``, next changes (s; inf: never)."""
         raise NotImplementedError
 
+    def transition(self, device: int, t_s: float, online: bool) -> tuple[bool, float]:
+        """At a change instant ``t_s`` of ``device`` (online before: ``online``): its state from
+        ``t_s`` on and when it next changes (s). A session process flips the state; a trace
+        says what it holds (a seam between repetitions may change nothing)."""
+        return not online, self.next_change_s(device, t_s, not online)
+
 
 class AlwaysOnline(SessionSource):
     """Every device online for the whole run."""
@@ -114,7 +120,8 @@ class TraceSessions(SessionSource):
 
     def __init__(self, trace: AvailabilityTrace, ids: Sequence[str], repeat: bool) -> None:
         self.trace, self.repeat = trace, repeat
-        self._series = [trace.intervals.get(d) for d in ids]
+        self._series = [_merged(trace.intervals[d]) if d in trace.intervals else None
+                        for d in ids]
         self.span_s = float(trace.span_s)
 
     def _state_at(self, device: int, t_s: float) -> tuple[bool, float]:
@@ -123,6 +130,8 @@ class TraceSessions(SessionSource):
         if series is None:
             return True, _INF
         starts, ends = series
+        if not len(starts):  # listed, never online
+            return False, _INF
         base = 0.0
         if self.repeat and self.span_s > 0.0:
             base = math.floor(t_s / self.span_s) * self.span_s
@@ -145,10 +154,27 @@ class TraceSessions(SessionSource):
         return online, change
 
     def next_change_s(self, device: int, t_s: float, online: bool) -> float:
+        return self._state_at(device, t_s)[1]
+
+    def transition(self, device: int, t_s: float, online: bool) -> tuple[bool, float]:
         state, at = self._state_at(device, t_s)
-        while state != online and at < _INF:  # a zero-length gap at a repetition's seam
-            state, at = self._state_at(device, at)
-        return at
+        if state == online and at <= t_s:  # (never: the next change is after t_s)
+            at = _INF
+        return state, at
+
+
+def _merged(series: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Online intervals without empty ones (a zero-length interval only lists its device) and
+    with touching ones joined (the device stays online across the seam)."""
+    starts, ends = (np.asarray(a, dtype=float) for a in series)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if len(starts) > 1:
+        cut = np.flatnonzero(starts[1:] > ends[:-1]) + 1  # a gap starts a new interval
+        first = np.concatenate([[0], cut])
+        last = np.concatenate([cut - 1, [len(starts) - 1]])
+        starts, ends = starts[first], ends[last]
+    return starts, ends
 
 
 class AvailabilityTimeline:
@@ -182,8 +208,9 @@ class AvailabilityTimeline:
         heapq.heapify(due)
         while due:
             at, d = heapq.heappop(due)
-            self._toggle(d, at)
-            nxt = self.source.next_change_s(d, at, bool(self.online[d]))
+            state, nxt = self.source.transition(d, at, bool(self.online[d]))
+            if state != self.online[d]:
+                self._toggle(d, at)
             change[d] = nxt
             if nxt <= t_s:
                 heapq.heappush(due, (nxt, d))

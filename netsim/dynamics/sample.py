@@ -27,7 +27,8 @@ def sample_traces(scenario: Scenario, seed: int, horizon_s: float
     ``horizon_s`` (s).
 
     availability: columns device, start_s, end_s: every online interval of every device but
-    the aggregator (a session still running at the horizon ends there).
+    the aggregator (a session still running at the horizon ends there); a device offline
+    throughout is listed with the empty interval (0, 0).
     bandwidth: columns a, b, time_s, bandwidth_up_bps (a to b), bandwidth_down_bps (b to a):
     one row per link and capacity piece (none when capacities are constant).
 
@@ -50,9 +51,13 @@ def sample_traces(scenario: Scenario, seed: int, horizon_s: float
     for d, flat in enumerate(dyn.timeline.intervals_s(horizon_s)):
         if d == agg:
             continue
+        listed = False
         for start, end in zip(flat[0::2], flat[1::2], strict=True):
             if end > start:
                 rows.append((ids[d], start, end))
+                listed = True
+        if not listed:
+            rows.append((ids[d], 0.0, 0.0))
     availability = pd.DataFrame(rows, columns=["device", "start_s", "end_s"])
     pieces: list[tuple[float, np.ndarray]] = []
     t = 0.0

@@ -5,8 +5,10 @@ Two formats (docs/traces.md shows an example of each), told apart by the file's 
 seconds of simulated time:
 
 - **Availability**: columns ``device, start_s, end_s``, one row per interval in which the
-  device is online. Devices not listed are always online. Each ``end_s > start_s``; the
-  intervals of one device are sorted by ``start_s`` and do not overlap (touching is allowed).
+  device is online. Devices not listed are always online. Each ``end_s >= start_s`` (a
+  zero-length interval lists a device without putting it online: a device offline throughout
+  is listed with one, ``start_s = end_s``); the intervals of one device are sorted by
+  ``start_s`` and do not overlap (touching is allowed: the device stays online across).
 - **Bandwidth**: columns ``a, b, time_s`` and ``bandwidth_bps`` (both directions), or the pair
   ``bandwidth_up_bps`` (direction a -> b) and ``bandwidth_down_bps`` (direction b -> a). A row
   sets the capacity of link a–b from ``time_s`` until that link's next row. A row may give
@@ -332,9 +334,9 @@ def _availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str 
     errors += _number_errors(rows, "start_s", start) + _number_errors(rows, "end_s", end)
     ok_num = (~start.missing & ~start.bad & (start.values >= 0)
               & ~end.missing & ~end.bad & (end.values >= 0))
-    empty = ok_num & (end.values <= start.values)
-    errors += [(int(r), "end_s", f"{e:g} is not after start_s {s:g} (an interval needs "
-                                 "end_s > start_s)")
+    empty = ok_num & (end.values < start.values)
+    errors += [(int(r), "end_s", f"{e:g} is before start_s {s:g} (an interval needs "
+                                 "end_s >= start_s)")
                for r, s, e in zip(rows[empty], start.values[empty], end.values[empty],
                                   strict=True)]
     valid = ok_num & ~empty & ~dev_missing
@@ -573,7 +575,7 @@ def read_availability_trace(path: str | Path) -> AvailabilityTrace:
     ------
     TraceError
         With every problem: missing or unknown column, empty file, and each bad row (empty,
-        non-numeric, non-finite or negative value, ``end_s <= start_s``, intervals of one device
+        non-numeric, non-finite or negative value, ``end_s < start_s``, intervals of one device
         unsorted or overlapping), naming file, row (1-based data row) and column.
     """
     return _cached(path, "availability")[0]
