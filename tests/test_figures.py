@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -205,6 +206,30 @@ def family(tmp_path_factory) -> Results:
     return load_results(out)
 
 
+def stored_sweeps(out) -> None:
+    """Real runs, stored by sweeps: the baechi policy as in experiments/baechi/sweep.yaml (its
+    memory axis, 3 seeds) and PACT at two epsilons with pact-optimum on the small star."""
+    import yaml
+
+    from netsim.sweep import api
+
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    baechi = yaml.safe_load((root / "baechi" / "sweep.yaml").read_text(encoding="utf-8"))
+    baechi.update(base=str(root / "baechi" / baechi["base"]), seeds=3)
+    api.sweep(baechi, out=out)
+    api.sweep({"name": "pact-eps", "base": str(root / "pact" / "small.yaml"), "seeds": 3,
+               "policies": [{"name": "pact", "params": {"epsilon": 0.2}},
+                            {"name": "pact", "params": {"epsilon": 0.1}}, "pact-optimum"]},
+              out=out)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> Results:
+    out = tmp_path_factory.mktemp("stored")
+    stored_sweeps(out)
+    return load_results(out)
+
+
 def test_policy_styles_are_fixed_distinct_and_colour_blind_safe():
     from netsim.policy import registered
     from plots.style import OKABE_ITO, policy_style, style_for
@@ -248,11 +273,11 @@ def test_overlap_check_finds_colliding_text_and_legends_over_data():
 
 
 def test_every_registered_figure_is_legible_captioned_and_saved_with_metadata(
-        results, family, tmp_path):
+        results, family, stored, tmp_path):
     from PIL import Image
 
     names = set()
-    for res in (results, family):
+    for res in (results, family, stored):
         for drawn in registry.draw(res):
             if drawn.figure is None:
                 assert not drawn.error, drawn
@@ -272,8 +297,10 @@ def test_every_registered_figure_is_legible_captioned_and_saved_with_metadata(
                 assert f"/Subject ({caption})".encode() in pdf.read_bytes()
             else:
                 matplotlib.pyplot.close(fig)
-    family_figures = {n for n in registry.registered_figures() if n.startswith(("pact", "depl"))}
+    family_figures = {n for n in registry.registered_figures()
+                      if n.startswith(("pact", "depl", "baechi"))}
     assert family_figures - {"pact-energy-vs-deadline", "pact-energy-vs-devices"} <= names
+    assert {"baechi-step-time", "baechi-peak-memory", "pact-energy-vs-epsilon"} <= names
 
 
 def test_family_figures_show_the_stored_runs(family):
@@ -303,3 +330,46 @@ def test_timeline_mean_energy_never_falls_when_runs_of_different_lengths_end(res
         y = np.asarray(line.get_ydata(), dtype=float)
         assert np.all(np.diff(y) >= -1e-9) and not np.isnan(y).any(), line.get_label()
     assert figs["point0"].get_suptitle().startswith("n_devices=10: seeds 0, 1, 2")
+
+
+def test_baechi_figures_show_what_the_policy_placed(stored):
+    from matplotlib.container import BarContainer
+
+    from plots import baechi
+
+    runs = stored.select(stored.runs["policy"] == "baechi")
+    table = baechi.placements(runs)
+    assert len(table) == 9 and set(table["placement_algorithm"]) <= {"single", *baechi.ALGORITHMS}
+    fig = baechi.step_time(runs)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "64", "128"]
+    assert ax.get_xlabel() == "batch samples" and ax.get_ylabel() == "step time (s)"
+    heights = sorted(round(b.get_height(), 9) for c in ax.containers
+                     if isinstance(c, BarContainer) for b in c)
+    stored_steps = sorted(round(s, 9) for row in table.drop_duplicates("point")["placement_step_s"]
+                          for a, s in row.items() if a != "single" and s is not None)
+    assert heights == stored_steps
+    assert "one device" in legend_labels(fig) and "chosen" in legend_labels(fig)
+    figs = baechi.peak_memory(runs)
+    assert sorted(figs) == ["point0", "point1", "point2"]
+    first = table[table["point"] == 2].iloc[0]
+    bars = [b.get_width() for b in figs["point2"].axes[0].patches]
+    assert bars == pytest.approx([m / 1e6 for m in first["placement_peak_memory_bytes"]])
+    assert figs["point2"].axes[0].get_title() == "batch samples 128"
+
+
+def test_pact_energy_vs_epsilon_draws_the_stored_runs_and_the_optimum(stored):
+    from plots import families
+
+    runs = families.with_epsilon(stored)
+    pact = runs[runs["policy"] == "pact"]
+    assert sorted(pact["epsilon"].unique()) == [0.1, 0.2] and (pact["planning_s"] > 0).all()
+    fig = families.pact_energy_vs_epsilon(stored)
+    energy, planning = fig.axes
+    lines = {line.get_label(): line for line in energy.get_lines()}
+    assert list(lines["pact"].get_xdata()) == [0.1, 0.2]
+    opt = runs[(runs["policy"] == "pact-optimum") & runs["target_reached"].astype(bool)]
+    assert lines["pact-optimum"].get_ydata()[0] == pytest.approx(opt["energy_j"].mean())
+    times = planning.get_lines()[0].get_ydata()
+    assert list(times) == pytest.approx(list(pact.groupby("epsilon")["planning_s"].mean()))
+    assert planning.get_ylabel() == "planning time (s)"
