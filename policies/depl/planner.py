@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,6 +54,7 @@ class Plan:
     final loss); final_mean: the predicted mean-curve loss after the plan.
     reason: why no plan exists (empty when feasible). planning_s: wall time of planning (s).
     costs_by_fraction: the cheapest plan's cost (J) for each phi (inf = none).
+    info: what an exact reference proved about the plan (depl-optimum: status, bound, gap).
     """
 
     feasible: bool
@@ -67,6 +68,7 @@ class Plan:
     reason: str = ""
     planning_s: float = 0.0
     costs_by_fraction: dict[float, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def switches(self) -> int:
