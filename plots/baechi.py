@@ -37,7 +37,7 @@ ALGORITHMS = ("m-topo", "m-etf", "m-sct")
 
 def placements(results: Results) -> pd.DataFrame:
     """One row per run whose epochs record a placement (the first epoch that does): the run's
-    run_id, point, point_label, seed and sweep axes, then the placement keys of the ``info``
+    run_id, point, point_label, policy_label, seed and sweep axes, then the placement keys of the ``info``
     column (``placement_algorithm``, ``placement_step_s``, ``placement_peak_memory_bytes``, ...).
     A run that stopped before its first epoch (nothing fits) has no row."""
     epochs = results.epochs
@@ -53,7 +53,7 @@ def placements(results: Results) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     runs = results.runs
-    keep = ["run_id", "point", "point_label", "seed",
+    keep = ["run_id", "point", "point_label", "policy_label", "seed",
             *[a for a in results.axes if a in runs and a != "seed"]]
     return runs[keep].merge(pd.DataFrame(rows), on="run_id").sort_values(["point", "seed"])
 
@@ -98,21 +98,43 @@ def point_ticks(table: pd.DataFrame, axes: list[str]) -> tuple[list[int], list[s
     return points, labels, "sweep point" if varying else ""
 
 
+def _groups(table: pd.DataFrame, axes: list[str]) -> tuple[list[tuple[int, str]], list[str], str]:
+    """The (point, policy label) groups of ``table`` in order, a label each and the x-axis
+    label (:func:`point_ticks`; the policy label is added when the runs hold several, e.g.
+    baechi entries with different parameters)."""
+    points, ticks, xlabel = point_ticks(table, axes)
+    several = table["policy_label"].nunique() > 1
+    groups, labels = [], []
+    for point, tick in zip(points, ticks, strict=True):
+        for label in sorted(table.loc[table["point"] == point, "policy_label"].unique()):
+            groups.append((point, str(label)))
+            labels.append(f"{tick}\n{label}" if several and tick else str(label) if several
+                          else tick)
+    return groups, labels, xlabel
+
+
 def step_time(results: Results):
     """Simulated step time (s) of each placement algorithm per sweep point (bars; none where it
     does not fit, marked x), one device as a dashed reference, the chosen one starred."""
     table = placements(results)
     if table.empty:
         return None
-    points, ticks, xlabel = point_ticks(table, list(results.axes))
-    steps = pd.DataFrame([{"point": p, "algorithm": a, "step_s": math.nan if s is None else s}
-                          for p, d in zip(table["point"], table["placement_step_s"], strict=True)
+    groups, ticks, xlabel = _groups(table, list(results.axes))
+    steps = pd.DataFrame([{"point": p, "policy_label": lab, "algorithm": a,
+                           "step_s": math.nan if s is None else s}
+                          for p, lab, d in zip(table["point"], table["policy_label"],
+                                               table["placement_step_s"], strict=True)
                           for a, s in d.items()])
-    mean = steps.groupby(["point", "algorithm"])["step_s"].mean()
-    chosen = table.groupby("point")["placement_algorithm"].agg(lambda a: a.mode().iloc[0])
+    mean = steps.groupby(["point", "policy_label", "algorithm"])["step_s"].mean()
+    chosen = table.groupby(["point", "policy_label"])["placement_algorithm"].agg(
+        lambda a: a.mode().iloc[0])
     algos = [a for a in ALGORITHMS if a in set(steps["algorithm"])]
     width = 0.8 / max(len(algos), 1)
-    fig, ax = figure(wide=len(points) > 3)
+    lines = [len(line) for tick in ticks for line in tick.split("\n")] or [0]
+    across = len(groups) <= 6 and max(lines) * len(groups) <= 48  # else labels on the y-axis
+    fig, ax = figure(wide=across and len(groups) > 3)
+    if not across:
+        fig.set_size_inches(3.5, max(1.8, 0.6 + 0.32 * len(groups) * (len(algos) + 1) / 2))
     top = float(np.nanmax(mean.to_numpy())) if mean.notna().any() else 1.0
     shown: set[str] = set()
 
@@ -122,33 +144,45 @@ def step_time(results: Results):
         shown.add(label)
         return label
 
-    for i, point in enumerate(points):
+    def mark(pos: float, value: float, **kw) -> None:  # a marker at (group position, value)
+        ax.plot(*((pos, value) if across else (value, pos)), linestyle="none", **kw)
+
+    for i, group in enumerate(groups):
         for k, algo in enumerate(algos):
-            x = i + (k - (len(algos) - 1) / 2) * width
-            value = mean.get((point, algo), math.nan)
+            pos = i + (k - (len(algos) - 1) / 2) * width
+            value = mean.get((*group, algo), math.nan)
             style = policy_style(algo)
             if math.isnan(value):
-                ax.plot(x, 0.02 * top, marker="x", color=style["color"], linestyle="none",
-                        markersize=5, label=once("does not fit"))
+                mark(pos, 0.02 * top, marker="x", color=style["color"], markersize=5,
+                     label=once("does not fit"))
                 continue
-            ax.bar(x, value, width, color=style["color"], edgecolor="black", linewidth=0.4,
-                   label=once(algo))
-            if chosen.get(point) == algo:
-                ax.plot(x, value * 1.04, marker="*", color="black", linestyle="none",
-                        markersize=6, label=once("chosen"))
-        single = mean.get((point, "single"), math.nan)
+            bar = ax.bar if across else ax.barh
+            bar(pos, value, width, color=style["color"], edgecolor="black", linewidth=0.4,
+                label=once(algo))
+            if chosen.get(group) == algo:
+                mark(pos, value * 1.04, marker="*", color="black", markersize=6,
+                     label=once("chosen"))
+        single = mean.get((*group, "single"), math.nan)
         if not math.isnan(single):
             style = policy_style("single")
-            ax.hlines(single, i - 0.45, i + 0.45, colors=style["color"],
-                      linestyles=style["linestyle"], linewidth=1.0, label=once("one device"))
-            if chosen.get(point) == "single":
-                ax.plot(i, single * 1.04, marker="*", color="black", linestyle="none",
-                        markersize=6, label=once("chosen"))
-    ax.set_xticks(range(len(points)), ticks)
-    ax.set_xlim(-0.6, len(points) - 0.4)
-    ax.set_ylim(0, top * 1.15)
-    ax.set(xlabel=xlabel, ylabel=axis_label("step_time_s"))
-    ax.grid(axis="x", visible=False)
+            ref = ax.hlines if across else ax.vlines
+            ref(single, i - 0.45, i + 0.45, colors=style["color"], linestyles=style["linestyle"],
+                linewidth=1.0, label=once("one device"))
+            if chosen.get(group) == "single":
+                mark(i, single * 1.04, marker="*", color="black", markersize=6,
+                     label=once("chosen"))
+    if across:
+        ax.set_xticks(range(len(groups)), ticks)
+        ax.set_xlim(-0.6, len(groups) - 0.4)
+        ax.set_ylim(0, top * 1.15)
+        ax.set(xlabel=xlabel, ylabel=axis_label("step_time_s"))
+        ax.grid(axis="x", visible=False)
+    else:
+        ax.set_yticks(range(len(groups)), ticks)
+        ax.set_ylim(len(groups) - 0.4, -0.6)  # first group on top
+        ax.set_xlim(0, top * 1.15)
+        ax.set(ylabel=xlabel, xlabel=axis_label("step_time_s"))
+        ax.grid(axis="y", visible=False)
     legend_outside(ax)
     fig.tight_layout()
     return fig
@@ -156,20 +190,21 @@ def step_time(results: Results):
 
 def peak_memory(results: Results):
     """Peak memory (MB) per device of the chosen placement against each device's capacity,
-    for the first run (lowest seed) of each sweep point; keyed ``point<N>``."""
+    for the first run (lowest seed) of each sweep point; keyed ``point<N>`` (``point<N>-LABEL``
+    when the runs hold several baechi policy labels)."""
     table = placements(results)
     if table.empty:
         return None
-    points, ticks, xlabel = point_ticks(table, list(results.axes))
-    titles = {p: (f"{xlabel} {t}" if xlabel and xlabel != "sweep point" else t).replace("\n", ", ")
-              for p, t in zip(points, ticks, strict=True)}
+    groups, ticks, xlabel = _groups(table, list(results.axes))
+    several = table["policy_label"].nunique() > 1
     out = {}
-    for point, grp in table.groupby("point", sort=True):
+    for (point, label), tick in zip(groups, ticks, strict=True):
+        grp = table[(table["point"] == point) & (table["policy_label"] == label)]
         row = grp.iloc[0]
         devices = list(row["placement_devices"])
         peak = np.asarray(row["placement_peak_memory_bytes"], dtype=float) / 1e6
         capacity = np.asarray(row["placement_memory_bytes"], dtype=float) / 1e6
-        if len(peak) != len(devices):
+        if len(peak) != len(devices) or len(capacity) != len(devices) or not devices:
             continue
         algo = str(row["placement_algorithm"])
         style = policy_style(algo)
@@ -183,11 +218,12 @@ def peak_memory(results: Results):
         ax.set_yticks(y, devices)
         ax.invert_yaxis()
         ax.set_xlim(0, max(float(capacity.max()), float(peak.max())) * 1.08)
-        ax.set(xlabel="memory (MB)", title=titles[point])
+        title = f"{xlabel} {tick}" if xlabel and xlabel != "sweep point" else tick
+        ax.set(xlabel="memory (MB)", title=title.replace("\n", ", "))
         ax.grid(axis="y", visible=False)
         legend_outside(ax)
         fig.tight_layout()
-        out[f"point{int(point)}"] = fig
+        out[f"point{int(point)}" + (f"-{label}" if several else "")] = fig
     return out or None
 
 
