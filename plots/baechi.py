@@ -108,8 +108,10 @@ def _groups(table: pd.DataFrame, axes: list[str]) -> tuple[list[tuple[int, str]]
     for point, tick in zip(points, ticks, strict=True):
         for label in sorted(table.loc[table["point"] == point, "policy_label"].unique()):
             groups.append((point, str(label)))
-            labels.append(f"{tick}\n{label}" if several and tick else str(label) if several
-                          else tick)
+            if not several:
+                labels.append(tick)
+            else:  # one point: its label says nothing the caption does not
+                labels.append(f"{tick}\n{label}" if tick and len(points) > 1 else str(label))
     return groups, labels, xlabel
 
 

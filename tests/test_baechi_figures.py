@@ -104,3 +104,38 @@ def test_step_time_axis_counts_zipped_memory_axes_once():
     table["training.target_loss"] = [0.3, 0.4, 0.5]
     points, ticks, label = point_ticks(table, [*axes, "training.target_loss"])
     assert points == [0, 1, 2] and ticks == ["a", "b", "c"] and label == "sweep point"
+
+
+def placed_results(labels: list[str], with_epochs: bool = True):
+    """Results of baechi runs at one point, one per label, without simulating."""
+    from netsim.sweep.results import Results
+
+    info = {"algorithm": "m-topo", "step_time_s": 2.0, "placement_algorithm": "m-topo",
+            "placement_step_s": {"single": None, "m-topo": 2.0, "m-etf": None, "m-sct": 2.5},
+            "placement_s": {"single": 0.01, "m-topo": 0.01, "m-etf": 0.01, "m-sct": 0.02},
+            "placement_status": {"single": "infeasible", "m-topo": "ok", "m-etf": "infeasible",
+                                 "m-sct": "ok"},
+            "placement_devices": ["a", "b"], "placement_memory_bytes": [3e8, 3e8],
+            "placement_peak_memory_bytes": [2.5e8, 1e8]}
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(len(labels))], "point": 0,
+                         "point_label": "p", "policy_label": labels, "seed": 0,
+                         "policy": "baechi", "scenario": "s"})
+    epochs = pd.DataFrame({"run_id": runs["run_id"], "epoch": 0,
+                           "info": [json.dumps(info)] * len(labels)})
+    return Results(runs, epochs if with_epochs else epochs.iloc[:0], pd.DataFrame())
+
+
+def test_baechi_figures_keep_parameter_sets_apart_and_skip_runs_without_a_placement():
+    from netsim.figures import overlapping_texts
+    from plots import baechi
+
+    labels = ["baechi(max_devices=2,batch_samples=128)", "baechi(max_devices=4,batch_samples=128)"]
+    fig = baechi.step_time(placed_results(labels))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels  # long: on the y-axis
+    assert [round(p.get_width(), 6) for p in ax.patches] == [2.0, 2.5, 2.0, 2.5]
+    assert overlapping_texts(fig) == []
+    figs = baechi.peak_memory(placed_results(labels))
+    assert sorted(figs) == [f"point0-{label}" for label in labels]
+    assert baechi.step_time(placed_results(labels, with_epochs=False)) is None
+    assert baechi.peak_memory(placed_results(labels, with_epochs=False)) is None
