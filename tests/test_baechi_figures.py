@@ -139,3 +139,6 @@ def test_baechi_figures_keep_parameter_sets_apart_and_skip_runs_without_a_placem
     assert sorted(figs) == [f"point0-{label}" for label in labels]
     assert baechi.step_time(placed_results(labels, with_epochs=False)) is None
     assert baechi.peak_memory(placed_results(labels, with_epochs=False)) is None
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -356,6 +356,7 @@ def test_baechi_figures_show_what_the_policy_placed(stored):
     bars = [b.get_width() for b in figs["point2"].axes[0].patches]
     assert bars == pytest.approx([m / 1e6 for m in first["placement_peak_memory_bytes"]])
     assert figs["point2"].axes[0].get_title() == "batch samples 128"
+    matplotlib.pyplot.close("all")
 
 
 def test_pact_energy_vs_epsilon_draws_the_stored_runs_and_the_optimum(stored):
@@ -373,3 +374,4 @@ def test_pact_energy_vs_epsilon_draws_the_stored_runs_and_the_optimum(stored):
     times = planning.get_lines()[0].get_ydata()
     assert list(times) == pytest.approx(list(pact.groupby("epsilon")["planning_s"].mean()))
     assert planning.get_ylabel() == "planning time (s)"
+    matplotlib.pyplot.close("all")
