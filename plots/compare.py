@@ -8,6 +8,8 @@ are left out.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -18,6 +20,16 @@ from plots.style import ONE_COLUMN_IN, bar_hatches, figure, legend_outside, line
 
 def _styles(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
     return style_for(runs["policy_label"].unique())
+
+
+def tick_label(label: str, width: int = 36, lines: int = 3) -> str:
+    """A point label wrapped to ``width`` characters per line, at most ``lines`` lines (the
+    rest elided with "..."), so a sweep with many axes keeps the axes their room."""
+    wrapped = textwrap.wrap(str(label).replace(",", ", "), width, break_long_words=True)
+    if len(wrapped) > lines:
+        wrapped = wrapped[:lines]
+        wrapped[-1] = wrapped[-1][: width - 3] + "..."
+    return "\n".join(wrapped) or str(label)
 
 
 def energy_by_policy(results: Results):
@@ -46,7 +58,7 @@ def energy_by_policy(results: Results):
                 color=styles[policy]["color"], edgecolor="black", linewidth=0.4,
                 hatch=hatches[policy],
                 error_kw={"linewidth": 0.6})
-    ax.set_yticks(np.arange(len(points)), [labels[p] for p in points])
+    ax.set_yticks(np.arange(len(points)), [tick_label(labels[p]) for p in points])
     ax.invert_yaxis()
     ax.set(xlabel=axis_label("energy_j"))
     ax.grid(axis="y", visible=False)

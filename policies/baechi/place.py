@@ -128,6 +128,10 @@ class Candidate:
         return self.step.step_time_s
 
 
+TIE_TOLERANCE = 1e-9
+"""Relative difference under which two simulated steps count as equal (:func:`best_placement`)."""
+
+
 def best_placement(
     graph: nx.DiGraph,
     devices: Sequence[DeviceLike],
@@ -137,7 +141,8 @@ def best_placement(
     group: bool = True,
 ) -> tuple[Candidate, list[Candidate]]:
     """Run each algorithm (plus ``single`` on the unfused graph), simulate each feasible
-    placement, and keep the shortest simulated step (ties: the first of ``single``, then
+    placement, and keep the shortest simulated step (ties, within a relative 1e-9 so float
+    rounding never picks a split over one device: the first of ``single``, then
     ``algorithms`` in order). When one device holds the graph, ``single`` is a candidate, so the
     best is never slower than one device. ``group``: as :func:`place`.
 
@@ -151,7 +156,8 @@ def best_placement(
         res = place(graph, devices, name, mode, topology, group=group and name != "single")
         step = simulate(res, devices, topology) if res.ok else None
         candidates.append(Candidate(res, step))
-    best = min(candidates, key=lambda c: c.step_time_s)
+    shortest = min(c.step_time_s for c in candidates)
+    best = next(c for c in candidates if c.step_time_s <= shortest * (1.0 + TIE_TOLERANCE))
     if math.isinf(best.step_time_s):
         reasons = "; ".join(f"{c.result.algorithm}: {c.result.reason or cast(StepResult, c.step).reason}" for c in candidates)
         best = Candidate(PlacementResult("baechi", mode, status="infeasible", reason=reasons), None)
