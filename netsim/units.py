@@ -16,10 +16,12 @@ import math
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pint
 from pydantic import BeforeValidator
+
+if TYPE_CHECKING:
+    import pint  # (imported on first use: pint takes ~0.3 s to load)
 
 #: netsim's unit for each field-name suffix, in pint's notation.
 SI_UNITS = {
@@ -53,6 +55,8 @@ _BARE_B = re.compile(r"(?<![A-Za-z])([kKMGTPmunp]?)b(?![A-Za-z])")
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
     """The process's pint registry (built once on first use: pint takes ~0.3 s to load)."""
+    import pint
+
     ureg: pint.UnitRegistry = pint.UnitRegistry()
     ureg.define("flop = [computation] = FLOP")
     ureg.define("FLOPS = flop / second")
@@ -69,6 +73,8 @@ def _quantity(text: str) -> Any:
 
 def _suggest(number: str, unit_text: str, target: str) -> str | None:
     """A spelling of ``unit_text`` with the target's dimension (``Mb/s`` -> ``Mbit/s``)."""
+    import pint
+
     for word in ("B", "bit") if target == "byte" else ("bit", "B"):
         def spell(m: re.Match[str], w: str = word) -> str:
             return m.group(1) + w
@@ -103,6 +109,8 @@ def to_si(value: Any, unit: str) -> Any:
 @lru_cache(maxsize=4096)
 def _string_to_si(value: str, unit: str) -> float:
     """:func:`to_si` of a string, cached (pint parses a string in about 0.1 ms)."""
+    import pint
+
     target = SI_UNITS[unit]
     text = value.strip()
     try:

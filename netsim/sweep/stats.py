@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 Z95 = 1.959963984540054
 
@@ -28,6 +27,8 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tup
     mean = float(x.mean())
     if x.size == 1:
         return mean, math.nan, math.nan
+    from scipy import stats  # (lazily: scipy.stats takes ~0.5 s to import)
+
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     return mean, mean - half, mean + half
 
@@ -44,7 +45,12 @@ def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[f
         return math.nan, math.nan, math.nan
     if not 0 <= successes <= trials:
         raise ValueError(f"successes must be in 0..{trials} (got {successes})")
-    z = Z95 if level == 0.95 else float(stats.norm.ppf(0.5 + level / 2))
+    if level == 0.95:
+        z = Z95
+    else:
+        from scipy import stats
+
+        z = float(stats.norm.ppf(0.5 + level / 2))
     p = successes / trials
     denom = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
