@@ -188,6 +188,10 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
         if spec is not None and spec.power_idle_w > spec.power_busy_w:
             out.append(Problem(f"devices[{i}].power_idle_w",
                                f"must be <= power_busy_w ({spec.power_busy_w} W)"))
+        if spec is not None and spec.power_sleep_w is not None \
+                and spec.power_sleep_w > spec.power_idle_w:
+            out.append(Problem(f"devices[{i}].power_sleep_w",
+                               f"must be <= power_idle_w ({spec.power_idle_w} W)"))
     ends: list[tuple[int, str, str]] = []
     for i, link in enumerate(raw_links):
         pair = (_field(link, "a"), _field(link, "b"))
