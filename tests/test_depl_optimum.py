@@ -13,7 +13,12 @@ from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
 from netsim.training.loss import LossPredictor
 from policies.depl import optimum
-from policies.depl.optimum import EpochOption, enumerate_plans, search_plans
+from policies.depl.optimum import (
+    EpochOption,
+    dominance_slack,
+    enumerate_plans,
+    search_plans,
+)
 from policies.depl.planner import epoch_gains, epoch_options
 
 SMALL = "experiments/depl/scenarios/small.yaml"
@@ -116,10 +121,10 @@ def test_search_equals_the_enumeration_on_the_tested_instances(target, pi, rho):
 @pytest.mark.parametrize("seed", range(20))
 def test_search_equals_the_enumeration_on_random_instances(seed):
     rng = np.random.default_rng(seed)
-    # half of them with a state-dependent spread (noise level exponent, pruned variants'
-    # spread), which makes more samples not always better at extreme quadrature nodes: the
-    # search then falls back to equal-n dominance
-    loss = {"noise_level_exponent": 0.4, "noise_prune": -0.2} if seed % 2 else {}
+    # a third of them with a level-dependent spread (as fitted to real runs: the noise level
+    # exponent, the pruned variants' spread), a third with a stronger one
+    loss = [{}, {"noise_level_exponent": 0.4, "noise_prune": -0.2},
+            {"noise_level_exponent": 1.0, "noise_run_sigma": 0.1}][seed % 3]
     horizon = int(rng.integers(5, 8))
     sc = instance(float(rng.uniform(0.3, 0.5)), float(rng.choice([0.7, 0.8, 0.9, 0.95])),
                   horizon, float(rng.uniform(0.0, 3.0)), **loss)
@@ -129,13 +134,33 @@ def test_search_equals_the_enumeration_on_random_instances(seed):
                  sc.training.target_probability)
 
 
-def test_search_reports_its_bound_at_the_time_limit():
+@pytest.mark.parametrize(("exponent", "sigma", "target", "pi"), [
+    (1.0, 0.1, 0.5, 0.8), (1.0, 0.1, 0.6, 0.7), (1.2, 0.08, 0.5, 0.7), (1.0, 0.15, 0.7, 0.7)])
+def test_search_equals_the_enumeration_where_more_samples_can_fail_more(exponent, sigma,
+                                                                        target, pi):
+    """A spread that grows steeply as the loss falls: at large quadrature nodes a lower mean
+    can fail more, and dominance takes the slack of dominance_slack."""
+    sc = instance(target, pi, 7, noise_level_exponent=exponent, noise_run_sigma=sigma)
+    base, options = options_of(sc)
+    x, _ = optimum._quadrature()
+    assert dominance_slack(base, x, options, 7, target).max() > 0
+    check_search(base, options, 7, target, pi)
+
+
+def test_search_on_a_large_instance_bound_and_optimum():
+    """6 devices x 3 variants x 40 epochs (3^40 sequences): stopped early, the search returns
+    a plan meeting pi with a bound at most the optimum it proves when let run."""
     sc = large_instance()
     base, options = options_of(sc)
-    res = search_plans(base, options, 40, 0.3, 0.9, time_limit_s=1.0)
-    assert res.status == "time_limit" and res.elapsed_s < 5.0
-    assert 0.0 < res.bound_j <= res.cost_j < math.inf and 0.0 <= res.gap < 1.0
-    assert res.success >= 0.9 and len(res.variants) <= 40
+    full = search_plans(base, options, 40, 0.3, 0.9, time_limit_s=60)
+    assert full.status == "optimal" and full.gap == 0.0 and full.success >= 0.9
+    assert full.cost_j <= search_plans(base, options, 40, 0.3, 0.9, max_states=1).cost_j
+    for kwargs in ({"max_states": 300}, {"time_limit_s": 0.3}):
+        res = search_plans(base, options, 40, 0.3, 0.9, **kwargs)
+        assert res.status in ("state_limit", "time_limit", "optimal")
+        assert res.bound_j <= full.cost_j * (1 + 1e-12) <= res.cost_j * (1 + 1e-12)
+        assert 0.0 <= res.gap < 1.0 and res.success >= 0.9 and len(res.variants) <= 40
+        assert res.elapsed_s < 5.0
 
 
 @pytest.mark.parametrize(("target", "pi", "rho"), CASES)

@@ -121,8 +121,9 @@ class SearchResult:
     best_success: the highest success probability among the sequences the search generated.
     found_j: the cheapest plan found per option (inf: none found; not a per-option optimum,
         since one incumbent prunes every option).
-    dominance: "monotone" (n at least as large dominates) or "equal-n" (the fallback where
-        the success formula is not monotone in the effective samples, :func:`monotone`).
+    dominance: "monotone" (n at least as large dominates), "monotone+slack" (with the slack
+        of :func:`dominance_slack` at some nodes) or "equal-n" (the fallback where samples
+        cannot be compared).
     expanded / stored: states expanded and stored; elapsed_s: wall time (s).
     """
 
@@ -168,34 +169,58 @@ def _increment(base: LossPredictor, x: np.ndarray, target_loss: float, variants:
     return means, np.where(gap >= 0, -np.inf, 0.0)
 
 
-def monotone(base: LossPredictor, x: np.ndarray, options: Sequence[EpochOption],
-             horizon: int) -> bool:
-    """Whether more effective samples (same last variant) can never hurt, the condition under
-    which "n at least as large" may dominate in :func:`search_plans`.
+def dominance_slack(base: LossPredictor, x: np.ndarray, options: Sequence[EpochOption],
+                    horizon: int, target_loss: float) -> np.ndarray | None:
+    """Per quadrature node, how much larger a future epoch's log failure can be for a state
+    with more effective samples than for one with fewer (same last variant); 0 where more
+    samples never hurt. None where "more samples" cannot be compared (a variant's floor above
+    the initial loss): :func:`search_plans` then compares only equal samples.
 
     Given the last variant, a state's future depends on its effective samples ``n`` only
     through the carry rule (:meth:`~netsim.training.loss.LossPredictor.carry`,
-    ``min(equiv(loss_a(n)), n) * keep``: non-decreasing in ``n`` when every variant's curve
-    falls, floor <= initial loss), the mean curve (then non-increasing in ``n``) and, at each
-    quadrature node ``x``, the epoch's log failure ``log Phi((log m + s(m) x - log L*) /
-    s_epoch)``, non-decreasing in the mean ``m`` iff ``1 - e s(m) x >= 0``, ``e`` the noise
-    level exponent (``s(m)`` grows as ``m`` falls). Checked at the lowest mean a plan within
-    ``horizon`` epochs can reach (``n <= horizon`` times the largest gain: the carry never
-    adds samples) and the largest node. ``e = 0`` (a constant spread): always monotone.
+    ``min(equiv(loss_a(n)), n) * keep``: non-decreasing in ``n`` when every curve falls,
+    floor <= initial loss), the mean curve (then non-increasing in ``n``) and, at each node
+    ``x``, the epoch's log failure ``log Phi((g(m) - log L*) / s_epoch)`` with ``g(m) = log m
+    + s(m) x``, ``s(m) = S_u (m / m0) ** -e`` the run spread (``e`` the noise level exponent).
+    In ``t = log m``, ``g`` is convex (``g'' = e^2 S_u x e^(-e t) >= 0`` for ``x >= 0``;
+    linear-increasing for ``x <= 0``), with its minimum at ``t* = log(e S_u x) / e`` (in units
+    of ``m0``). Where ``t*`` lies at or below the lowest reachable mean (``n <= horizon`` times
+    the largest gain: the carry never adds samples), ``g`` increases over the whole reachable
+    range and a lower mean never fails more at that node: slack 0. Elsewhere (large positive
+    nodes with a level-dependent spread), a lower mean can fail more, by at most the epoch's
+    largest possible log failure, ``-log Phi((min g - log L*) / s_epoch)`` (the minimum of the
+    convex ``g`` over the range, in closed form): the slack, per further epoch.
     """
-    init = base.initial_loss
+    init = float(base.initial_loss)
     floors = np.asarray(base._floor, dtype=float)
     if np.any(floors > init):
-        return False
-    e = base.noise_level_exponent
+        return None
+    slack = np.zeros(len(x))
+    e = float(base.noise_level_exponent)
     if e == 0 or base.sigma_run == 0:
-        return True
+        return slack
     n_max = horizon * max((float(np.max(o.gain[np.isfinite(o.cost_j)], initial=0.0))
                            for o in options), default=0.0)
-    v = np.arange(len(floors))
-    m_lo = np.asarray(base.mean_of(v, np.full(len(v), n_max)), dtype=float)
-    s_hi = np.asarray(base.run_sigma_at(m_lo, v), dtype=float)
-    return bool(np.all(e * s_hi * float(np.max(x)) <= 1.0))
+    pos = x > 0
+    for u in range(len(floors)):
+        m_lo = float(base.mean_of(u, n_max))
+        t_lo = math.log(m_lo / init)
+        s_u = float(base.run_sigma_at(init, u))  # S_u: the spread at the initial loss
+        if s_u <= 0:
+            continue
+        with np.errstate(divide="ignore"):
+            t_star = np.where(pos, np.log(e * s_u * np.where(pos, x, 1.0)) / e, -np.inf)
+        bends = pos & (t_star > t_lo)  # g falls somewhere in the reachable range
+        if not bends.any():
+            continue
+        t_min = np.clip(t_star[bends], t_lo, 0.0)
+        g_min = math.log(init) + t_min + s_u * x[bends] * np.exp(-e * t_min)
+        if base.sigma_epoch > 0:
+            worst = -log_ndtr((g_min - math.log(target_loss)) / base.sigma_epoch)
+        else:
+            worst = np.where(g_min <= math.log(target_loss), np.inf, 0.0)
+        slack[bends] = np.maximum(slack[bends], worst)
+    return slack
 
 
 class _Bucket:
@@ -226,21 +251,25 @@ class _Bucket:
         return i
 
     def dominated(self, n: float, cost: float, depth: int, log_fail: np.ndarray,
-                  exact: bool) -> bool:
+                  slack: np.ndarray | None, horizon: int) -> bool:
         """Whether a live stored state dominates this one; if not, the live stored states this
-        one dominates are marked dead (``exact``: n at least as large; else n equal)."""
+        one dominates are marked dead. ``slack`` (per node and further epoch, see
+        :func:`dominance_slack`): the dominating state's log failure plus the slack times the
+        dominated one's epochs left must be no larger; None: equal samples only."""
         m = self.size
         if m == 0:
             return False
         bn, bc, bd, ba = self.n[:m], self.cost[:m], self.depth[:m], self.alive[:m]
-        more = (bn >= n) if exact else (bn == n)
+        more = (bn >= n) if slack is not None else (bn == n)
         cand = np.flatnonzero(ba & more & (bc <= cost) & (bd <= depth))
-        if len(cand) and bool(np.any(np.all(self.log_fail[cand] <= log_fail, axis=1))):
+        pad = 0.0 if slack is None else (horizon - depth) * slack
+        if len(cand) and bool(np.any(np.all(self.log_fail[cand] + pad <= log_fail, axis=1))):
             return True
-        less = (bn <= n) if exact else (bn == n)
+        less = (bn <= n) if slack is not None else (bn == n)
         cand = np.flatnonzero(ba & less & (bc >= cost) & (bd >= depth))
         if len(cand):
-            self.alive[cand[np.all(self.log_fail[cand] >= log_fail, axis=1)]] = False
+            pads = 0.0 if slack is None else (horizon - bd[cand])[:, None] * slack[None, :]
+            self.alive[cand[np.all(log_fail + pads <= self.log_fail[cand], axis=1)]] = False
         return False
 
 
@@ -300,6 +329,114 @@ def _two_phase(base: LossPredictor, x: np.ndarray, w: np.ndarray, options: Seque
     return best
 
 
+@dataclass(frozen=True)
+class _CostToGo:
+    """A lower bound on the cost of reaching ``pi`` from a state of one option (see
+    :func:`_cost_to_go`): the loss grid, the lowest per-node log failure of an epoch whose mean
+    is at least each grid loss, and the cheapest cost from each grid loss to below each."""
+
+    grid: np.ndarray        # G losses, ascending (geometric)
+    fail_low: np.ndarray    # G x nodes
+    cost: np.ndarray        # G x G: [a, b] from loss grid[a] to a mean below grid[b]
+    cmin: float
+
+
+def _cost_to_go(base: LossPredictor, x: np.ndarray, option: EpochOption, horizon: int,
+                target_loss: float, size: int = 400) -> _CostToGo | None:
+    """The tables of the search's loss-space bound for one option (None: not applicable, when
+    a variant's floor is above the initial loss or an epoch costs nothing).
+
+    In loss space an epoch of ``u`` from a mean ``l`` ends at a mean of at least ``T_u(l) =
+    m_u(equiv_u(l) + gain_u)`` (``floor_u`` if ``l <= floor_u``): the carry rule keeps at most
+    the samples at which ``u``'s curve reaches ``l``. ``T_u`` is non-decreasing, so on a
+    geometric grid, rounding down, ``cost[a, b]`` (the cheapest sequence of at most
+    ``horizon`` epochs, at least one, from ``grid[a]`` to a mean below ``grid[b]``) is a lower
+    bound. ``fail_low[g]``: the lowest per-node log failure of any epoch whose mean is at least
+    ``grid[g]`` (the run spread at either end of the mean's range), non-decreasing in ``g``.
+    """
+    use = np.flatnonzero(np.isfinite(option.cost_j))
+    floors = np.asarray(base._floor, dtype=float)
+    init = float(base.initial_loss)
+    if len(use) == 0 or np.any(floors[use] > init) or np.any(option.cost_j[use] <= 0):
+        return None
+    lo = max(float(floors[use].min()), 1e-9)
+    grid = np.geomspace(lo, init, size)
+    s_top = np.asarray(base.run_sigma_at(np.full(len(floors), init), np.arange(len(floors))),
+                       dtype=float)
+    fail_low = np.zeros((size, len(x)))
+    nxt = np.empty((len(use), size), dtype=np.int64)
+    for k, u in enumerate(use.tolist()):
+        vu = np.full(size, u)
+        s_lo = np.asarray(base.run_sigma_at(grid, vu), dtype=float)
+        g = np.log(grid)[:, None] + np.minimum(s_lo[:, None] * x[None, :], s_top[u] * x[None, :])
+        if base.sigma_epoch > 0:
+            inc = log_ndtr((g - math.log(target_loss)) / base.sigma_epoch)
+        else:
+            inc = np.where(g <= math.log(target_loss), -np.inf, 0.0)
+        fail_low = np.minimum(fail_low, inc)
+        # T_u on the grid, rounded down to the grid (-1: below it)
+        curve = base.curves[u]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (grid - floors[u]) / (init - floors[u])
+            equiv = np.where(ratio <= 0, np.inf, curve.samples_half * (
+                np.minimum(ratio, 1.0) ** (-1.0 / curve.exponent) - 1.0))
+        after = np.where(np.isfinite(equiv),
+                         np.asarray(base.mean_of(vu, np.where(np.isfinite(equiv), equiv, 0.0)
+                                                 + float(option.gain[u])), dtype=float),
+                         floors[u])
+        nxt[k] = np.searchsorted(grid, after, side="right") - 1
+    cost_u = option.cost_j[use].astype(float)
+    b_idx = np.arange(size)[None, :]
+    value = np.full((size, size), np.inf)
+    for _ in range(horizon):
+        new = np.full((size, size), np.inf)
+        for k in range(len(use)):
+            t = nxt[k]
+            reached = t[:, None] < b_idx
+            rest = value[np.maximum(t, 0)]
+            new = np.minimum(new, cost_u[k] + np.where(reached, 0.0, rest))
+        if np.array_equal(new, value):
+            break
+        value = new
+    return _CostToGo(grid, fail_low, value, float(cost_u.min()))
+
+
+def _loss_bound(table: _CostToGo, w: np.ndarray, pi: float, mean: np.ndarray,
+                log_fail: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """Lower bounds on the cost of completing states (their mean, log failure, epochs left)
+    to a plan meeting ``pi`` (inf: none can).
+
+    A completion of ``k <= left`` epochs whose lowest mean is ``mu`` ends with a log failure
+    at least ``log_fail + left * fail_low(mu)`` at each node, so it meets ``pi`` only if ``mu``
+    is below the first grid loss at which that bound fails (searched by bisection); reaching a
+    mean below it from ``mean`` costs at least ``table.cost``."""
+    grid, size = table.grid, len(table.grid)
+
+    def meets(rows: np.ndarray, g: np.ndarray) -> np.ndarray:
+        lf = log_fail[rows] + left[rows, None] * table.fail_low[g]
+        return (1.0 - np.exp(lf) @ w) >= pi
+
+    # the largest grid index whose loss still meets pi (-1: none), by bisection
+    lo = np.full(len(mean), -1, dtype=np.int64)
+    hi = np.full(len(mean), size, dtype=np.int64)
+    while True:
+        rows = np.flatnonzero(hi - lo > 1)
+        if len(rows) == 0:
+            break
+        mid = (lo[rows] + hi[rows]) // 2
+        ok = meets(rows, mid)
+        lo[rows[ok]] = mid[ok]
+        hi[rows[~ok]] = mid[~ok]
+    out = np.full(len(mean), np.inf)
+    start = np.searchsorted(grid, mean, side="right") - 1
+    some = lo >= 0
+    everywhere = some & (lo + 1 >= size)  # any mean meets the bound: one epoch at least
+    out[everywhere | (some & (start < 0))] = table.cmin
+    rest = some & ~everywhere & (start >= 0)
+    out[rest] = table.cost[start[rest], lo[rest] + 1]
+    return out
+
+
 def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: int,
                  target_loss: float, pi: float, time_limit_s: float = 60.0,
                  max_states: int = 400_000, batch: int = 32) -> SearchResult:
@@ -310,21 +447,27 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     A state is all a sequence's future depends on: option, last variant, effective samples
     ``n``, per-quadrature-node log failure so far, depth (epochs) and cost. A state is dropped
     when a stored live state with the same option and last variant has ``n`` at least as
-    large (equal where :func:`monotone` fails), a log-failure vector elementwise no larger,
-    depth and cost no larger: the same continuation of that state then keeps ``n`` at least
-    as large (the carry is non-decreasing in ``n``), every epoch's mean no higher, every
-    node's failure no larger (the success is non-increasing in each node's log failure), and
-    costs no more, within the horizon. A sequence meeting ``pi`` is a plan and is not extended
-    (an extension only adds cost). States are expanded in order of a lower bound on their
-    cheapest completion: their cost plus the option's cheapest epoch times the fewest further
-    epochs that could reach ``pi``, counted with each further epoch's log failure bounded
-    below at every node (the lowest mean reachable with the largest gain per epoch, the run
-    spread at either end of the mean's range); a state that cannot reach ``pi`` within the
-    horizon, or whose bound is no lower than the best plan's cost, is dropped. The search ends
-    when no open state's bound is below the best plan ("optimal"), or at ``time_limit_s`` /
-    ``max_states`` stored states: then the proven lower bound on the minimum is min(best
-    plan, smallest bound of the open states), every plan being a completion of an open state
-    or dominated by one. ``batch``: states expanded together (vectorised).
+    large, a log-failure vector elementwise no larger (after adding the slack of
+    :func:`dominance_slack` times the dropped state's epochs left; equal ``n`` only where it
+    is None), depth and cost no larger: the same continuation of that state then keeps ``n``
+    at least as large (the carry is non-decreasing in ``n``), every epoch's mean no higher,
+    every node's failure no larger than the other's plus the slack (the success is
+    non-increasing in each node's log failure), and costs no more, within the horizon. A
+    sequence meeting ``pi`` is a plan and is not extended (an extension only adds cost).
+
+    States are expanded in order of a lower bound on their cheapest completion, their cost
+    plus the larger of: the option's cheapest epoch times the fewest further epochs that
+    could reach ``pi`` (each further epoch's log failure bounded below at every node: the
+    lowest mean reachable with the largest gain per epoch, the run spread at either end of
+    the mean's range), and the loss-space bound of :func:`_cost_to_go` (the cheapest way to
+    bring the mean below the highest level at which the epochs left could still reach
+    ``pi``). A state whose bound is infinite (it cannot reach ``pi`` within the horizon) or no
+    lower than the best plan's cost is dropped. The first best plan is the cheapest of one
+    variant or one switch (:func:`_two_phase`). The search ends when no open state's bound is
+    below the best plan ("optimal"), or at ``time_limit_s`` / ``max_states`` stored states:
+    then the proven lower bound on the minimum is min(best plan, smallest bound of the open
+    states), every plan being a completion of an open state or dominated by one, or pruned
+    by a bound no lower than the best plan. ``batch``: states expanded together (vectorised).
     """
     t0 = time.perf_counter()
     x, w = _quadrature()
@@ -337,9 +480,11 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
                                                                         strict=True)])
     gmax = np.array([g[u].max() if u.any() else 0.0 for g, u in zip(gain_t, usable,
                                                                      strict=True)])
-    exact = monotone(base, x, options, horizon)
+    slack = dominance_slack(base, x, options, horizon, target_loss)
+    tables = [_cost_to_go(base, x, o, horizon, target_loss) for o in options]
     res = SearchResult(STATUS_OPTIMAL, found_j=[math.inf] * n_opt,
-                       dominance="monotone" if exact else "equal-n")
+                       dominance=("equal-n" if slack is None else "monotone"
+                                  if not slack.any() else "monotone+slack"))
     log_t = math.log(target_loss)
     init = float(base.initial_loss)
     all_v = np.arange(n_var)
@@ -423,7 +568,15 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
         if len(keep):
             j = further(opt[keep], n_new[keep], lf[keep], depth[keep])
             lb = c_new[keep] + j * cmin[opt[keep]]
-            sel = (j <= horizon) & (lb < (best[0] if best is not None else np.inf))
+            for o, table in enumerate(tables):
+                rows = np.flatnonzero(opt[keep] == o)
+                if table is None or len(rows) == 0:
+                    continue
+                k = keep[rows]
+                lb[rows] = np.maximum(lb[rows], c_new[k] + _loss_bound(
+                    table, w, pi, means[k], lf[k], horizon - depth[k]))
+            sel = (j <= horizon) & np.isfinite(lb) \
+                & (lb < (best[0] if best is not None else np.inf))
             keep, lb = keep[sel], lb[sel]
         for k, bound in zip(keep.tolist(), lb.tolist(), strict=True):
             key = (int(opt[k]), int(u[k]))
@@ -431,7 +584,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
             if b is None:
                 b = buckets[key] = _Bucket(nodes)
             nk, ck, dk = float(n_new[k]), float(c_new[k]), int(depth[k])
-            if b.dominated(nk, ck, dk, lf[k], exact):
+            if b.dominated(nk, ck, dk, lf[k], slack, horizon):
                 continue
             if count == len(st["n"]):
                 st = {name: np.resize(a, 2 * len(a)) for name, a in st.items()}
