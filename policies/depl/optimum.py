@@ -439,7 +439,7 @@ def _loss_bound(table: _CostToGo, w: np.ndarray, pi: float, mean: np.ndarray,
 
 def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: int,
                  target_loss: float, pi: float, time_limit_s: float = 60.0,
-                 max_states: int = 400_000, batch: int = 32) -> SearchResult:
+                 max_states: int = 200_000, batch: int = 32) -> SearchResult:
     """The cheapest variant sequence, over every option and of 1..``horizon`` epochs, whose
     success probability (as :func:`enumerate_plans` computes it) is >= ``pi``: an exact
     best-first search over states (netsim's formulation).
@@ -641,7 +641,7 @@ def optimum_plan(table: DeviceTable, model: ModelSpec, training: TrainingSpec, p
                  pred: DistributionalPredictor, fractions: Sequence[float],
                  horizon: int | None = None, epoch_budget_s: float | None = None,
                  placement: str = "auto", time_limit_s: float = 60.0,
-                 max_states: int = 400_000) -> Plan:
+                 max_states: int = 200_000) -> Plan:
     """The cheapest plan whose success probability (reaching L* at some epoch: the event
     the simulator scores and DepL plans for, under the predictor's state-dependent spread) is
     >= ``pi``, by :func:`search_plans` over every data fraction at once.
@@ -704,7 +704,7 @@ class OptimumParams(DepLParams):
     spread: Literal["analytic", "montecarlo"] = "montecarlo"
     max_plan_epochs: Annotated[int, Field(ge=1)] | None = None
     time_limit_s: Annotated[float, Field(gt=0)] = 60.0
-    max_states: Annotated[int, Field(ge=1)] = 400_000
+    max_states: Annotated[int, Field(ge=1)] = 200_000
 
 
 @register("depl-optimum", "exact reference for DepL's problem: best-first search over plan "
