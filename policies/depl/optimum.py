@@ -491,9 +491,32 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     s_top = np.asarray(base.run_sigma_at(np.maximum(init, np.asarray(base._floor)), all_v),
                        dtype=float)
 
+    # the lowest log failure, per node, of an epoch of any usable variant of each option after
+    # at most grid_n[g] effective samples (the mean is then at least that variant's mean at
+    # grid_n[g]; the run spread between its values at the ends of the mean's range); the
+    # samples are rounded up to the grid, so the table stays a lower bound
+    n_top = horizon * float(gmax.max(initial=0.0)) * (1.0 + 1e-9)
+    grid_n = np.concatenate([[0.0], np.geomspace(max(n_top * 1e-7, 1e-9), max(n_top, 1e-9),
+                                                 3000)])
+    fail_n = np.zeros((n_opt, len(grid_n), nodes))
+    for var in all_v.tolist():
+        vu = np.full(len(grid_n), var)
+        m_lo = np.minimum(init, np.asarray(base.mean_of(vu, grid_n), dtype=float))
+        s_lo = np.asarray(base.run_sigma_at(m_lo, vu), dtype=float)
+        g = np.log(m_lo)[:, None] + np.minimum(s_lo[:, None] * x[None, :], s_top[var] * x[None, :])
+        if base.sigma_epoch > 0:
+            inc_u = log_ndtr((g - log_t) / base.sigma_epoch)
+        else:
+            inc_u = np.where(g <= log_t, -np.inf, 0.0)
+        for row in np.flatnonzero(usable[:, var]).tolist():
+            fail_n[row] = np.minimum(fail_n[row], inc_u)
+
     def further(opt: np.ndarray, n: np.ndarray, lf: np.ndarray,
                 depth: np.ndarray) -> np.ndarray:
-        """The fewest further epochs that could reach pi (horizon + 1: none within it)."""
+        """The fewest further epochs that could reach pi (horizon + 1: none within it): the
+        ``i``-th further epoch ends with at most ``n + i * gmax`` effective samples in any
+        variant (the carry never adds samples), so its log failure is at least
+        ``fail_n`` there."""
         left = horizon - depth
         out = np.full(len(n), horizon + 1, dtype=np.int64)
         todo = np.flatnonzero(left > 0)
@@ -502,23 +525,10 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
             todo = todo[left[todo] >= i]
             if len(todo) == 0:
                 break
-            n_up = n[todo] + i * gmax[opt[todo]]
-            low = np.full((len(todo), nodes), np.inf)
-            for u in all_v:
-                ok = usable[opt[todo], u]
-                if not ok.any():
-                    continue
-                vu = np.full(len(todo), u)
-                m_lo = np.minimum(init, np.asarray(base.mean_of(vu, n_up), dtype=float))
-                s_lo = np.asarray(base.run_sigma_at(m_lo, vu), dtype=float)
-                g = np.log(m_lo)[:, None] + np.minimum(s_lo[:, None] * x[None, :],
-                                                       s_top[u] * x[None, :])
-                low = np.where(ok[:, None], np.minimum(low, g), low)
-            if base.sigma_epoch > 0:
-                inc = log_ndtr((low - log_t) / base.sigma_epoch)
-            else:
-                inc = np.where(low <= log_t, -np.inf, 0.0)
-            acc[todo] += inc
+            o = opt[todo]
+            at = np.minimum(np.searchsorted(grid_n, n[todo] + i * gmax[o], side="left"),
+                            len(grid_n) - 1)
+            acc[todo] += fail_n[o, at]
             hit = (1.0 - np.exp(acc[todo]) @ w) >= pi
             out[todo[hit]] = i
             todo = todo[~hit]
