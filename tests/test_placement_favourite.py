@@ -20,7 +20,8 @@ SMALL_BYTES = 1e3
 
 
 def comm_s(nbytes: float) -> float:
-    return FAITHFUL_S_PER_BYTE * nbytes + FAITHFUL_LATENCY_S
+    """Faithful transfer time: Baechi's line rounded to whole microseconds."""
+    return round((FAITHFUL_S_PER_BYTE * nbytes + FAITHFUL_LATENCY_S) * 1e6) * 1e-6
 
 
 def graph(times_ms: dict, edges: list) -> nx.DiGraph:
@@ -121,7 +122,8 @@ def test_soft_rule_stays_within_memory_and_executes_as_planned(seed, n_ops, n_de
     if not res.ok:
         assert res.reason
         return
-    step = execute_placement(g, res.placement, devices, order=res.order, transfer_order=res.transfer_order)
+    step = execute_placement(g, res.placement, devices, order=res.order, transfer_order=res.transfer_order,
+                             release_s=res.start_s)
     assert step.status == "ok", step.reason
     assert max(step.peak_memory_bytes) <= limit * (1 + 1e-9)
     assert step.step_time_s == pytest.approx(res.planned_step_s, rel=1e-9)

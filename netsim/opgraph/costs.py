@@ -5,8 +5,8 @@ Two modes:
 - ``faithful``: Baechi's model. Identical devices running each operator for its profiled
   reference time; a transfer of b bytes between any two devices takes
   ``FAITHFUL_S_PER_BYTE * b + FAITHFUL_LATENCY_S`` (their fitted GPU-to-GPU line,
-  0.0001754 us/byte + 134 us), and each device has one channel serialising its sends and
-  receives.
+  0.0001754 us/byte + 134 us), rounded to whole microseconds as Baechi's ``get_comm_cost``,
+  once per tensor, and each device has one channel serialising its sends and receives.
 - ``heterogeneous`` (netsim's extension): an operator takes ``flop / flop_per_s`` on each device;
   a transfer takes ``8 b / bottleneck_bps + latency_s`` over the scenario's route (planning
   estimate); execution moves tensors through the engine's flow network (max-min sharing).
@@ -62,14 +62,30 @@ def identical_devices(n: int, memory_bytes: float, **kwargs: float) -> list[Plac
 class IndexedGraph:
     """A graph's operators in topological order with array attributes (for the placers).
 
+    Nodes that all carry ``topo_rank`` are ordered by it instead (Baechi's tie order on a fused
+    graph, which need not be topological; the placers only use the order to break ties).
+
     Attributes: ``nodes`` (index -> node), ``index`` (node -> index), ``preds``/``succs``
     (index lists), ``time_ref_s``, ``memory_bytes``, ``temporary_bytes``, ``output_bytes``,
     ``send_bytes`` (lists), ``group`` (index -> colocation group id or -1).
+
+    Tensors, what crosses devices (each is sent at most once to each device): ``tensor_src``,
+    ``tensor_bytes``, ``tensor_key`` (per tensor id), ``out_tensors[u]`` (u's tensor ids) and
+    ``in_tensors[i][k]`` (the tensor ids on the edge ``preds[i][k] -> i``). With
+    ``per_tensor`` and edges carrying ``tensors`` (a list of ``(key, bytes)``, one per distinct
+    output of the producer on that edge, as Baechi's placement graph: see
+    :func:`netsim.opgraph.profile.load_profile`), an edge's tensors are those; otherwise each
+    producer has one tensor of ``send_bytes`` (key ``None``) that every out-edge carries.
+    ``per_tensor`` (bool) says whether any edge had ``tensors``.
     """
 
-    def __init__(self, graph: nx.DiGraph) -> None:
+    def __init__(self, graph: nx.DiGraph, per_tensor: bool = True) -> None:
         self.graph = graph
-        self.nodes = list(nx.topological_sort(graph))
+        ranks = dict(graph.nodes(data="topo_rank"))
+        if ranks and None not in ranks.values():  # Baechi's tie order (see grouping.baechi_topo_rank)
+            self.nodes = sorted(graph.nodes, key=ranks.__getitem__)
+        else:
+            self.nodes = list(nx.topological_sort(graph))
         self.index = idx = {n: i for i, n in enumerate(self.nodes)}
         self.preds: list[list[int]] = []
         self.succs: list[list[int]] = []
@@ -93,6 +109,41 @@ class IndexedGraph:
             self.output_bytes.append(float(a.get("output_bytes", 0.0)))
             self.group.append(keys.setdefault(a["colocation"], len(keys)) if "colocation" in a else -1)
         self.n_groups = len(keys)
+        self._tensors(graph, per_tensor)
+
+    def _tensors(self, graph: nx.DiGraph, per_tensor: bool) -> None:
+        self.tensor_src: list[int] = []
+        self.tensor_bytes: list[float] = []
+        self.tensor_key: list = []
+        self.out_tensors: list[list[int]] = [[] for _ in self.nodes]
+        self.in_tensors: list[list[list[int]]] = []
+        self.tensor_index: dict = {}
+        self.per_tensor = False
+        tid = self.tensor_index
+
+        def tensor(u: int, key, nbytes: float) -> int:
+            t = tid.get((u, key))
+            if t is None:
+                t = tid[(u, key)] = len(self.tensor_src)
+                self.tensor_src.append(u)
+                self.tensor_bytes.append(nbytes)
+                self.tensor_key.append(key)
+                self.out_tensors[u].append(t)
+            elif nbytes > self.tensor_bytes[t]:
+                self.tensor_bytes[t] = nbytes
+            return t
+
+        nodes, pred = self.nodes, graph.pred
+        for i, n in enumerate(nodes):
+            row = []
+            for ui in self.preds[i]:
+                ts = pred[n][nodes[ui]].get("tensors") if per_tensor else None
+                if ts:
+                    self.per_tensor = True
+                    row.append([tensor(ui, key, float(b)) for key, b in ts])
+                else:
+                    row.append([tensor(ui, None, self.send_bytes[ui])])
+            self.in_tensors.append(row)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -143,17 +194,21 @@ class CostModel:
         np.fill_diagonal(self.latency_s, 0.0)
         self._spb = self.s_per_byte.tolist()
         self._lat = self.latency_s.tolist()
+        self.round_us = mode == "faithful"  # Baechi's cost function rounds to whole microseconds
 
     def comm_s(self, nbytes: float, src: int, dst: int) -> float:
         """Time to move ``nbytes`` (bytes) from device ``src`` to ``dst`` when alone (s)."""
         if src == dst:
             return 0.0
-        return self._spb[src][dst] * nbytes + self._lat[src][dst]
+        t = self._spb[src][dst] * nbytes + self._lat[src][dst]
+        return round(t * 1e6) * 1e-6 if self.round_us else t
 
     def comm_row_s(self, nbytes: float, src: int) -> list[float]:
         """:meth:`comm_s` of ``nbytes`` (bytes) from ``src`` to each device in turn (s), 0.0 to
         ``src`` itself."""
         spb, lat = self._spb[src], self._lat[src]
+        if self.round_us:
+            return [round((spb[d] * nbytes + lat[d]) * 1e6) * 1e-6 for d in range(self.n_devices)]
         return [spb[d] * nbytes + lat[d] for d in range(self.n_devices)]
 
     def mean_comm_s(self, nbytes: float) -> float:
@@ -166,4 +221,7 @@ class CostModel:
         if n < 2:
             return np.zeros(len(nbytes))
         off = ~np.eye(n, dtype=bool)
-        return np.mean(self.s_per_byte[off] * nbytes[:, None] + self.latency_s[off], axis=1)
+        t = self.s_per_byte[off] * nbytes[:, None] + self.latency_s[off]
+        if self.round_us:
+            t = np.round(t * 1e6) * 1e-6
+        return np.mean(t, axis=1)

@@ -3,8 +3,10 @@
 Each device runs one operator at a time. With a planned ``order`` (what the placers return) a
 device runs its operators in that order, each when its inputs have arrived; without one it runs
 the ready operator of lowest topological index. A tensor crossing devices is sent once per
-(operator, destination device), ``send_bytes`` of the producer (see
-:func:`netsim.opgraph.graph.send_bytes`), as soon as the producer ends:
+(tensor, destination device), as soon as the producer ends. An operator has one tensor,
+``send_bytes`` (see :func:`netsim.opgraph.graph.send_bytes`), unless the graph's edges name
+their tensors (``tensors``, faithful mode: each distinct output is its own transfer, as in
+Baechi; see :class:`netsim.opgraph.costs.IndexedGraph`):
 
 - faithful mode: over Baechi's linear cost, occupying the sender's and the receiver's channel
   (in the plan's ``transfer_order`` when given, else first come first served);
@@ -110,6 +112,7 @@ def execute_placement(
     mode: str = "faithful",
     order: dict | None = None,
     transfer_order: list | None = None,
+    release_s: dict | None = None,
 ) -> StepResult:
     """Simulate one step of ``graph`` placed on ``devices``.
 
@@ -128,6 +131,11 @@ def execute_placement(
         ``"faithful"`` or ``"heterogeneous"``.
     order, transfer_order
         The plan's operator ranks and channel reservation order (from a ``PlacementResult``).
+        In faithful mode a planned transfer holds the sender's channel from its start and the
+        receiver's from when that is free too, each for the transfer time (Baechi's channels).
+    release_s
+        Node -> earliest start (s): the plan's starts in faithful mode, where Baechi's scheduler
+        lets an idle device start nothing before the time it decides (with ``order``).
 
     Returns
     -------
@@ -142,14 +150,15 @@ def execute_placement(
     if mode == "heterogeneous" and topology is None:
         raise ValueError("topology: required in heterogeneous mode")
     where = _resolve(graph, placement, devices)
-    ig = IndexedGraph(graph)
+    ig = IndexedGraph(graph, per_tensor=mode == "faithful")
     cost = CostModel(ig, devices, mode, topology)
-    return _Step(ig, cost, [where[n] for n in ig.nodes], devices, topology, order, transfer_order).run()
+    return _Step(ig, cost, [where[n] for n in ig.nodes], devices, topology, order, transfer_order, release_s).run()
 
 
 class _Step:
-    def __init__(self, ig, cost, dev, devices, topology, order, transfer_order) -> None:
+    def __init__(self, ig, cost, dev, devices, topology, order, transfer_order, release_s=None) -> None:
         self.ig, self.cost, self.dev, self.devices = ig, cost, dev, devices
+        self.release = [release_s.get(n, 0.0) for n in ig.nodes] if release_s is not None else None
         self.env = env = simpy.Environment()
         nd = len(devices)
         busy_w = [float(getattr(d, "power_busy_w", 0.0)) for d in devices]
@@ -172,15 +181,16 @@ class _Step:
         self.log: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in range(nd)]
         for i in range(n):
             self.log[dev[i]][0] = (0.0, self.log[dev[i]][0][1] + ig.memory_bytes[i])
-        # transfers: one per (producer, remote device)
+        # transfers: one per (tensor, remote device)
         self.consumers_on: dict[tuple[int, int], int] = {}
-        for i in range(n):
-            for v in ig.succs[i]:
-                if dev[v] != dev[i]:
-                    self.consumers_on[(i, dev[v])] = self.consumers_on.get((i, dev[v]), 0) + 1
+        for v in range(n):
+            for u, ts in zip(ig.preds[v], ig.in_tensors[v], strict=True):
+                if dev[v] != dev[u]:
+                    for t in ts:
+                        self.consumers_on[(t, dev[v])] = self.consumers_on.get((t, dev[v]), 0) + 1
         self.pending_out = [sum(1 for v in ig.succs[i] if dev[v] == dev[i]) for i in range(n)]
-        for i, _d in self.consumers_on:
-            self.pending_out[i] += 1
+        for t, _d in self.consumers_on:
+            self.pending_out[ig.tensor_src[t]] += 1
         self.arrive = {k: env.event() for k in self.consumers_on}
         self.ops: list = []
         self.transfers: list = []
@@ -205,13 +215,20 @@ class _Step:
 
     # -- processes ------------------------------------------------------------------------
     def _inputs(self, i: int, d: int):
-        evs = [self.done[u] if self.dev[u] == d else self.arrive[(u, d)] for u in self.ig.preds[i]]
+        evs = []
+        for u, ts in zip(self.ig.preds[i], self.ig.in_tensors[i], strict=True):
+            if self.dev[u] == d:
+                evs.append(self.done[u])
+            else:
+                evs.extend(self.arrive[(t, d)] for t in ts)
         return self.env.all_of(evs)
 
     def _device(self, d: int, mine: list[int], strict: bool):
         if strict:
             for i in mine:
                 yield self._inputs(i, d)
+                if self.release is not None and self.env.now < self.release[i]:
+                    yield self.env.timeout(self.release[i] - self.env.now)
                 yield from self._run(i, d)
             return
         ready: list[int] = []
@@ -242,35 +259,59 @@ class _Step:
         self.finished += 1
         if not ig.succs[i]:
             self._mem(d, -ig.output_bytes[i])
-        for u in ig.preds[i]:
+        for u, ts in zip(ig.preds[i], ig.in_tensors[i], strict=True):
             if self.dev[u] == d:
                 self._release_output(u)
-            else:
-                key = (u, d)
+                continue
+            for t in ts:
+                key = (t, d)
                 self.consumers_on[key] -= 1
                 if self.consumers_on[key] == 0:
-                    self._mem(d, -ig.send_bytes[u])
+                    self._mem(d, -ig.tensor_bytes[t])
         self.done[i].succeed()
 
     def _start_transfers(self, transfer_order) -> None:
         ig, env = self.ig, self.env
         keys = list(self.consumers_on)
         if transfer_order is not None and self.cost.mode == "faithful":
-            planned = [(ig.index[u], d) for u, d in transfer_order]
+            tid = ig.tensor_index
+            planned = [(tid.get((ig.index[x[0]], x[2] if len(x) > 2 else None)), x[1]) for x in transfer_order]
             if set(planned) == set(keys):
                 last: dict[int, simpy.Event] = {}
-                for u, d in planned:
+                for t, d in planned:
+                    u = ig.tensor_src[t]
                     src = self.dev[u]
-                    deps = [self.done[u]] + [last[c] for c in (src, d) if c in last]
-                    env.process(self._send(u, src, d, deps, None))
-                    last[src] = last[d] = self.arrive[(u, d)]
+                    sent = env.event()
+                    deps = [self.done[u]] + ([last[src]] if src in last else [])
+                    env.process(self._send_split(t, src, d, deps, [last[d]] if d in last else [], sent))
+                    last[src], last[d] = sent, self.arrive[(t, d)]
                 return
         channels = [simpy.Resource(env, 1) for _ in self.devices]
-        for u, d in sorted(keys):
-            env.process(self._send(u, self.dev[u], d, [self.done[u]], channels))
+        for t, d in sorted(keys, key=lambda k: (ig.tensor_src[k[0]], k)):
+            u = ig.tensor_src[t]
+            env.process(self._send(t, self.dev[u], d, [self.done[u]], channels))
 
-    def _send(self, u: int, src: int, dst: int, deps, channels):
-        env, nbytes = self.env, self.ig.send_bytes[u]
+    def _send_split(self, t: int, src: int, dst: int, send_deps, recv_deps, sent):
+        """Baechi's transfer: the send holds ``src``'s channel for the transfer time from when the
+        producer has ended and it is free; the receive holds ``dst``'s for as long from when the
+        send has started and it is free (``placer/device.py``)."""
+        env, nbytes, u = self.env, self.ig.tensor_bytes[t], self.ig.tensor_src[t]
+        yield env.all_of(send_deps)
+        start, w = env.now, self.cost.comm_s(nbytes, src, dst)
+        env.process(self._fire_after(sent, w))
+        self._mem(dst, nbytes)
+        yield env.all_of(recv_deps)
+        yield env.timeout(w)
+        self.transfers.append((self.ig.nodes[u], src, dst, nbytes, start, env.now))
+        self._release_output(u)
+        self.arrive[(t, dst)].succeed()
+
+    def _fire_after(self, ev, delay: float):
+        yield self.env.timeout(delay)
+        ev.succeed()
+
+    def _send(self, t: int, src: int, dst: int, deps, channels):
+        env, nbytes, u = self.env, self.ig.tensor_bytes[t], self.ig.tensor_src[t]
         yield env.all_of(deps)
         if self.net is not None:
             start = env.now
@@ -291,7 +332,7 @@ class _Step:
                     yield env.timeout(self.cost.comm_s(nbytes, src, dst))
         self.transfers.append((self.ig.nodes[u], src, dst, nbytes, start, env.now))
         self._release_output(u)
-        self.arrive[(u, dst)].succeed()
+        self.arrive[(t, dst)].succeed()
 
     # -- result ---------------------------------------------------------------------------
     def run(self) -> StepResult:

@@ -31,7 +31,7 @@ _LOC_PREFIX = "loc:@"
 MODEL_BATCH_SAMPLES = 32
 
 
-def load_profile(path: str | Path) -> nx.DiGraph:
+def load_profile(path: str | Path, ports: dict | None = None, pred_order: dict | None = None) -> nx.DiGraph:
     """Read an operator graph from a profile JSON file.
 
     Parameters
@@ -46,6 +46,12 @@ def load_profile(path: str | Path) -> nx.DiGraph:
         ``temporary_bytes``, ``output_bytes`` (sum over outputs less the persistent bytes they
         hold, at least 0; bytes), ``name``, ``op`` and,
         for colocated operators, ``colocation`` (the TensorFlow colocation target's name).
+        Edges: ``bytes`` and ``tensors``, a list of ``(output port, bytes)``: the producer's
+        distinct outputs on the edge, from the edge's ``ports`` list (or ``ports[(src, dst)]``
+        given here) or, for a producer of one output, that output. Baechi sends each tensor
+        separately and once per device (faithful mode does too); an edge of a multi-output
+        producer without ports has no ``tensors`` (one tensor per producer, as before).
+        ``pred_order`` (``dst -> [src, ...]``): the order of those operators' in-edges.
 
     Raises
     ------
@@ -54,10 +60,10 @@ def load_profile(path: str | Path) -> nx.DiGraph:
     """
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
-    return profile_from_dict(data)
+    return profile_from_dict(data, ports, pred_order)
 
 
-def profile_from_dict(data: dict) -> nx.DiGraph:
+def profile_from_dict(data: dict, ports: dict | None = None, pred_order: dict | None = None) -> nx.DiGraph:
     """Build the graph from an already-parsed profile (see :func:`load_profile`)."""
     try:
         nodes, edges = data["nodes"], data["edges"]
@@ -65,10 +71,12 @@ def profile_from_dict(data: dict) -> nx.DiGraph:
         raise ValueError("profile needs 'nodes' and 'edges' lists") from exc
     g = nx.DiGraph(name=data.get("name", "graph"), source=data.get("source", ""))
     names: dict[str, int] = {}
+    outputs: dict = {}
     for i, n in enumerate(nodes):
         try:
             outs = n.get("output_bytes", [])
             outs = [outs] if isinstance(outs, (int, float)) else outs
+            outputs[n["id"]] = [float(o) for o in outs]
             persistent = float(n.get("persistent_bytes", 0))
             g.add_node(
                 n["id"],
@@ -88,10 +96,21 @@ def profile_from_dict(data: dict) -> nx.DiGraph:
     for target in {a["colocation"] for _, a in g.nodes(data=True) if "colocation" in a}:
         if target in names:
             g.nodes[names[target]]["colocation"] = target
+    if pred_order:  # insert each operator's in-edges in the given order (dst -> [src, ...])
+        rank = {(u, v): k for v, us in pred_order.items() for k, u in enumerate(us)}
+        edges = sorted(edges, key=lambda e: rank.get((e.get("src"), e.get("dst")), -1))
+        edges.sort(key=lambda e: e.get("dst", 0))
     for i, e in enumerate(edges):
         try:
             g.add_edge(e["src"], e["dst"], bytes=float(e.get("bytes", 0)))
-        except (KeyError, TypeError) as exc:
+            outs = outputs[e["src"]]
+            on_edge = e.get("ports", (ports or {}).get((e["src"], e["dst"])))
+            if on_edge is not None:
+                g.edges[e["src"], e["dst"]]["tensors"] = [(int(p), outs[int(p)] if int(p) < len(outs) else 0.0)
+                                                         for p in on_edge]
+            elif len(outs) <= 1:
+                g.edges[e["src"], e["dst"]]["tensors"] = [(0, float(e.get("bytes", 0)))]
+        except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"edges[{i}]: {exc}") from exc
     validate_graph(g)
     return g
@@ -122,6 +141,24 @@ def save_profile(graph: nx.DiGraph, path: str | Path) -> None:
     out = {"name": graph.graph.get("name", "graph"), "source": graph.graph.get("source", "")}
     out.update(nodes=nodes, edges=edges)
     Path(path).write_text(json.dumps(out), encoding="utf-8")
+
+
+def gnmt_ports() -> tuple[dict, dict]:
+    """``(src, dst) -> output ports`` of the shipped GNMT profile's edges whose producer has several
+    outputs, and ``dst -> [src, ...]``, the GraphDef's input order where it differs from the
+    profile's (:mod:`netsim.opgraph.gnmt_ports`)."""
+    from netsim.opgraph.gnmt_ports import PORTS, PRED_ORDER
+
+    ports = {}
+    for entry in PORTS.split(","):
+        edge, ps = entry.split(":")
+        src, dst = edge.split(">")
+        ports[(int(src), int(dst))] = [int(p) for p in ps.split(".")]
+    order = {}
+    for entry in PRED_ORDER.split(","):
+        dst, us = entry.split(":")
+        order[int(dst)] = [int(u) for u in us.split(".")]
+    return ports, order
 
 
 def builtin_names() -> list[str]:
@@ -156,7 +193,7 @@ def load_graph(spec: str, seed: int = 0) -> nx.DiGraph:
     if spec in PROFILES or spec == "gnmt-train":
         ref = resources.files("netsim") / "data" / "opgraphs" / PROFILES["gnmt"]
         with resources.as_file(ref) as p:
-            g = load_profile(p)
+            g = load_profile(p, *gnmt_ports())
         return add_backward(g) if spec == "gnmt-train" else g
     layers = model_layers(spec, MODEL_BATCH_SAMPLES)
     if layers is not None:

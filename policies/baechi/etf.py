@@ -48,7 +48,7 @@ def m_etf(
     True
     """
     t0 = time.perf_counter()
-    ig = IndexedGraph(graph)
+    ig = IndexedGraph(graph, per_tensor=mode == "faithful")
     res = list_schedule(ig, CostModel(ig, devices, mode, topology), "m-etf")
     res.placement_time_s = time.perf_counter() - t0
     return res

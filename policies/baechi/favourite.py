@@ -55,7 +55,7 @@ class SoftFavouriteScheduler(_Scheduler):
         if f < 0 or self.dev[f] >= 0 or self.missing[f] or self._bound_to(f) >= 0:
             return c  # no child, or not ready, or placed already (with its group or pinned)
         inputs = self.inputs[f]  # sorted by end: the last one ends when f becomes ready
-        ready_s = max(self.dev_free[d], inputs[-1][3] if inputs else 0.0)
+        ready_s = max(self.dev_free[d], max((x[3] for x in inputs), default=0.0))
         if c is not None and c[0] < ready_s:
             return c  # m-ETF's operator starts before the favourite child is ready
         cf = self.evaluate(f, d)
@@ -145,6 +145,7 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
                     here = cx
             else:
                 if here is not None and (best_key is None or (latest, i) < best_key):
-                    best, best_key = here, (latest, i)
+                    # Baechi runs it when every device could have started it
+                    best, best_key = (latest, i, d, here[3], max(here[4], latest)), (latest, i)
         return best
 

@@ -32,6 +32,13 @@ from policies.baechi.memory import MemoryTimeline
 from policies.baechi.result import PlacementResult
 
 
+def _snap(x: float) -> float:
+    """``x`` (s) on the whole nanosecond when it is that up to float error (faithful mode: sums of
+    Baechi's whole-microsecond times then tie exactly, as its integer times do), else ``x``."""
+    r = round(x, 9)
+    return r if abs(r - x) < 1e-13 else x
+
+
 class _Scheduler:
     """The list scheduler's state; :meth:`run` places every operator or says why it cannot."""
 
@@ -50,21 +57,24 @@ class _Scheduler:
         self.rules = fixed is not None or ig.n_groups > 0
         self.missing = [len(p) for p in ig.preds]
         self.inputs: list[list[tuple]] = [[] for _ in range(n)]  # set when ready, see ready()
-        self.comm_out: list[list[float]] = [[] for _ in range(n)]  # set on commit (s)
+        nt = len(ig.tensor_src)
+        self.comm_out: list[list[float]] = [[] for _ in range(nt)]  # per tensor, set on commit (s)
         self.base_need = [t + o for t, o in zip(ig.temporary_bytes, ig.output_bytes, strict=True)]  # bytes
         self.left = [len(s) for s in ig.succs]
-        self.arrival: list[float | None] = [None] * (n * nd)  # [u * nd + d]: u's tensor on d (s)
-        self.targets: list[list[int]] = [[] for _ in range(n)]
+        self.arrival: list[float | None] = [None] * (nt * nd)  # [t * nd + d]: tensor t on d (s)
+        self.targets: list[list[int]] = [[] for _ in range(nt)]
         self.local_end = [0.0] * n
-        self.remote_end: list[float | None] = [None] * (n * nd)  # [u * nd + d]: last use on d (s)
+        self.remote_end: list[float | None] = [None] * (nt * nd)  # [t * nd + d]: last use on d (s)
         self.out_end = [0.0] * n
         self.now_q: list[list[int]] = [[] for _ in range(nd)]
         self.later_q: list[list[tuple[float, int]]] = [[] for _ in range(nd)]
         self.blocked: list[list[int]] = [[] for _ in range(nd)]
         self.cache: list[tuple | None] = [None] * nd
         self.order: list[int] = []
-        self.transfers: list[tuple[int, int, int, float, float]] = []
+        self.transfers: list[tuple[int, int, int, float, float, int]] = []
         self.touched: set[int] = set()
+        self.baechi = cost.mode == "faithful"  # Baechi's transfer rules (see evaluate)
+        self.now = 0.0  # faithful: the time of the last decision; idle devices wait until it
 
     # -- candidates -----------------------------------------------------------------------
     def allowed(self, i: int, d: int) -> bool:
@@ -85,14 +95,20 @@ class _Scheduler:
     def ready(self, i: int) -> None:
         """i's inputs are all scheduled: record them, by end, and queue i.
 
-        Each input is ``(u, u * n_devices, device, end (s), bytes sent, transfer time to each
-        device (s))``: all fixed once u is scheduled.
+        Each input is a tensor t of a producer u: ``(u, t * n_devices, u's device, u's end (s),
+        t's bytes, t's transfer time to each device (s))``: all fixed once u is scheduled. In
+        producer end order (faithful mode: the graph's in-edge order, as Baechi's placers send); one per producer unless the graph has several tensors per edge.
         """
-        preds, end = self.ig.preds[i], self.end
-        if len(preds) > 1:
-            preds = sorted(preds, key=end.__getitem__)
-        nd, dev, sb, comm_out = self.nd, self.dev, self.ig.send_bytes, self.comm_out
-        self.inputs[i] = [(u, u * nd, dev[u], end[u], sb[u], comm_out[u]) for u in preds]
+        ig, end = self.ig, self.end
+        preds, ts = ig.preds[i], ig.in_tensors[i]
+        ks: Sequence[int]
+        if self.baechi or len(preds) < 2:
+            ks = range(len(preds))  # faithful: Baechi sends inputs in the graph's in-edge order
+        else:
+            ks = sorted(range(len(preds)), key=lambda k: end[preds[k]])
+        nd, dev, tb, comm_out = self.nd, self.dev, ig.tensor_bytes, self.comm_out
+        self.inputs[i] = [(u, t * nd, dev[u], end[u], tb[t], comm_out[t])
+                          for k in ks for u in (preds[k],) for t in ts[k]]
         self.push(i)
 
     def push(self, i: int, devices=None) -> None:
@@ -117,7 +133,8 @@ class _Scheduler:
 
     def evaluate(self, i: int, d: int):
         """``(start, i, d, transfers)`` of i on d, or None if it does not fit; each transfer is
-        ``(producer, its device, start, arrival)`` (s), in start order.
+        ``(producer, its device, start, arrival, tensor id * n_devices, bytes)`` (s), in start
+        order.
 
         As the executor runs the plan: each input transfer starts as soon as its producer has
         ended and both channels are free (never later), its bytes held on ``d`` from that start;
@@ -125,7 +142,9 @@ class _Scheduler:
         bytes held from then on. Nothing waits for memory: when this does not fit, ``d`` is not
         feasible for ``i`` at this point of the schedule.
         """
-        ig, arrival = self.ig, self.arrival
+        if self.baechi:
+            return self._evaluate_baechi(i, d)
+        arrival = self.arrival
         t = self.dev_free[d]
         cf = None  # the channels as these transfers leave them (a copy once there is one)
         xf = []
@@ -135,7 +154,7 @@ class _Scheduler:
                 if eu > t:
                     t = eu
                 continue
-            a = arrival[un + d]
+            a = arrival[un + d]  # un: the tensor's id * n_devices
             if a is None:
                 if cf is None:
                     cf = self.chan_free.copy()
@@ -146,22 +165,85 @@ class _Scheduler:
                     s = cf[d]
                 a = s + comm[d]
                 cf[du] = cf[d] = a
-                xf.append((u, du, s, a))
+                xf.append((u, du, s, a, un, sbu, a))
                 recv += sbu
             if a > t:
                 t = a
+        return self._fits(i, d, t, t, xf, recv)
+
+    def _fits(self, i: int, d: int, rank_s: float, t: float, xf: list, recv: float):
+        """The candidate ``(rank_s, i, d, xf, t)`` if i's memory fits on d, else None."""
+        ig = self.ig
         need = self.base_need[i] + recv
         m = self.mem[d]
         if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
-            return (t, i, d, xf)  # fits whatever the timeline (fast path)
+            return (rank_s, i, d, xf, t)  # fits whatever the timeline (fast path)
         held = 0.0  # received tensors, each from its transfer's start (xf is in start order)
-        for u, _, s, _ in xf:
-            held += ig.send_bytes[u]
+        for _, _, s, _, _, b, _ in xf:
+            held += b
             if not m.fits(s, held, ig.memory_bytes[i]):
                 return None
         if not m.fits(t, need, ig.memory_bytes[i]):
             return None
-        return (t, i, d, xf)
+        return (rank_s, i, d, xf, t)
+
+    def _evaluate_baechi(self, i: int, d: int):
+        """:meth:`evaluate` as Baechi's m-ETF (``placer/placer_utils.py``, ``ReadyOpManager``).
+
+        The rank of i on d is Baechi's estimate: each in-edge on its own against the channels as
+        they are (the edge's tensors not yet on d as one transfer: it starts on the sender's
+        channel when the producer has ended and that channel is free, and is received when the
+        receiver's channel is free too). The start is what committing does: the tensors sent one
+        at a time in in-edge order, each holding the sender's channel from its send start and
+        the receiver's from its receive start (the later of the send start and the receiver's
+        channel) for its transfer time; the operator starts when d is free and all have arrived.
+        """
+        arrival, chan = self.arrival, self.chan_free
+        rank = t = self.dev_free[d]
+        cf = None
+        xf: list = []
+        recv = 0.0
+        inputs = self.inputs[i]
+        k, n = 0, len(inputs)
+        while k < n:
+            u, _, du, eu, _, _ = inputs[k]
+            if du == d:
+                if eu > t:
+                    t = eu
+                if eu > rank:
+                    rank = eu
+                k += 1
+                continue
+            j, w_sum, est = k, 0.0, 0.0
+            while j < n and inputs[j][0] == u:  # the edge u -> i: its tensors are consecutive
+                a = arrival[inputs[j][1] + d]
+                if a is None:
+                    w_sum += inputs[j][5][d]
+                elif a > est:
+                    est = a
+                j += 1
+            if w_sum > 0.0:
+                s = max(eu, chan[du])
+                est = max(est, _snap(max(s, chan[d]) + w_sum))
+            if est > rank:
+                rank = est
+            for _, un, _, _, b, comm in inputs[k:j]:
+                a = arrival[un + d]
+                if a is None:
+                    if cf is None:
+                        cf = chan.copy()
+                    s = eu if eu > cf[du] else cf[du]
+                    w = comm[d]
+                    r = s if s > cf[d] else cf[d]
+                    a = _snap(r + w)
+                    cf[du] = sent = _snap(s + w)
+                    cf[d] = a
+                    xf.append((u, du, s, a, un, b, sent))
+                    recv += b
+                if a > t:
+                    t = a
+            k = j
+        return self._fits(i, d, rank, t, xf, recv)
 
     def top(self, d: int):
         if self.cache[d] is not None:
@@ -207,24 +289,35 @@ class _Scheduler:
 
     # -- commitment -----------------------------------------------------------------------
     def commit(self, c) -> None:
-        t, i, d, xf = c
+        rank, i, d, xf, t = c
         ig, nd, mem = self.ig, self.nd, self.mem[d]
+        if self.baechi and rank > self.now:
+            # Baechi's scheduler moves in time: a device idle at the decision time cannot start
+            # anything earlier (``ETFDevice.advance``)
+            self.now = rank
+            for x in range(nd):
+                if self.dev_free[x] < rank:
+                    self.dev_free[x] = rank
+                    self.cache[x] = None
         changed = {d}
         self.dev[i], self.start[i] = d, t
-        self.end[i] = e = t + self.cost.compute_s[i][d]
+        e = t + self.cost.compute_s[i][d]
+        if self.baechi:
+            e = _snap(e)  # Baechi's integer times tie exactly
+        self.end[i] = e
         self.dev_free[d] = e
-        if ig.succs[i]:
-            self.comm_out[i] = self.cost.comm_row_s(ig.send_bytes[i], d)
+        for tt in ig.out_tensors[i]:
+            self.comm_out[tt] = self.cost.comm_row_s(ig.tensor_bytes[tt], d)
         chan_free = self.chan_free
-        for u, du, s, a in xf:
+        for u, du, s, a, un, b, sent in xf:
             changed.add(du)
-            chan_free[du] = max(chan_free[du], a)
+            chan_free[du] = max(chan_free[du], sent)
             chan_free[d] = max(chan_free[d], a)
-            self.arrival[u * nd + d] = a
-            self.targets[u].append(d)
+            self.arrival[un + d] = a
+            self.targets[un // nd].append(d)
             self.out_end[u] = max(self.out_end[u], a)
-            self.transfers.append((u, du, d, s, a))
-            mem.allocate(s, ig.send_bytes[u])
+            self.transfers.append((u, du, d, s, a, un // nd))
+            mem.allocate(s, b)
         self.touched = set(changed)  # devices whose memory was freed or allocated
         mem.add_persistent(ig.memory_bytes[i])
         mem.allocate(t, ig.temporary_bytes[i], until_s=e)
@@ -232,14 +325,15 @@ class _Scheduler:
         if not ig.succs[i]:
             mem.free(e, ig.output_bytes[i])
         self.order.append(i)
-        for u in ig.preds[i]:
-            if self.dev[u] == d:
+        for u, un, du, _, _, _ in self.inputs[i]:
+            if du == d:
                 self.local_end[u] = max(self.local_end[u], e)
             else:
-                k = u * nd + d
+                k = un + d
                 r = self.remote_end[k]
                 if r is None or e > r:
                     self.remote_end[k] = e
+        for u in ig.preds[i]:
             self.left[u] -= 1
             if self.left[u] == 0:
                 self.release(u)
@@ -274,14 +368,15 @@ class _Scheduler:
         du, ig, nd = self.dev[u], self.ig, self.nd
         self.mem[du].free(max(self.end[u], self.local_end[u], self.out_end[u]), ig.output_bytes[u])
         self.touched.add(du)
-        for d in self.targets[u]:
-            k = u * nd + d
-            last = self.remote_end[k]
-            if last is None:
-                last = self.arrival[k]
-                assert last is not None  # d is among u's targets: the tensor was sent there
-            self.mem[d].free(last, ig.send_bytes[u])
-            self.touched.add(d)
+        for t in ig.out_tensors[u]:
+            for d in self.targets[t]:
+                k = t * nd + d
+                last = self.remote_end[k]
+                if last is None:
+                    last = self.arrival[k]
+                    assert last is not None  # d is among t's targets: the tensor was sent there
+                self.mem[d].free(last, ig.tensor_bytes[t])
+                self.touched.add(d)
 
     # -- driver ---------------------------------------------------------------------------
     choose: Callable[[int, Any], Any] | None = None
@@ -351,7 +446,9 @@ def list_schedule(
     res.order = {nodes[i]: k for k, i in enumerate(placed)}
     res.start_s = {nodes[i]: s.start[i] for i in placed}
     res.end_s = {nodes[i]: s.end[i] for i in placed}
-    res.transfer_order = [(nodes[u], dst) for u, _, dst, _, _ in s.transfers]
+    key = ig.tensor_key
+    res.transfer_order = [(nodes[u], dst) if key[t] is None else (nodes[u], dst, key[t])
+                          for u, _, dst, _, _, t in s.transfers]
     res.planned_peak_memory_bytes = [m.peak_bytes() for m in s.mem]
     if reason:
         res.status, res.reason = "infeasible", reason

@@ -57,7 +57,7 @@ def placement_optimum(
             f"placement-optimum handles at most {MAX_OPERATORS} operators and {MAX_DEVICES} devices "
             f"(got {graph.number_of_nodes()} operators, {len(devices)} devices): use m-etf or m-sct"
         )
-    ig = IndexedGraph(graph)
+    ig = IndexedGraph(graph, per_tensor=False)
     cost = CostModel(ig, devices, mode, topology)
     n, nd = len(ig), len(devices)
     comm = [[[cost.comm_s(ig.send_bytes[u], e, d) for d in range(nd)] for e in range(nd)] for u in range(n)]

@@ -31,7 +31,7 @@ def single_device(
     Returns an infeasible result (with the reason) when no single device can hold it.
     """
     t0 = time.perf_counter()
-    ig = IndexedGraph(graph)
+    ig = IndexedGraph(graph, per_tensor=mode == "faithful")
     cost = CostModel(ig, devices, mode, topology)
     best, reason = None, ""
     for d in range(len(devices)):
@@ -98,7 +98,10 @@ def place(
     t0 = time.perf_counter()
     fused = None
     if group:
-        fused = group_and_fuse(graph, max_group_bytes=min(float(d.memory_bytes) for d in devices))
+        # faithful: Baechi's default fusion in Baechi's order; heterogeneous: netsim's (more fusion)
+        faithful = mode == "faithful"
+        fused = group_and_fuse(graph, max_group_bytes=min(float(d.memory_bytes) for d in devices),
+                               disjoint_paths=not faithful, baechi_order=faithful)
         graph = fused.graph
     res = ALGORITHMS[algorithm](graph, devices, mode, topology)
     res.fused = fused
@@ -110,7 +113,8 @@ def place(
 def simulate(res: PlacementResult, devices: Sequence[DeviceLike], topology=None) -> StepResult:
     """Execute a feasible placement for one step (on the graph it placed, in its planned order)."""
     return execute_placement(res.graph, res.placement, devices, topology, res.mode,
-                             order=res.order, transfer_order=res.transfer_order)
+                             order=res.order, transfer_order=res.transfer_order,
+                             release_s=res.start_s if res.mode == "faithful" else None)
 
 
 @dataclass

@@ -42,7 +42,8 @@ def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.1
     ----------
     ig, cost
         The graph and cost model; ``p_i`` is the fastest device's compute time, ``c_ij`` the
-        mean transfer time of the producer's tensor over device pairs (s).
+        mean transfer time of the producer's tensor over device pairs (s); with tensors per
+        edge (``ig.per_tensor``) the sum over the edge's tensors.
     threshold
         Edges with ``x_ij`` at most this become favourite edges.
 
@@ -63,7 +64,12 @@ def favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.1
     if len(src) == 0:
         return [-1] * n, float(max(fastest, default=0.0))
     p = np.array(fastest) * SCALE  # (us)
-    c = cost.mean_comm_array_s(np.asarray(ig.send_bytes, dtype=float))[src] * SCALE  # (us)
+    if ig.per_tensor:  # an edge costs the sum of its tensors' transfers (Baechi's edge weight)
+        per_tensor = cost.mean_comm_array_s(np.asarray(ig.tensor_bytes, dtype=float))
+        on_edge = {(u, i): ts for i in range(n) for u, ts in zip(ig.preds[i], ig.in_tensors[i], strict=True)}
+        c = np.array([sum(per_tensor[t] for t in on_edge[(u, j)]) for u, j in zip(src.tolist(), dst.tolist(), strict=True)]) * SCALE
+    else:
+        c = cost.mean_comm_array_s(np.asarray(ig.send_bytes, dtype=float))[src] * SCALE  # (us)
     y, makespan_us = solve_lp(n, src, dst, p, c)
     return round_favourites(n, src, dst, 1.0 - y, threshold), makespan_us / SCALE
 
@@ -119,3 +125,77 @@ def round_favourites(n: int, src: np.ndarray, dst: np.ndarray, x: np.ndarray, th
             favourite[i] = j
             has_parent[j] = True
     return favourite
+
+
+def baechi_favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.1) -> tuple[list[int], float]:
+    """Baechi's own LP and rounding (``placer/m_sct.py``, ``FavoriteChildLPSolver``): the LP in the
+    ``x`` form with its rows in Baechi's order (bounds as rows, edges numbered by producer in the
+    graph's node order), edge costs the sum of the edge's tensors' whole-microsecond transfer
+    times, solved by HiGHS (Baechi calls MOSEK, which this cannot run); an edge is favourite when
+    ``round(x - threshold + 0.5)`` is 0, assigned in edge order as Baechi does (a later favourite
+    edge of a parent replaces the earlier; a child's second favourite parent clears the first
+    parent's favourite). The faithful mode's m-SCT uses it. Returns as
+    :func:`favourite_children` (``favourite`` by ``ig`` index)."""
+    g = ig.graph
+    nodes = list(g.nodes)
+    nid = {v: k for k, v in enumerate(nodes)}
+    edges = list(g.edges)
+    m, n = len(edges), len(nodes)
+    if m == 0:
+        return [-1] * len(ig), float(max((min(r) for r in cost.compute_s), default=0.0))
+    p = [round(min(cost.compute_s[ig.index[v]]) * SCALE, 6) for v in nodes]
+    per_tensor = cost.mean_comm_array_s(np.asarray(ig.tensor_bytes, dtype=float)) * SCALE
+    on_edge = {(ig.nodes[u], ig.nodes[i]): ts for i in range(len(ig)) for u, ts in zip(ig.preds[i], ig.in_tensors[i], strict=True)}
+    w = [float(round(sum(per_tensor[t] for t in on_edge[e]))) for e in edges]
+    eid = {e: k for k, e in enumerate(edges)}
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    rhs: list[float] = []
+
+    def add(terms, value):
+        r = len(rhs)
+        for c, v in terms:
+            rows.append(r)
+            cols.append(v)
+            vals.append(c)
+        rhs.append(float(value))
+
+    for k in range(m):
+        add([(1, k)], 1)
+        add([(-1, k)], 0)
+    for v in nodes:
+        add([(-1, m + nid[v])], 0)
+    for k, (u, v) in enumerate(edges):
+        add([(1, m + nid[u]), (-1, m + nid[v]), (w[k], k)], -p[nid[u]])
+    for v in nodes:
+        outs = [(-1, eid[(v, x)]) for x in g.successors(v)]
+        if outs:
+            add(outs, 1 - len(outs))
+    for v in nodes:
+        inc = [(-1, eid[(x, v)]) for x in g.predecessors(v)]
+        if inc:
+            add(inc, 1 - len(inc))
+    for v in nodes:
+        add([(1, m + nid[v]), (-1, m + n)], -p[nid[v]])
+    a_ub = sp.csr_matrix((vals, (rows, cols)), shape=(len(rhs), m + n + 1))
+    objective = np.zeros(m + n + 1)
+    objective[-1] = 1.0
+    res = linprog(objective, A_ub=a_ub, b_ub=np.asarray(rhs), bounds=(None, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"favourite-child LP failed: {res.message}")
+    favourite = [-1] * n
+    parent = [-1] * n
+    for k, (u, v) in enumerate(edges):
+        if round(float(res.x[k]) - threshold + 0.5) == 0:
+            a, b = nid[u], nid[v]
+            favourite[a] = b
+            if parent[b] != -1:
+                favourite[parent[b]] = -1
+            parent[b] = a
+    out = [-1] * len(ig)
+    for k, f in enumerate(favourite):
+        if f >= 0:
+            out[ig.index[nodes[k]]] = ig.index[nodes[f]]
+    return out, float(res.x[-1]) / SCALE
+

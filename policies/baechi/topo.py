@@ -29,19 +29,55 @@ def m_topo(
     with each device's real limit as its cap. Parameters and return as :func:`policies.baechi.etf.m_etf`.
     """
     t0 = time.perf_counter()
-    ig = IndexedGraph(graph)
+    ig = IndexedGraph(graph, per_tensor=mode == "faithful")
     cost = CostModel(ig, devices, mode, topology)
     nd = len(devices)
     sizes = [ig.memory_bytes[i] + ig.temporary_bytes[i] + ig.output_bytes[i] for i in range(len(ig))]
     share = sum(sizes) / nd + max(sizes, default=0.0)  # Baechi's cap: the mean plus the largest operator
     res = None
-    for caps in ([min(m, share) for m in cost.memory_bytes], cost.memory_bytes):
-        res = list_schedule(ig, cost, "m-topo", fixed=_fill(ig, caps))
+    fills = [_fill(ig, [min(m, share) for m in cost.memory_bytes]), _fill(ig, cost.memory_bytes)]
+    if mode == "faithful" and ig.per_tensor:
+        baechi = _fill_baechi(ig, nd)
+        if baechi is not None:
+            fills.insert(0, baechi)
+    for fixed in fills:
+        res = list_schedule(ig, cost, "m-topo", fixed=fixed)
         if res.ok:
             break
     assert res is not None  # the loop above ran (two cap lists)
     res.placement_time_s = time.perf_counter() - t0
     return res
+
+
+def _fill_baechi(ig: IndexedGraph, nd: int) -> list[int] | None:
+    """Baechi's ``TopoUniformWithColocation`` (``placer/m_topo.py``) on a graph whose edges name
+    their tensors: an operator's size is its temporary bytes plus its outputs (a fused operator's:
+    the distinct tensors leaving it), the cap the sum over operators // devices plus the largest;
+    a colocation group goes whole to the current device while the device's placed size plus the
+    group's largest temporary and summed persistent bytes stays under the cap, else the next
+    device takes it. None when the last device overflows (the caller falls back)."""
+    n = len(ig)
+    out = [sum(ig.tensor_bytes[t] for t in ig.out_tensors[i]) if ig.graph.nodes[ig.nodes[i]].get("op") == "fused"
+           else ig.output_bytes[i] + ig.memory_bytes[i] for i in range(n)]
+    size = [ig.temporary_bytes[i] + out[i] for i in range(n)]
+    cap = sum(size) // nd + max(size, default=0.0)
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(ig.group):
+        members.setdefault(g if g >= 0 else -1 - i, []).append(i)
+    need = {g: max(ig.temporary_bytes[j] for j in m) + sum(ig.memory_bytes[j] for j in m) for g, m in members.items()}
+    fixed, i = [-1] * n, 0
+    for d in range(nd):
+        used = 0.0
+        while i < n:
+            if fixed[i] < 0:
+                g = ig.group[i] if ig.group[i] >= 0 else -1 - i
+                if not used + need[g] < cap:
+                    break
+                for j in members[g]:
+                    fixed[j] = d
+                    used += size[j]
+            i += 1
+    return fixed if i == n else None
 
 
 def _fill(ig: IndexedGraph, caps: list[float]) -> list[int]:
