@@ -130,8 +130,10 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
                 best, best_key = ci, (ci[0], i)
         if max(self.dev_free) > by_s:
             return best
-        evaluate, nd = self.evaluate, self.nd
+        evaluate, nd, inputs = self.evaluate, self.nd, self.inputs
         for i in self.free_ready:
+            if any(x[3] > by_s for x in inputs[i]):
+                continue  # an input ends after by_s: it cannot start anywhere by then
             latest, here = None, None
             for x in range(nd):
                 cx = evaluate(i, x)
