@@ -121,6 +121,20 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
                     self.free_ready.discard(j)
                     self.bound[d].add(j)
 
+    @staticmethod
+    def _may_start_everywhere(inputs, by_s: float, nd: int, arrival) -> bool:
+        """False when some input cannot be on some device by ``by_s`` even without channel
+        waits (a lower bound of the start: the operator is not urgent)."""
+        for _, un, du, eu, _, comm in inputs:
+            if eu > by_s:
+                return False
+            for x in range(nd):
+                if x != du:
+                    a = arrival[un + x]
+                    if (eu + comm[x] if a is None else a) > by_s:
+                        return False
+        return True
+
     def _urgent(self, d: int, by_s: float):
         """The candidate on d of the most urgent operator startable everywhere by ``by_s``."""
         best, best_key = None, None
@@ -130,17 +144,17 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
                 best, best_key = ci, (ci[0], i)
         if max(self.dev_free) > by_s:
             return best
-        evaluate, nd, inputs = self.evaluate, self.nd, self.inputs
+        evaluate, nd, inputs, arrival = self.evaluate, self.nd, self.inputs, self.arrival
         for i in self.free_ready:
-            if any(x[3] > by_s for x in inputs[i]):
-                continue  # an input ends after by_s: it cannot start anywhere by then
+            if not self._may_start_everywhere(inputs[i], by_s, nd, arrival):
+                continue
             latest, here = None, None
             for x in range(nd):
                 cx = evaluate(i, x)
                 if cx is None:
                     continue
-                if cx[0] > by_s:
-                    break
+                if cx[0] > by_s or (best_key is not None and cx[0] > best_key[0]):
+                    break  # not urgent, or less urgent than the best so far
                 if latest is None or cx[0] > latest:
                     latest = cx[0]
                 if x == d:
