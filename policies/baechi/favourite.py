@@ -11,17 +11,17 @@ colocation group, ``'p' in fc_op`` there). If the device is the one where the ch
    topological index; only in the ``urgent`` variant, see below), else
 2. the favourite child, when it can start (the device idles until then, skipping other work).
 
-Otherwise, or before the child is ready, plain m-ETF decides. Clause 1 is Baechi's, but on
-GNMT it lengthens the step (``benchmarks/baechi_compare.py`` prints both), so the default scheduler
-leaves it out and :class:`UrgentFavouriteScheduler` keeps it. Nothing is pinned: another device
-may run the child first, and memory is checked as in m-ETF, so the rule never makes a schedule
-infeasible that m-ETF would finish.
+Otherwise, or before the child is ready, plain m-ETF decides. Clause 1 is Baechi's: the faithful
+mode's m-SCT uses :class:`UrgentFavouriteScheduler` (with Baechi's transfer rules and LP it then
+places GNMT exactly as Baechi's code does); the heterogeneous mode leaves it out by default.
+Nothing is pinned: another device may run the child first, and memory is checked as in m-ETF, so
+the rule never makes a schedule infeasible that m-ETF would finish.
 
-netsim's own choices where Baechi's time-stepped loop has no counterpart in the list scheduler:
-an operator's urgency is only computed when every device is free by the child's start (else some
-device is busy past it, and an operator that fits there cannot be urgent; one that does not fit
-there is not looked for), and an urgent operator starts as soon as it can on the device (the plan
-stays an as-soon-as-possible schedule, so executing it reproduces it).
+An operator's urgency is only computed when every device is free by the child's start (else
+some device is busy past it, and an operator that fits there cannot be urgent; one that does not
+fit there is not looked for). In the faithful mode the urgent operator is decided at its urgency
+(the time every device could start it, Baechi's time step) and starts no earlier, as in Baechi's
+time-stepped loop; otherwise as soon as it can on the device.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
                     here = cx
             else:
                 if here is not None and (best_key is None or (latest, i) < best_key):
-                    # Baechi runs it when every device could have started it
-                    best, best_key = (latest, i, d, here[3], max(here[4], latest)), (latest, i)
+                    # faithful: Baechi runs it when every device could have started it
+                    best = (latest, i, d, here[3], max(here[4], latest)) if self.baechi else here
+                    best_key = (latest, i)
         return best
 

@@ -1,5 +1,6 @@
 """m-SCT: small-communication-times placement (Baechi): favourite-child LP, then m-ETF with the
-soft favourite-child rule (:mod:`policies.baechi.favourite`)."""
+soft favourite-child rule (:mod:`policies.baechi.favourite`); in the faithful mode Baechi's own
+LP form and its urgent-operator clause."""
 
 from __future__ import annotations
 
