@@ -146,8 +146,11 @@ def save_profile(graph: nx.DiGraph, path: str | Path) -> None:
 def gnmt_ports() -> tuple[dict, dict]:
     """``(src, dst) -> output ports`` of the shipped GNMT profile's edges whose producer has several
     outputs, and ``dst -> [src, ...]``, the GraphDef's input order where it differs from the
-    profile's (:mod:`netsim.opgraph.gnmt_ports`)."""
-    from netsim.opgraph.gnmt_ports import PORTS, PRED_ORDER
+    profile's (``netsim/data/opgraphs/gnmt_v2_forward_ports.json``, its source in the file and
+    in netsim/data/opgraphs/SOURCE.md)."""
+    ref = resources.files("netsim") / "data" / "opgraphs" / "gnmt_v2_forward_ports.json"
+    data = json.loads(ref.read_text(encoding="utf-8"))
+    PORTS, PRED_ORDER = data["ports"], data["pred_order"]  # noqa: N806 (the file's names)
 
     ports = {}
     for entry in PORTS.split(","):
