@@ -206,21 +206,19 @@ class World:
         """Which devices are available this epoch: online now, with enough battery, and
         volunteering with their ``availability`` probability (bernoulli availability)."""
         dyn = self.dynamics
-        if dyn.bernoulli and dyn.timeline.static and not dyn.batteries.any:
-            if self._always:
-                return self._all_true
-            available = self._rng.random(self.devices.n) < self.devices.availability
-            available.setflags(write=False)
-            return available
+        changing = not dyn.timeline.static or dyn.batteries.any
         if dyn.bernoulli and not self._always:
             available = self._rng.random(self.devices.n) < self.devices.availability
+        elif not changing:
+            return self._all_true
         else:
             available = np.ones(self.devices.n, dtype=bool)
-        available &= dyn.timeline.online
-        if dyn.batteries.any:
-            b = dyn.batteries
-            low = self.battery_left_j() < b.min_fraction * b.capacity_j  # (NaN: False)
-            available &= ~low
+        if changing:
+            available &= dyn.timeline.online
+            if dyn.batteries.any:
+                b = dyn.batteries
+                low = self.battery_left_j() < b.min_fraction * b.capacity_j  # (NaN: False)
+                available &= ~low
         available.setflags(write=False)
         return available
 
