@@ -74,7 +74,7 @@ def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
             finish[rows] = played.upload_arrival_s
     n_part = int(np.count_nonzero(samples))
     agg = table.aggregator
-    agg_s = 2.0 * model.params * model.variants[variant].params_fraction * n_part / table.flop_per_s[agg]
+    agg_s = model.aggregation_flop(variant, n_part) / table.flop_per_s[agg]
     time_s = float(finish.max(initial=0.0)) + agg_s
     busy = compute.copy()
     busy[agg] += agg_s

@@ -236,13 +236,17 @@ class World:
                 and self.network.active_flows == 0
                 and self._play_plain(decision, model_bytes, flop_per_sample)):
             self._run_events(decision, model_bytes, flop_per_sample)
-        n_part = len(decision.participants) + len(decision.clusters)
-        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_part
-        self.meter.set_busy(self._agg, env.now)
-        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
-        self.meter.set_idle(self._agg, env.now)
+        self._aggregate(v, len(decision.participants) + len(decision.clusters))
         end = env.now
         return EpochOutcome(start, end, self.meter.snapshot(end) - before)
+
+    def _aggregate(self, variant: int, updates: int) -> None:
+        """The aggregator averages ``updates`` updates now (busy for their FLOP)."""
+        env = self.env
+        self.meter.set_busy(self._agg, env.now)
+        env.run(until=env.timeout(self.model.aggregation_flop(variant, updates)
+                                  / self._flops[self._agg]))
+        self.meter.set_idle(self._agg, env.now)
 
     def _run_events(self, decision: Decision, model_bytes: float,
                     flop_per_sample: float) -> None:
@@ -336,10 +340,7 @@ class World:
                 decision, rows, compute_s, nbytes, fps, offline_at, left, deadline_at, flops)
         n_kept = (len(decision.participants) + len(decision.clusters)) if counted is None \
             else len(counted)
-        agg_flop = 2.0 * model.params * model.variants[v].params_fraction * n_kept
-        self.meter.set_busy(self._agg, env.now)
-        env.run(until=env.timeout(agg_flop / self._flops[self._agg]))
-        self.meter.set_idle(self._agg, env.now)
+        self._aggregate(v, n_kept)
         end = env.now
         selected = np.where(np.isnan(stopped), end, stopped) - start
         cluster_rows = [index[dev] for c in decision.clusters for dev in c.devices]

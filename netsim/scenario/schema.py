@@ -145,6 +145,11 @@ class ModelSpec(_Strict):
         """Training FLOP per sample (forward + backward) of the given variant."""
         return self.train_flop_per_sample * self.variants[variant].flop_fraction
 
+    def aggregation_flop(self, variant: int, updates: int | float) -> float:
+        """FLOP the aggregator spends averaging ``updates`` updates of the given variant
+        (2 x its parameters per update: the architecture spec's epoch)."""
+        return 2.0 * self.params * self.variants[variant].params_fraction * updates
+
 
 class RealTrainingSpec(_Strict):
     """Hyper-parameters of the real-training backend (federated averaging on a shipped dataset).

@@ -99,7 +99,7 @@ def _coefficients(table: DeviceTable, model: ModelSpec, variant: int,
                   cand: np.ndarray) -> _Coefficients:
     transfer, compute, comm = device_epoch_times(table, model, variant, np.ones(table.n))
     agg = table.aggregator
-    g = 2.0 * model.params * model.variants[variant].params_fraction / table.flop_per_s[agg]
+    g = model.aggregation_flop(variant, 1) / table.flop_per_s[agg]
     p_idle = float(table.power_idle_w.sum())
     agg_extra = table.power_busy_w[agg] - table.power_idle_w[agg]
     d = (table.power_busy_w - table.power_idle_w)[cand]

@@ -92,7 +92,7 @@ def coefficients(problem: PlanningProblem, variant: int) -> Coefficients:
     held = table.samples[idx].astype(float)
     g = compute[idx] / held
     agg = table.aggregator
-    agg_s = 2.0 * model.params * model.variants[variant].params_fraction / table.flop_per_s[agg]
+    agg_s = model.aggregation_flop(variant, 1) / table.flop_per_s[agg]
     agg_extra_w = table.power_busy_w[agg] - table.power_idle_w[agg]
     return Coefficients(idx, held, transfer[idx], g,
                         g * (table.power_busy_w[idx] - table.power_idle_w[idx]),
