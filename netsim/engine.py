@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Generator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -66,8 +66,8 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
 class EpochOutcome:
     """What one executed epoch cost: its interval (s) and the energy it used, per node; in a
     changing world also whose updates counted (``counted``: device -> samples, clusters by
-    head; None: every participant's), who dropped out or was late, and the energy of those
-    (``wasted_j``, J)."""
+    head; None: every participant's), who dropped out or was late, and the energy each of
+    those drew in the epoch (``wasted_j_by_row``: device row -> J)."""
 
     start_s: float
     end_s: float
@@ -75,8 +75,12 @@ class EpochOutcome:
     counted: dict[str, int] | None = None
     dropped: tuple[str, ...] = ()
     late: tuple[str, ...] = ()
-    wasted_j: float = 0.0
-    wasted_by_row: dict[int, float] | None = None
+    wasted_j_by_row: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def wasted_j(self) -> float:
+        """Energy of the dropped and late participants in this epoch (J)."""
+        return float(sum(self.wasted_j_by_row.values()))
 
 
 class World:
@@ -350,9 +354,8 @@ class World:
         energy = self.meter.snapshot(end) - before
         wasted_rows = [index[d] for d in dropped + late]
         node_j = energy.node_j
-        wasted = {r: float(node_j[r]) for r in wasted_rows}
         return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
-                            float(sum(wasted.values())), wasted)
+                            {r: float(node_j[r]) for r in wasted_rows})
 
     def _tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
         """The routes to and from the aggregator with their standalone rates under ``caps``."""

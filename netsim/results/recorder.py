@@ -89,7 +89,7 @@ class Recorder:
         samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
         if outcome.counted is not None:
             samples = sum(outcome.counted.values())
-        for row, joules in (outcome.wasted_by_row or {}).items():
+        for row, joules in outcome.wasted_j_by_row.items():
             self._wasted[row] = self._wasted.get(row, 0.0) + joules
         for dev in outcome.dropped:
             row = self._row[dev]
@@ -108,7 +108,7 @@ class Recorder:
             "participant_ids": ids,
             "info": json.dumps(dict(decision.info), sort_keys=True, default=str),
             "dropped": len(outcome.dropped), "late": len(outcome.late),
-            "energy_wasted_j": float(outcome.wasted_j), "energy_sleep_j": sleep,
+            "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
         })
 
