@@ -43,6 +43,14 @@ def nobody_can_train(obs: Observation, variant: int = 0) -> Decision:
     return Decision(stop=True, reason=reason)
 
 
+def at_most(rng: np.random.Generator, idx: np.ndarray, size: int) -> np.ndarray:
+    """``idx`` itself when it has at most ``size`` entries, else ``size`` of them drawn at
+    random without replacement (sorted)."""
+    if len(idx) <= size:
+        return idx
+    return np.sort(rng.choice(idx, size=size, replace=False))
+
+
 def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
     """Participants ``idx`` each training on all its samples."""
     ids, samples = obs.devices.ids, obs.devices.samples
@@ -85,8 +93,7 @@ class RandomK:
         idx = trainers_that_fit(obs)
         if not len(idx):
             return nobody_can_train(obs)
-        if len(idx) > self.params.k:
-            idx = np.sort(self._rng.choice(idx, size=self.params.k, replace=False))
+        idx = at_most(self._rng, idx, self.params.k)
         return Decision(participants=all_samples(obs, idx), variant=0)
 
 
@@ -124,8 +131,7 @@ class Overselect:
             return nobody_can_train(obs)
         k = self.params.k
         select = math.ceil(round((1.0 + self.params.overselect) * k, 9))
-        if len(idx) > select:
-            idx = np.sort(self._rng.choice(idx, size=select, replace=False))
+        idx = at_most(self._rng, idx, select)
         return Decision(participants=all_samples(obs, idx), variant=0,
                         epoch_deadline_s=self.params.epoch_deadline_s,
                         keep_updates=min(k, len(idx)),
