@@ -316,16 +316,24 @@ def _split(codes: np.ndarray, n: int, *arrays: np.ndarray) -> list[list[np.ndarr
 # ------------------------------------------------------------------------------- availability
 
 
+def _raise_unreadable(df: pd.DataFrame, label: str, frame: list[Problem],
+                      width_rows: list[tuple[int, str | None, str]], columns: Sequence[str],
+                      needs: str) -> None:
+    """Raise TraceError when the table cannot be read row by row: a column missing or given
+    twice, or no data rows (``needs`` says what a trace must list)."""
+    if any(p.message.startswith("missing column") or "given twice" in p.message for p in frame):
+        _raise_if(label, frame, width_rows, columns)
+    if len(df) == 0:
+        frame.append(trace_problem(label, None, None, f"no data rows ({needs})"))
+        _raise_if(label, frame, width_rows, columns)
+
+
 def _availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | None, str]]
                   ) -> tuple[AvailabilityTrace, dict[str, np.ndarray]]:
     """The trace from a table (index = 1-based row) and each device's rows; raises TraceError."""
     frame = _column_problems(df, label, AVAILABILITY_COLUMNS, AVAILABILITY_COLUMNS)
-    if any(p.message.startswith("missing column") or "given twice" in p.message for p in frame):
-        _raise_if(label, frame, width_rows, AVAILABILITY_COLUMNS)
-    if len(df) == 0:
-        frame.append(trace_problem(label, None, None, "no data rows (an availability trace "
-                                   "lists at least one online interval)"))
-        _raise_if(label, frame, width_rows, AVAILABILITY_COLUMNS)
+    _raise_unreadable(df, label, frame, width_rows, AVAILABILITY_COLUMNS,
+                      "an availability trace lists at least one online interval")
     rows = df.index.to_numpy(dtype=np.int64)
     dev, dev_missing = _ids(df["device"])
     start, end = _numbers(df["start_s"]), _numbers(df["end_s"])
@@ -387,12 +395,8 @@ def _bandwidth(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | N
         frame.append(trace_problem(label, None, "bandwidth_bps", "missing column (give "
                                    "bandwidth_bps, or the pair bandwidth_up_bps and "
                                    "bandwidth_down_bps)"))
-    if any(p.message.startswith("missing column") or "given twice" in p.message for p in frame):
-        _raise_if(label, frame, width_rows, BANDWIDTH_COLUMNS)
-    if len(df) == 0:
-        frame.append(trace_problem(label, None, None, "no data rows (a bandwidth trace lists "
-                                   "at least one capacity)"))
-        _raise_if(label, frame, width_rows, BANDWIDTH_COLUMNS)
+    _raise_unreadable(df, label, frame, width_rows, BANDWIDTH_COLUMNS,
+                      "a bandwidth trace lists at least one capacity")
     rows = df.index.to_numpy(dtype=np.int64)
     n = len(df)
     a, a_missing = _ids(df["a"])
