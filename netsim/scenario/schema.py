@@ -195,6 +195,13 @@ class GenerateSpec(_Strict):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
 
 
+def _trace_given(spec: Any) -> Any:
+    """A dynamics model ``trace`` names its file (availability and bandwidth alike)."""
+    if spec.model == "trace" and not spec.trace:
+        raise ValueError("model: trace needs a trace file (trace: PATH)")
+    return spec
+
+
 class AvailabilitySpec(_Strict):
     """Who is online when (netsim.dynamics.availability)."""
 
@@ -215,10 +222,8 @@ class AvailabilitySpec(_Strict):
     """trace: a trace shorter than the run repeats (else its last state holds)."""
 
     @model_validator(mode="after")
-    def _trace_given(self) -> AvailabilitySpec:
-        if self.model == "trace" and not self.trace:
-            raise ValueError("model: trace needs a trace file (trace: PATH)")
-        return self
+    def _has_trace(self) -> Any:
+        return _trace_given(self)
 
 
 class BandwidthSpec(_Strict):
@@ -238,10 +243,8 @@ class BandwidthSpec(_Strict):
     """trace: a trace shorter than the run repeats (else its last value holds)."""
 
     @model_validator(mode="after")
-    def _trace_given(self) -> BandwidthSpec:
-        if self.model == "trace" and not self.trace:
-            raise ValueError("model: trace needs a trace file (trace: PATH)")
-        return self
+    def _has_trace(self) -> Any:
+        return _trace_given(self)
 
 
 class ComputeSpec(_Strict):
