@@ -146,3 +146,66 @@ def test_best_is_the_shortest_candidate_and_never_slower_than_one_device():
     for name in ("m-topo", "m-etf", "m-sct"):
         other = place(g, devices, name, group=False)
         assert best.planned_step_s <= other.planned_step_s * (1 + 1e-12)
+
+
+class _ReferenceUrgent(UrgentFavouriteScheduler):
+    """The urgent clause by brute force: every ready operator evaluated in full on every device,
+    the smallest (latest start, index) kept. The scheduler's own search prunes and ranks without
+    building transfers; it must pick the same operator."""
+
+    def _urgent(self, d, by_s):
+        best, best_key = None, None
+        for i in self.bound[d]:
+            ci = self.evaluate(i, d)
+            if ci is not None and ci[0] <= by_s and (best_key is None or (ci[0], i) < best_key):
+                best, best_key = ci, (ci[0], i)
+        if max(self.dev_free) > by_s:
+            return best
+        for i in self.free_ready:
+            if not self._may_start_everywhere(self.inputs[i], by_s, self.nd, self.arrival):
+                continue
+            fitting = {x: c for x in range(self.nd) if (c := self.evaluate(i, x)) is not None}
+            if d not in fitting or max(c[0] for c in fitting.values()) > by_s:
+                continue
+            latest = max(c[0] for c in fitting.values())
+            if best_key is None or (latest, i) < best_key:
+                here = fitting[d]
+                best = (latest, i, d, here[3], max(here[4], latest)) if self.baechi else here
+                best_key = (latest, i)
+        return best
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_ops=st.integers(10, 150), n_dev=st.integers(2, 4),
+       fraction=st.floats(0.15, 1.0), mode=st.sampled_from(["faithful", "heterogeneous"]))
+def test_urgent_search_picks_what_brute_force_picks(seed, n_ops, n_dev, fraction, mode):
+    g = layered_dag(n_ops, np.random.default_rng(seed))
+    ig = IndexedGraph(g, per_tensor=mode == "faithful")
+    cost = CostModel(ig, identical_devices(n_dev, fraction * total_memory_bytes(g)), mode)
+    favourite = [succs[0] if succs else -1 for succs in ig.succs]  # every first child a favourite
+    fast = list_schedule(ig, cost, "m-sct", favourite=favourite, scheduler=UrgentFavouriteScheduler)
+    brute = list_schedule(ig, cost, "m-sct", favourite=favourite, scheduler=_ReferenceUrgent)
+    assert fast.status == brute.status
+    assert fast.placement == brute.placement
+    assert fast.start_s == brute.start_s
+
+
+def test_every_lp_method_reaches_the_same_optimum_on_gnmt():
+    """The favourite-child LP is degenerate: how it is solved changes the point returned (and
+    the favourites), never the optimal makespan."""
+    from netsim.opgraph import load_graph
+    from netsim.opgraph.grouping import group_and_fuse
+    from policies.baechi.sct_lp import LP_METHODS, baechi_favourite_children
+
+    fused = group_and_fuse(load_graph("gnmt"), 8e9, disjoint_paths=False, baechi_order=True).graph
+    ig = IndexedGraph(fused, per_tensor=True)
+    cost = CostModel(ig, identical_devices(4, 8e9), "faithful")
+    solved = {(m, p): baechi_favourite_children(ig, cost, lp_method=m, lp_presolve=p) for m in LP_METHODS for p in (True, False)}
+    makespans = [w for _, w in solved.values()]
+    assert max(makespans) == pytest.approx(min(makespans), rel=1e-6)
+    assert len({tuple(f) for f, _ in solved.values()}) > 1  # the favourites do depend on the solver
+    for favourite, _ in solved.values():  # each a matching: one child per parent, one parent per child
+        children = [c for c in favourite if c >= 0]
+        assert len(children) == len(set(children))
+    with pytest.raises(ValueError, match="lp_method"):
+        baechi_favourite_children(ig, cost, lp_method="mosek")

@@ -28,6 +28,8 @@ def m_sct(
     topology=None,
     threshold: float = DEFAULT_THRESHOLD,
     urgent: bool | None = None,
+    lp_method: str = "highs",
+    lp_presolve: bool = True,
 ) -> PlacementResult:
     """Place ``graph`` with m-SCT.
 
@@ -44,13 +46,19 @@ def m_sct(
     (:func:`policies.baechi.sct_lp.baechi_favourite_children`) and the urgent clause on
     (``urgent=None`` means on in faithful mode, off otherwise). On GNMT this reproduces the
     placement of Baechi's code run with HiGHS for its LP (132.2 ms in Baechi's measure).
+    ``lp_method`` and ``lp_presolve`` (faithful mode only) choose how HiGHS solves that LP
+    (:func:`policies.baechi.sct_lp.baechi_favourite_children`): the LP is degenerate, so they
+    change which optimal point, hence which favourites, it returns.
     """
     t0 = time.perf_counter()
     ig = IndexedGraph(graph, per_tensor=mode == "faithful")
     cost = CostModel(ig, devices, mode, topology)
     t_lp = time.perf_counter()
     faithful = mode == "faithful"
-    favourite, _ = (baechi_favourite_children if faithful else favourite_children)(ig, cost, threshold)
+    if faithful:
+        favourite, _ = baechi_favourite_children(ig, cost, threshold, lp_method, lp_presolve)
+    else:
+        favourite, _ = favourite_children(ig, cost, threshold)
     lp_time = time.perf_counter() - t_lp
     scheduler = UrgentFavouriteScheduler if (faithful if urgent is None else urgent) else SoftFavouriteScheduler
     res = list_schedule(ig, cost, "m-sct", favourite=favourite, scheduler=scheduler)

@@ -127,7 +127,13 @@ def round_favourites(n: int, src: np.ndarray, dst: np.ndarray, x: np.ndarray, th
     return favourite
 
 
-def baechi_favourite_children(ig: IndexedGraph, cost: CostModel, threshold: float = 0.1) -> tuple[list[int], float]:
+LP_METHODS = ("highs", "highs-ds", "highs-ipm")
+"""scipy's HiGHS methods :func:`baechi_favourite_children` accepts (``linprog``'s names)."""
+
+
+def baechi_favourite_children(
+    ig: IndexedGraph, cost: CostModel, threshold: float = 0.1, lp_method: str = "highs", lp_presolve: bool = True
+) -> tuple[list[int], float]:
     """Baechi's own LP and rounding (``placer/m_sct.py``, ``FavoriteChildLPSolver``): the LP in the
     ``x`` form with its rows in Baechi's order (bounds as rows, edges numbered by producer in the
     graph's node order), edge costs the sum of the edge's tensors' whole-microsecond transfer
@@ -135,53 +141,57 @@ def baechi_favourite_children(ig: IndexedGraph, cost: CostModel, threshold: floa
     ``round(x - threshold + 0.5)`` is 0, assigned in edge order as Baechi does (a later favourite
     edge of a parent replaces the earlier; a child's second favourite parent clears the first
     parent's favourite). The faithful mode's m-SCT uses it. Returns as
-    :func:`favourite_children` (``favourite`` by ``ig`` index)."""
+    :func:`favourite_children` (``favourite`` by ``ig`` index).
+
+    ``lp_method`` and ``lp_presolve`` choose how HiGHS solves it (one of :data:`LP_METHODS`).
+    The LP is degenerate: the optimal makespan is the same under every method, but the optimal
+    point returned, hence the favourites off the critical paths and the step, depend on the
+    solver. The default (dual simplex after presolve) reproduces Baechi's code run with HiGHS;
+    ``benchmarks/baechi_compare.py`` prints GNMT's m-SCT under each (our study: Baechi calls
+    MOSEK, whose point is one more of them)."""
+    if lp_method not in LP_METHODS:
+        raise ValueError(f"lp_method: must be one of {list(LP_METHODS)}, got {lp_method!r}")
     g = ig.graph
     nodes = list(g.nodes)
     nid = {v: k for k, v in enumerate(nodes)}
-    edges = list(g.edges)
+    edges = list(g.edges)  # by producer in node order: a node's out-edges are consecutive
     m, n = len(edges), len(nodes)
     if m == 0:
         return [-1] * len(ig), float(max((min(r) for r in cost.compute_s), default=0.0))
-    p = [round(min(cost.compute_s[ig.index[v]]) * SCALE, 6) for v in nodes]
+    p = np.array([round(min(cost.compute_s[ig.index[v]]) * SCALE, 6) for v in nodes])
     per_tensor = cost.mean_comm_array_s(np.asarray(ig.tensor_bytes, dtype=float)) * SCALE
     on_edge = {(ig.nodes[u], ig.nodes[i]): ts for i in range(len(ig)) for u, ts in zip(ig.preds[i], ig.in_tensors[i], strict=True)}
-    w = [float(round(sum(per_tensor[t] for t in on_edge[e]))) for e in edges]
+    w = np.array([float(round(sum(per_tensor[t] for t in on_edge[e]))) for e in edges])
     eid = {e: k for k, e in enumerate(edges)}
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    rhs: list[float] = []
-
-    def add(terms, value):
-        r = len(rhs)
-        for c, v in terms:
-            rows.append(r)
-            cols.append(v)
-            vals.append(c)
-        rhs.append(float(value))
-
-    for k in range(m):
-        add([(1, k)], 1)
-        add([(-1, k)], 0)
-    for v in nodes:
-        add([(-1, m + nid[v])], 0)
-    for k, (u, v) in enumerate(edges):
-        add([(1, m + nid[u]), (-1, m + nid[v]), (w[k], k)], -p[nid[u]])
-    for v in nodes:
-        outs = [(-1, eid[(v, x)]) for x in g.successors(v)]
-        if outs:
-            add(outs, 1 - len(outs))
-    for v in nodes:
-        inc = [(-1, eid[(x, v)]) for x in g.predecessors(v)]
-        if inc:
-            add(inc, 1 - len(inc))
-    for v in nodes:
-        add([(1, m + nid[v]), (-1, m + n)], -p[nid[v]])
+    src = np.fromiter((nid[u] for u, _ in edges), dtype=np.int64, count=m)
+    dst = np.fromiter((nid[v] for _, v in edges), dtype=np.int64, count=m)
+    outdeg = np.bincount(src, minlength=n)
+    indeg = np.bincount(dst, minlength=n)
+    in_edges = np.fromiter((eid[(x, v)] for v in nodes for x in g.predecessors(v)), dtype=np.int64, count=m)
+    e, ones = np.arange(m), np.ones(m)
+    # Baechi's rows, in its order: x <= 1 and -x <= 0 per edge; -s <= 0 per operator;
+    # s_u - s_v + w x <= -p_u per edge; -sum of a parent's x <= 1 - outdeg; -sum of a child's
+    # x <= 1 - indeg (operators with such edges only); s_v - w_makespan <= -p_v per operator
+    r_prec, r_out = 2 * m + n, 3 * m + n
+    has_out, has_in = np.flatnonzero(outdeg), np.flatnonzero(indeg)
+    r_in = r_out + len(has_out)
+    r_span = r_in + len(has_in)
+    out_row = np.repeat(r_out + np.arange(len(has_out)), outdeg[has_out])  # edges already by producer
+    in_row = np.repeat(r_in + np.arange(len(has_in)), indeg[has_in])
+    rows = np.concatenate([2 * e, 2 * e + 1, 2 * m + np.arange(n), np.repeat(r_prec + e, 3), out_row, in_row,
+                           np.repeat(r_span + np.arange(n), 2)])
+    prec_cols = np.stack([m + src, m + dst, e], axis=1).ravel()
+    prec_vals = np.stack([ones, -ones, w], axis=1).ravel()
+    span_cols = np.stack([m + np.arange(n), np.full(n, m + n)], axis=1).ravel()
+    span_vals = np.tile([1.0, -1.0], n)
+    cols = np.concatenate([e, e, m + np.arange(n), prec_cols, e, in_edges, span_cols])
+    vals = np.concatenate([ones, -ones, -np.ones(n), prec_vals, -ones, -ones, span_vals])
+    rhs = np.concatenate([np.tile([1.0, 0.0], m), np.zeros(n), -p[src], 1.0 - outdeg[has_out],
+                          1.0 - indeg[has_in], -p])
     a_ub = sp.csr_matrix((vals, (rows, cols)), shape=(len(rhs), m + n + 1))
     objective = np.zeros(m + n + 1)
     objective[-1] = 1.0
-    res = linprog(objective, A_ub=a_ub, b_ub=np.asarray(rhs), bounds=(None, None), method="highs")
+    res = linprog(objective, A_ub=a_ub, b_ub=rhs, bounds=(None, None), method=lp_method, options={"presolve": lp_presolve})
     if res.status != 0:
         raise RuntimeError(f"favourite-child LP failed: {res.message}")
     favourite = [-1] * n
