@@ -26,7 +26,7 @@ time-stepped loop; otherwise as soon as it can on the device.
 
 from __future__ import annotations
 
-from policies.baechi.listsched import _Scheduler, _snap
+from policies.baechi.listsched import _Scheduler
 
 
 class SoftFavouriteScheduler(_Scheduler):
@@ -183,42 +183,8 @@ class UrgentFavouriteScheduler(SoftFavouriteScheduler):
         return None if cx is None else cx[0]
 
     def _rank_baechi(self, i: int, x: int) -> float | None:
-        """:meth:`_rank` in the faithful mode without building the transfers: Baechi's per-edge
-        estimate as :meth:`policies.baechi.listsched._Scheduler._evaluate_baechi` computes it,
-        and its memory check's fast path (the full evaluation only where that path fails)."""
-        arrival, chan, snap = self.arrival, self.chan_free, self.snap
-        rank = self.dev_free[x]
-        recv = 0.0
-        inputs = self.inputs[i]
-        k, n = 0, len(inputs)
-        while k < n:
-            u, _, du, eu, _, _ = inputs[k]
-            if du == x:
-                if eu > rank:
-                    rank = eu
-                k += 1
-                continue
-            w_sum, est = 0.0, 0.0
-            while k < n and inputs[k][0] == u:  # the edge u -> i: its tensors are consecutive
-                _, un, _, _, b, comm = inputs[k]
-                a = arrival[un + x]
-                if a is None:
-                    w_sum += comm[x]
-                    recv += b
-                elif a > est:
-                    est = a
-                k += 1
-            if w_sum > 0.0:
-                s = eu if eu > chan[du] else chan[du]
-                e = (s if s > chan[x] else chan[x]) + w_sum
-                if snap:
-                    e = _snap(e)
-                if e > est:
-                    est = e
-            if est > rank:
-                rank = est
-        m = self.mem[x]
-        if m.peak_dynamic_bytes + self.base_need[i] + recv + m.persistent_bytes + self.ig.memory_bytes[i] <= m.limit_bytes:
-            return rank
-        return self._rank(i, x)
+        """:meth:`_rank` in the faithful mode without building the transfers (the full
+        evaluation only where the memory check's fast path fails)."""
+        rank, recv = self._baechi_rank(i, x)
+        return rank if self._fits_surely(i, x, recv) else self._rank(i, x)
 

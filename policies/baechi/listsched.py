@@ -175,11 +175,10 @@ class _Scheduler:
 
     def _fits(self, i: int, d: int, rank_s: float, t: float, xf: list, recv: float):
         """The candidate ``(rank_s, i, d, xf, t)`` if i's memory fits on d, else None."""
-        ig = self.ig
+        if self._fits_surely(i, d, recv):
+            return (rank_s, i, d, xf, t)
+        ig, m = self.ig, self.mem[d]
         need = self.base_need[i] + recv
-        m = self.mem[d]
-        if m.peak_dynamic_bytes + need + m.persistent_bytes + ig.memory_bytes[i] <= m.limit_bytes:
-            return (rank_s, i, d, xf, t)  # fits whatever the timeline (fast path)
         held = 0.0  # received tensors, each from its transfer's start (xf is in start order)
         for _, _, s, _, _, b, _ in xf:
             held += b
@@ -189,64 +188,84 @@ class _Scheduler:
             return None
         return (rank_s, i, d, xf, t)
 
-    def _evaluate_baechi(self, i: int, d: int):
-        """:meth:`evaluate` as Baechi's m-ETF (``placer/placer_utils.py``, ``ReadyOpManager``).
+    def _fits_surely(self, i: int, d: int, recv: float) -> bool:
+        """True when i fits on d whatever the timeline, receiving ``recv`` bytes (the memory
+        check's fast path: the peak so far plus all of i's needs)."""
+        m = self.mem[d]
+        return m.peak_dynamic_bytes + self.base_need[i] + recv + m.persistent_bytes + self.ig.memory_bytes[i] <= m.limit_bytes
 
-        The rank of i on d is Baechi's estimate: each in-edge on its own against the channels as
-        they are (the edge's tensors not yet on d as one transfer: it starts on the sender's
-        channel when the producer has ended and that channel is free, and is received when the
-        receiver's channel is free too). The start is what committing does: the tensors sent one
-        at a time in in-edge order, each holding the sender's channel from its send start and
-        the receiver's from its receive start (the later of the send start and the receiver's
-        channel) for its transfer time; the operator starts when d is free and all have arrived.
-        """
+    def _baechi_rank(self, i: int, d: int) -> tuple[float, float]:
+        """``(rank, received bytes)`` of i on d: Baechi's estimate of its start (s), each in-edge
+        on its own against the channels as they are (the edge's tensors not yet on d as one
+        transfer: it starts on the sender's channel when the producer has ended and that channel
+        is free, and is received when the receiver's channel is free too), and the bytes of the
+        tensors d has still to receive."""
         arrival, chan, snap = self.arrival, self.chan_free, self.snap
-        rank = t = self.dev_free[d]
-        cf = None
-        xf: list = []
+        rank = self.dev_free[d]
         recv = 0.0
         inputs = self.inputs[i]
         k, n = 0, len(inputs)
         while k < n:
             u, _, du, eu, _, _ = inputs[k]
             if du == d:
-                if eu > t:
-                    t = eu
                 if eu > rank:
                     rank = eu
                 k += 1
                 continue
-            j, w_sum, est = k, 0.0, 0.0
-            while j < n and inputs[j][0] == u:  # the edge u -> i: its tensors are consecutive
-                a = arrival[inputs[j][1] + d]
-                if a is None:
-                    w_sum += inputs[j][5][d]
-                elif a > est:
-                    est = a
-                j += 1
-            if w_sum > 0.0:
-                s = max(eu, chan[du])
-                x = max(s, chan[d]) + w_sum
-                est = max(est, _snap(x) if snap else x)
-            if est > rank:
-                rank = est
-            for _, un, _, _, b, comm in inputs[k:j]:
+            w_sum, est = 0.0, 0.0
+            while k < n and inputs[k][0] == u:  # the edge u -> i: its tensors are consecutive
+                _, un, _, _, b, comm = inputs[k]
                 a = arrival[un + d]
                 if a is None:
-                    if cf is None:
-                        cf = chan.copy()
-                    s = eu if eu > cf[du] else cf[du]
-                    w = comm[d]
-                    r = s if s > cf[d] else cf[d]
-                    a, sent = r + w, s + w
-                    if snap:
-                        a, sent = _snap(a), _snap(sent)
-                    cf[du], cf[d] = sent, a
-                    xf.append((u, du, s, a, un, b, sent))
+                    w_sum += comm[d]
                     recv += b
-                if a > t:
-                    t = a
-            k = j
+                elif a > est:
+                    est = a
+                k += 1
+            if w_sum > 0.0:
+                s = eu if eu > chan[du] else chan[du]
+                e = (s if s > chan[d] else chan[d]) + w_sum
+                if snap:
+                    e = _snap(e)
+                if e > est:
+                    est = e
+            if est > rank:
+                rank = est
+        return rank, recv
+
+    def _evaluate_baechi(self, i: int, d: int):
+        """:meth:`evaluate` as Baechi's m-ETF (``placer/placer_utils.py``, ``ReadyOpManager``).
+
+        The rank of i on d is Baechi's estimate (:meth:`_baechi_rank`). The start is what
+        committing does: the tensors sent one at a time in in-edge order, each holding the
+        sender's channel from its send start and the receiver's from its receive start (the later
+        of the send start and the receiver's channel) for its transfer time; the operator starts
+        when d is free and all have arrived.
+        """
+        rank, recv = self._baechi_rank(i, d)
+        arrival, snap = self.arrival, self.snap
+        t = self.dev_free[d]
+        cf = None
+        xf: list = []
+        for u, un, du, eu, b, comm in self.inputs[i]:
+            if du == d:
+                if eu > t:
+                    t = eu
+                continue
+            a = arrival[un + d]
+            if a is None:
+                if cf is None:
+                    cf = self.chan_free.copy()
+                s = eu if eu > cf[du] else cf[du]
+                w = comm[d]
+                r = s if s > cf[d] else cf[d]
+                a, sent = r + w, s + w
+                if snap:
+                    a, sent = _snap(a), _snap(sent)
+                cf[du], cf[d] = sent, a
+                xf.append((u, du, s, a, un, b, sent))
+            if a > t:
+                t = a
         return self._fits(i, d, rank, t, xf, recv)
 
     def top(self, d: int):
