@@ -192,13 +192,13 @@ def baechi_favourite_children(
     objective = np.zeros(m + n + 1)
     objective[-1] = 1.0
     res = linprog(objective, A_ub=a_ub, b_ub=rhs, bounds=(None, None), method=lp_method, options={"presolve": lp_presolve})
-    if res.status != 0:
-        raise RuntimeError(f"favourite-child LP failed: {res.message}")
+    if res.status != 0:  # the LP is always feasible and bounded: a numerical failure
+        raise RuntimeError(f"favourite-child LP failed under lp_method={lp_method!r}, lp_presolve={lp_presolve}: "
+                           f"{res.message} (the default, 'highs' with presolve, is the robust one)")
     favourite = [-1] * n
     parent = [-1] * n
-    for k, (u, v) in enumerate(edges):
+    for k, a, b in zip(range(m), src.tolist(), dst.tolist(), strict=True):
         if round(float(res.x[k]) - threshold + 0.5) == 0:
-            a, b = nid[u], nid[v]
             favourite[a] = b
             if parent[b] != -1:
                 favourite[parent[b]] = -1
