@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from netsim import engine
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run
-from netsim.scenario.loading import load_scenario
+from netsim.scenario.loading import TRACE_FIELDS, load_scenario
 from netsim.scenario.schema import Scenario
 
 
@@ -38,7 +40,9 @@ _LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
     """The validated scenario as JSON data for hashing, fields added later left out where
-    they hold their "as before" value."""
+    they hold their "as before" value, and each trace file named by its content
+    (:func:`trace_digest`) rather than its path: a project moved to another folder keeps its
+    run ids, and a trace whose rows change gets new ones."""
     data = scenario.model_dump(mode="json", exclude=exclude)
     for key, default in _LATER_DEFAULTS.items():
         if key in data and data[key] == default:
@@ -47,7 +51,32 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
         for key, default in _LATER_DEVICE_DEFAULTS.items():
             if key in device and device[key] == default:
                 del device[key]
+    for keys in TRACE_FIELDS:
+        node: Any = data
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+            node[keys[-1]] = trace_digest(node[keys[-1]])
     return data
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def trace_digest(path: str) -> str:
+    """``sha256:<hex>`` of a trace file's bytes (cached while its size and modification time
+    stay); the path itself where the file cannot be read (validation reports that)."""
+    try:
+        stat = os.stat(path)
+        return "sha256:" + _file_digest(path, stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return path
 
 
 def run_id(scenario: Scenario, policy_name: str, params: Mapping[str, Any], seed: int) -> str:

@@ -311,6 +311,23 @@ def test_relative_trace_paths_are_read_from_the_scenario_files_folder(tmp_path, 
     assert load_scenario(data).dynamics.availability.trace == str(folder / "traces" / "online.csv")
 
 
+def test_run_ids_name_a_trace_by_its_content_not_its_folder(tmp_path):
+    from netsim.api import run_id, scenario_hash
+
+    def ids(folder, rows):
+        write_availability_trace(rows, folder / "traces" / "online.csv")
+        scenario = folder / "s.yaml"
+        scenario.write_text(yaml.safe_dump(_scenario_with_traces(folder, "traces/online.csv", None)))
+        sc = load_scenario(str(scenario))
+        return run_id(sc, "fedavg-all", {}, 1), scenario_hash(sc)
+
+    here = ids(tmp_path / "project", AVAILABILITY.iloc[:3])
+    moved = ids(tmp_path / "moved" / "project", AVAILABILITY.iloc[:3])
+    assert moved == here  # the same trace in another folder: the same runs
+    changed = ids(tmp_path / "other", AVAILABILITY.iloc[:2])
+    assert changed[0] != here[0] and changed[1] != here[1]
+
+
 def test_traces_of_a_generated_network_are_checked_against_its_ids(tmp_path):
     data = scenario_data("default")
     data = copy.deepcopy(data)
