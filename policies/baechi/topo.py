@@ -36,7 +36,7 @@ def m_topo(
     share = sum(sizes) / nd + max(sizes, default=0.0)  # Baechi's cap: the mean plus the largest operator
     res = None
     fills = [_fill(ig, [min(m, share) for m in cost.memory_bytes]), _fill(ig, cost.memory_bytes)]
-    if mode == "faithful" and ig.per_tensor:
+    if mode == "faithful":
         baechi = _fill_baechi(ig, nd)
         if baechi is not None:
             fills.insert(0, baechi)
@@ -50,9 +50,9 @@ def m_topo(
 
 
 def _fill_baechi(ig: IndexedGraph, nd: int) -> list[int] | None:
-    """Baechi's ``TopoUniformWithColocation`` (``placer/m_topo.py``) on a graph whose edges name
-    their tensors: an operator's size is its temporary bytes plus its outputs (a fused operator's:
-    the distinct tensors leaving it), the cap the sum over operators // devices plus the largest;
+    """Baechi's ``TopoUniformWithColocation`` (``placer/m_topo.py``): an operator's size is its
+    temporary bytes plus its outputs (a profile's outputs hold its persistent bytes; a fused
+    operator's: the distinct tensors leaving it), the cap the sum over operators // devices plus the largest;
     a colocation group goes whole to the current device while the device's placed size plus the
     group's largest temporary and summed persistent bytes stays under the cap, else the next
     device takes it. None when the last device overflows (the caller falls back)."""
