@@ -18,7 +18,7 @@ from netsim import engine
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run
-from netsim.scenario.loading import TRACE_FIELDS, load_scenario
+from netsim.scenario.loading import TRACE_FIELDS, load_scenario, trace_parent
 from netsim.scenario.schema import Scenario
 
 
@@ -52,10 +52,8 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
             if key in device and device[key] == default:
                 del device[key]
     for keys in TRACE_FIELDS:
-        node: Any = data
-        for key in keys[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+        node = trace_parent(data, keys)
+        if node is not None and isinstance(node.get(keys[-1]), str):
             node[keys[-1]] = trace_digest(node[keys[-1]])
     return data
 

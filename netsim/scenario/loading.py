@@ -62,6 +62,15 @@ def read_yaml(source: str | Path, what: str = "scenario") -> dict[str, Any]:
 TRACE_FIELDS = (("dynamics", "availability", "trace"), ("dynamics", "bandwidth", "trace"))
 
 
+def trace_parent(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The mapping in ``data`` that holds the trace field ``keys`` (one of
+    :data:`TRACE_FIELDS`), or None where the path is absent."""
+    node: Any = data
+    for key in keys[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
 def resolve_trace_paths(data: dict[str, Any], folder: str | Path) -> dict[str, Any]:
     """``data`` with relative trace paths (``dynamics.availability.trace``,
     ``dynamics.bandwidth.trace``) made absolute against ``folder`` (the scenario file's:
@@ -69,10 +78,8 @@ def resolve_trace_paths(data: dict[str, Any], folder: str | Path) -> dict[str, A
     copy where anything changed; values that are not strings are left for the schema."""
     out = data
     for keys in TRACE_FIELDS:
-        node: Any = out
-        for key in keys[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        value = node.get(keys[-1]) if isinstance(node, dict) else None
+        node = trace_parent(out, keys)
+        value = node.get(keys[-1]) if node is not None else None
         if not isinstance(value, str) or not value:
             continue
         path = Path(value).expanduser()
