@@ -1,0 +1,1 @@
+"""Stands in for the ``tensorflow.core`` package (empty)."""

@@ -1,0 +1,1 @@
+"""Stands in for ``tensorflow.core.framework`` (empty)."""
