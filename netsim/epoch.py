@@ -2,7 +2,7 @@
 
 A participant downloads the variant from the aggregator, trains, and uploads its update. It is
 not a SimPy process: the network tells it each transfer's arrival time as soon as the last bit
-leaves (:meth:`netsim.flows.FlowNetwork.send_on`), so the end of training is scheduled directly
+leaves (:meth:`netsim.network.flows.FlowNetwork.send_on`), so the end of training is scheduled directly
 and neither arrival needs an event. SimPy events per participant-epoch: the end of its training,
 plus the network's shared wake-ups. One small object per participant (its callbacks are bound
 methods), not a closure per step, keeps allocations per participant-epoch low: at 10,000
@@ -14,8 +14,8 @@ from __future__ import annotations
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.flows import FlowNetwork
 from netsim.network import Route
+from netsim.network.flows import FlowNetwork
 from netsim.simclock import fire_after, trigger_after
 
 

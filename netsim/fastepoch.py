@@ -10,12 +10,12 @@ can be played forward link by link:
 - in each phase, every flow crosses at most one *binding* direction: one where the caps of all
   of the phase's flows that cross it sum to more than its capacity. Every other direction can
   never bind, and max-min fairness over the network decomposes into one water-filling per
-  binding direction (:mod:`netsim.linkshare`), exactly as :mod:`netsim.flows` keeps it.
+  binding direction (:mod:`netsim.network.playback`), exactly as :mod:`netsim.network.flows` keeps it.
 
 Then the downloads (all starting now, all the same size) are one vectorised water-filling each;
 each participant's training starts when its download arrives and lasts samples x FLOP per sample
 / FLOP/s; each upload starts when training ends, and the uploads on one binding direction are
-played forward by :func:`netsim.linkshare.last_bit_times`. When a condition fails (a mesh whose
+played forward by :func:`netsim.network.playback.last_bit_times`. When a condition fails (a mesh whose
 routes cross several binding links, transfers still moving, clusters) the engine runs the epoch
 as SimPy events (netsim.engine), which stay the reference: tests/test_fastepoch.py checks that
 both give the same times, energy and bytes to rounding.
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.linkshare import last_bit_times
-from netsim.maxmin import CAPACITY_TOLERANCE as _TOL
 from netsim.network import Route
+from netsim.network.playback import last_bit_times
+from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Scheduling a callback or triggering an event at a delay with one SimPy event, no Timeout.
 
-The engine's hot paths (netsim.flows, netsim.epoch, netsim.dynamics.epoch) schedule thousands
+The engine's hot paths (netsim.network.flows, netsim.epoch, netsim.dynamics.epoch) schedule thousands
 of these per epoch: one ``env.schedule`` each, without a Timeout object or a process resumption.
 """
 

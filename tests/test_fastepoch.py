@@ -1,4 +1,4 @@
-"""The epoch fast path (netsim.fastepoch, netsim.linkshare) against the event engine."""
+"""The epoch fast path (netsim.fastepoch, netsim.network.playback) against the event engine."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import netsim
 from netsim import engine
 from netsim.engine import World, resolve_scenario
 from netsim.fastepoch import RouteTable, play_plain_epoch
-from netsim.linkshare import last_bit_times
+from netsim.network.playback import last_bit_times
 from netsim.policy import Decision
 from netsim.scenario.loading import load_scenario
 from netsim.simclock import fire_after

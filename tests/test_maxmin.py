@@ -1,10 +1,10 @@
-"""The max-min rules (netsim.maxmin): progressive filling against the definition, and the
+"""The max-min rules (netsim.network.sharing): progressive filling against the definition, and the
 one-link water-filling against progressive filling where max-min decomposes."""
 
 import numpy as np
 import pytest
 
-from netsim.maxmin import progressive_filling, water_filling
+from netsim.network.sharing import progressive_filling, water_filling
 from tests.test_network import _reference_max_min
 
 

@@ -27,8 +27,8 @@ from typing import Any
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.flows import FlowNetwork
 from netsim.network import Route
+from netsim.network.flows import FlowNetwork
 from netsim.simclock import fire_after
 
 _INF = math.inf

@@ -17,7 +17,7 @@ import numpy as np
 from netsim.energy import EnergyMeter
 
 if TYPE_CHECKING:
-    from netsim.network import Topology
+    from netsim.network.topology import Topology
 
 
 class TransferLedger:

@@ -2,13 +2,13 @@
 
 The epoch fast path (:mod:`netsim.fastepoch`) uses this where every flow of a phase crosses at
 most one link direction that can bind: there max-min fairness over the whole network reduces to
-one water-filling per such direction (:mod:`netsim.maxmin`), exactly the decomposition
-:mod:`netsim.flows` keeps with its groups, and each direction can be played forward on its own. This is that group algorithm
-(netsim's, see netsim.flows) as one loop over a direction's flows: flows whose cap is below the
+one water-filling per such direction (:mod:`netsim.network.sharing`), exactly the decomposition
+:mod:`netsim.network.flows` keeps with its groups, and each direction can be played forward on its own. This is that group algorithm
+(netsim's, see netsim.network.flows) as one loop over a direction's flows: flows whose cap is below the
 fair share run at their cap, the others share what is left equally and advance one virtual
 clock (bits served per sharing flow). While the caps of the flows present sum to at most the
 capacity (with the network's relative tolerance) every flow runs at its cap. The same
-tolerances as netsim.flows decide ties, so both give the same times to rounding
+tolerances as netsim.network.flows decide ties, so both give the same times to rounding
 (tests/test_fastepoch.py checks them against each other).
 
 Cost: O(m log m) for m flows, one loop step per start and per finish (most steps of a saturated
@@ -21,8 +21,8 @@ import heapq
 
 import numpy as np
 
-from netsim.maxmin import CAPACITY_TOLERANCE as _TOL
-from netsim.maxmin import water_filling
+from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
+from netsim.network.sharing import water_filling
 
 _INF = float("inf")
 _UNSET = -float("inf")  # (every clock value and time is finite)
@@ -146,7 +146,7 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                 heappop(capped_due)
         if at == _INF:
             break
-        # finishes at this instant (the network's tolerances: netsim.flows)
+        # finishes at this instant (the network's tolerances: netsim.network.flows)
         if n_sharing:
             clock += share * (at - now)
             now = at

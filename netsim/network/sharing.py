@@ -9,12 +9,12 @@ Two routines, one rule:
 
 - :func:`progressive_filling`: the general allocation over any routes (fill every flow's rate
   up together, freeze the flows of the link that saturates first, repeat). The flow network
-  (netsim.flows) uses it whenever it re-shares everything at once: a flow crossing two
+  (netsim.network.flows) uses it whenever it re-shares everything at once: a flow crossing two
   saturated links, a capacity change, a return from that fallback.
 - :func:`water_filling`: the allocation on one link direction whose flows cross no other
   saturated direction (the case max-min decomposes into): flows whose cap is below the fair
   share run at their cap, the others share what is left equally. The flow network keeps it
-  incrementally per saturated link (its groups); the epoch fast path (netsim.linkshare,
+  incrementally per saturated link (its groups); the epoch fast path (netsim.network.playback,
   netsim.fastepoch) plays it forward without events.
 
 :data:`CAPACITY_TOLERANCE` decides every tie of a rate with a capacity or a share, in every

@@ -25,7 +25,7 @@ of fallback recomputation), plus, for :meth:`FlowNetwork.transfer`, one event pe
 arrival). :meth:`FlowNetwork.send` schedules no arrival event: it tells a callback the arrival
 time when the last bit leaves, and the caller schedules what follows (the engine's epochs).
 
-Accounting (:class:`netsim.flowledger.TransferLedger`): a transfer's bytes and communication
+Accounting (:class:`netsim.network.ledger.TransferLedger`): a transfer's bytes and communication
 energy are booked when it starts and added to the per-node totals in bulk before any reading.
 
 A changing world (netsim.dynamics): :meth:`FlowNetwork.cancel` stops a transfer at any instant
@@ -34,10 +34,10 @@ at any instant. Both re-share every link among the flows present at that instant
 routines (the groups' water-filling, or progressive filling when a flow crosses two binding
 links): every flow's standalone cap is re-read from the new capacities and the groups rebuilt.
 
-The allocation is plain max-min fairness (:mod:`netsim.maxmin`: the rules and the tolerance
+The allocation is plain max-min fairness (:mod:`netsim.network.sharing`: the rules and the tolerance
 every path shares, and the note on SimGrid's CM02 model, which netsim matches with latency
 weighting off; SimGrid's default also weights shares by latency). This module keeps the rates
-of flows in motion; :mod:`netsim.flowledger` keeps the books (bytes, energy);
+of flows in motion; :mod:`netsim.network.ledger` keeps the books (bytes, energy);
 :mod:`netsim.simclock` schedules the wake-ups.
 """
 
@@ -53,12 +53,12 @@ import numpy as np
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.flowledger import TransferLedger
-from netsim.maxmin import CAPACITY_TOLERANCE, progressive_filling
+from netsim.network.ledger import TransferLedger
+from netsim.network.sharing import CAPACITY_TOLERANCE, progressive_filling
 from netsim.simclock import fire_after, trigger_after
 
 if TYPE_CHECKING:
-    from netsim.network import Route, Topology
+    from netsim.network.topology import Route, Topology
 
 _TOL = CAPACITY_TOLERANCE
 _INF = float("inf")
@@ -537,7 +537,7 @@ class FlowNetwork:
         self._reshare(self.env.now)
 
     def _progressive_filling(self, now: float) -> None:
-        """Every active flow re-rated by :func:`netsim.maxmin.progressive_filling`, all as
+        """Every active flow re-rated by :func:`netsim.network.sharing.progressive_filling`, all as
         individual rates (no groups) until the network can decompose again."""
         self.full_recomputations += 1
         self._fallback = True

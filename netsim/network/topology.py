@@ -1,6 +1,5 @@
-"""Links, routes and the topology; the flow-level network that shares them is in
-:mod:`netsim.flows` (re-exported here as :class:`FlowNetwork`).
-"""
+"""Links, shared media and routes: what every transfer crosses (the flow-level network that
+shares them is :mod:`netsim.network.flows`)."""
 
 from __future__ import annotations
 
@@ -139,7 +138,3 @@ class Topology:
         self.routes.append(route)
         return route
 
-
-from netsim.flows import FlowNetwork  # noqa: E402  (re-exported: the engine's network API)
-
-__all__ = ["FlowNetwork", "LinkLike", "Route", "Topology"]
