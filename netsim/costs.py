@@ -68,7 +68,8 @@ def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
             and table.capacity_bps is not None:
         rows = np.flatnonzero(samples > 0)
         played = play_plain_epoch(0.0, rows, compute[rows], 8.0 * model.model_bytes(variant),
-                                  table.down_routes, table.up_routes, table.capacity_bps)
+                                  table.down_routes, table.up_routes, table.capacity_bps,
+                                  onset_flows=table.onset_flows)
         if played is not None:
             finish = np.zeros(table.n)
             finish[rows] = played.upload_arrival_s

@@ -15,7 +15,7 @@ import numpy as np
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.scenario.loading import ResolvedNetwork
-from netsim.scenario.schema import DeviceSpec, LinkSpec, Scenario
+from netsim.scenario.schema import DeviceSpec, Scenario
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,11 @@ class DeviceTable:
     up_routes: RouteTable | None = field(default=None, repr=False, compare=False)
     """Each device's route to the aggregator (row i for device i)."""
     capacity_bps: np.ndarray | None = field(default=None, repr=False, compare=False)
-    """Capacity of every directed link of the topology (bit/s), indexed by the routes' hops."""
+    """Capacity of every constraint of the topology, indexed by the routes' hops: directed
+    links (bit/s), then shared media (air-time budgets; netsim.network.topology)."""
+    onset_flows: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Per constraint, the active flows from which a contended medium's budget shrinks (inf:
+    never); None when no medium is contended."""
 
     def __post_init__(self) -> None:
         """Read-only in fact: every array ``writeable=False`` and the index a read-only
@@ -74,13 +78,31 @@ class DeviceTable:
         return np.flatnonzero(mask)
 
 
+def scenario_topology(scenario: Scenario) -> Topology:
+    """The topology of a *resolved* scenario: its links and media, devices first."""
+    net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
+                          str(scenario.aggregator), list(scenario.media))
+    return Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))
+
+
+def onset_flows(topology: Topology) -> np.ndarray | None:
+    """Per constraint of ``topology``, the active flows from which a contended Wi-Fi
+    medium's budget shrinks (inf elsewhere); None when no medium is contended."""
+    n_dir = len(topology.capacity_bps)
+    out = np.full(len(topology.constraint_capacity), np.inf)
+    for k, m in enumerate(topology.constraint_medium):
+        onset = topology.media[m].contention_onset_flows
+        if onset is not None:
+            out[n_dir + k] = onset
+    return out if np.isfinite(out).any() else None
+
+
 def build_device_table(scenario: Scenario, topology: Topology | None = None) -> DeviceTable:
     """The device table of a *resolved* scenario (explicit devices, links and aggregator)."""
     devices: Sequence[DeviceSpec] = scenario.devices or []
-    links: Sequence[LinkSpec] = scenario.links or []
     agg = str(scenario.aggregator)
     if topology is None:
-        topology = Topology(ResolvedNetwork(list(devices), list(links), agg).node_ids, links)
+        topology = scenario_topology(scenario)
     n = len(devices)
     cols = {k: np.zeros(n) for k in ("down_bps", "down_latency_s", "down_j_per_bit",
                                      "up_bps", "up_latency_s", "up_j_per_bit")}
@@ -109,6 +131,7 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         device_class=tuple(d.device_class for d in devices),
         index={d: i for i, d in enumerate(ids)},
         down_routes=down_routes, up_routes=up_routes,
-        capacity_bps=np.array(topology.capacity_bps, dtype=float),
+        capacity_bps=np.array(topology.constraint_capacity, dtype=float),
+        onset_flows=onset_flows(topology),
         **cols,
     )

@@ -30,14 +30,14 @@ import numpy as np
 import simpy
 
 from netsim.costs import estimate_epoch
-from netsim.devices import DeviceTable, build_device_table
+from netsim.devices import DeviceTable, build_device_table, scenario_topology
 from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch, route_caps
 from netsim.gcpause import relaxed_gc
-from netsim.network import FlowNetwork, Topology
+from netsim.network import FlowNetwork
 from netsim.policy import (
     ClusterDecision,
     Decision,
@@ -59,7 +59,7 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
     net = resolve_network(scenario, seed)
     return scenario.model_copy(update={
         "devices": tuple(net.devices), "links": tuple(net.links), "aggregator": net.aggregator,
-        "generate": None, "model": resolve_model(scenario.model)})
+        "media": tuple(net.media), "generate": None, "model": resolve_model(scenario.model)})
 
 
 @dataclass(frozen=True)
@@ -96,12 +96,12 @@ class World:
         self.fast_epochs = fast_epochs
         self.model: ModelSpec = scenario.model  # type: ignore[assignment]
         net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
-                              str(scenario.aggregator))
+                              str(scenario.aggregator), list(scenario.media))
         self.node_ids = net.node_ids
         n_dev = len(net.devices)
         pad = [0.0] * (len(self.node_ids) - n_dev)
         self.env = simpy.Environment()
-        self.topology = Topology(self.node_ids, net.links)
+        self.topology = scenario_topology(scenario)
         agg_row = [d.id for d in net.devices].index(net.aggregator)
         sleep = [math.nan if d.power_sleep_w is None or i == agg_row else d.power_sleep_w
                  for i, d in enumerate(net.devices)]
@@ -115,7 +115,9 @@ class World:
                                  dynamics_seed or run_streams(int(scenario.seed))[3])
         self.dynamic = not self.dynamics.static or bool(np.any(~np.isnan(sleep)))
         """Whether epochs need the changing world's path (else: exactly the static engine)."""
-        self._caps_now = np.array(self.topology.capacity_bps, dtype=float)
+        self._budgets = np.array(self.topology.constraint_capacity[len(self.topology.capacity_bps):],
+                                 dtype=float)  # media's air-time budgets (after the links)
+        self._caps_now = np.array(self.topology.constraint_capacity, dtype=float)
         self._tables_now: tuple[RouteTable, RouteTable] | None = None
         self._tick_token = 0
         self._n_nodes = len(self.node_ids)
@@ -199,7 +201,12 @@ class World:
         self.env.run(until=max(at, math.nextafter(self.env.now, math.inf)))
         return True
 
-    def _set_capacities(self, caps: np.ndarray) -> None:
+    def _constraint_caps(self, link_caps: np.ndarray) -> np.ndarray:
+        """Every constraint's capacity from the link directions' (bit/s): media after them."""
+        return np.concatenate([np.asarray(link_caps, dtype=float), self._budgets])
+
+    def _set_capacities(self, link_caps: np.ndarray) -> None:
+        caps = self._constraint_caps(link_caps)
         changed = np.flatnonzero(caps != self._caps_now)
         if len(changed):
             self.network.set_capacities(changed.tolist(), caps[changed].tolist())
@@ -284,7 +291,8 @@ class World:
         samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
         compute_s = samples * flop_per_sample / flops[rows]
         now = self.env.now
-        plan = play_plain_epoch(now, rows, compute_s, 8.0 * model_bytes, down, up, capacity)
+        plan = play_plain_epoch(now, rows, compute_s, 8.0 * model_bytes, down, up, capacity,
+                                onset_flows=self.devices.onset_flows)
         if plan is None:
             return False
         self._book_plain(plan, rows, model_bytes)
@@ -374,11 +382,12 @@ class World:
         down, up = self._current_tables()
         now, capacity = self.env.now, self.dynamics.capacity
         def uploads_under(t_s: float) -> tuple[RouteTable, np.ndarray]:
-            caps = np.asarray(capacity.at(t_s), dtype=float)
+            caps = self._constraint_caps(capacity.at(t_s))
             return self._tables_under(caps)[1], caps
 
         plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, self._caps_now,
-                                None if capacity.static else uploads_under)
+                                None if capacity.static else uploads_under,
+                                self.devices.onset_flows)
         if plan is None:
             return None
         arrival = plan.upload_arrival_s

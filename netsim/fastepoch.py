@@ -39,14 +39,17 @@ from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 @dataclass(frozen=True)
 class RouteTable:
     """Routes as arrays, one row per route: ``Route.id``, the standalone rate (bit/s, the
-    smallest capacity on it; inf without hops), the latency (s), and the directed-link hops in
-    CSR form (``hops[hop_start[r]:hop_start[r + 1]]``)."""
+    smallest capacity over coefficient on it; inf without hops), the latency (s), and the
+    constraints crossed in CSR form (``hops[hop_start[r]:hop_start[r + 1]]``) with, per hop,
+    the directed link whose capacity is the station rate of a medium hop (``rate_ref``; -1 on
+    a link hop: coefficient 1)."""
 
     route_id: np.ndarray
     cap_bps: np.ndarray
     latency_s: np.ndarray
     hop_start: np.ndarray
     hops: np.ndarray
+    rate_ref: np.ndarray
 
     def __post_init__(self) -> None:
         """Read-only arrays: a table handed to policies (through the device table) cannot be
@@ -60,30 +63,48 @@ class RouteTable:
         counts = np.array([len(r.hops) for r in routes], dtype=np.intp)
         start = np.zeros(len(routes) + 1, dtype=np.intp)
         np.cumsum(counts, out=start[1:])
+        total = int(start[-1])
         return cls(np.array([r.id for r in routes], dtype=np.intp),
                    np.array([r.bottleneck_bps for r in routes], dtype=float),
                    np.array([r.latency_s for r in routes], dtype=float),
                    start, np.fromiter((h for r in routes for h in r.hops), dtype=np.intp,
-                                      count=int(start[-1])))
+                                      count=total),
+                   np.fromiter((x for r in routes for x in (r.rate_refs or (-1,) * len(r.hops))),
+                               dtype=np.intp, count=total))
 
-    def hops_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The hops of the routes ``rows``: (position in ``rows`` of each hop, hop)."""
+    @property
+    def has_media(self) -> bool:
+        """Whether some route crosses a shared medium."""
+        return bool(len(self.rate_ref)) and bool(self.rate_ref.max() >= 0)
+
+    def hops_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The hops of the routes ``rows``: (position in ``rows`` of each hop, hop, its
+        rate reference)."""
         counts = self.hop_start[rows + 1] - self.hop_start[rows]
         total = int(counts.sum())
         owner = np.repeat(np.arange(len(rows)), counts)
-        offset = np.repeat(self.hop_start[rows] - (np.cumsum(counts) - counts), counts)
-        return owner, self.hops[offset + np.arange(total)]
+        at = np.repeat(self.hop_start[rows] - (np.cumsum(counts) - counts), counts) \
+            + np.arange(total)
+        return owner, self.hops[at], self.rate_ref[at]
+
+
+def hop_coefficients(rate_ref: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Each hop's coefficient under ``capacity`` (per constraint): 1 on a link direction,
+    1 / station rate on a medium (:meth:`netsim.network.topology.Route.coefficients`)."""
+    return np.where(rate_ref < 0, 1.0, 1.0 / capacity[np.maximum(rate_ref, 0)])
 
 
 def route_caps(routes: RouteTable, capacity_bps: np.ndarray) -> np.ndarray:
-    """Each route's standalone rate under ``capacity_bps`` (bit/s per link direction): the
-    smallest capacity on it; inf for a route without hops."""
+    """Each route's standalone rate under ``capacity_bps`` (per constraint): the smallest
+    capacity over coefficient on it (:meth:`netsim.network.topology.Route.cap`); inf for a
+    route without hops."""
     counts = np.diff(routes.hop_start)
     out = np.full(len(counts), np.inf)
     has = counts > 0
     if has.any():
-        out[has] = np.minimum.reduceat(np.asarray(capacity_bps, dtype=float)[routes.hops],
-                                       routes.hop_start[:-1][has])
+        capacity = np.asarray(capacity_bps, dtype=float)
+        per_hop = capacity[routes.hops] / hop_coefficients(routes.rate_ref, capacity)
+        out[has] = np.minimum.reduceat(per_hop, routes.hop_start[:-1][has])
     return out
 
 
@@ -101,34 +122,46 @@ class PlainEpoch:
 
 def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
                capacity_bps: np.ndarray,
-               owner_hops: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+               owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
+               onset_flows: np.ndarray | None = None) -> np.ndarray | None:
     """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
-    ``rows[j]`` with ``bits`` bits, or None if some flow crosses two binding directions.
-    ``owner_hops``: ``routes.hops_of(rows)``."""
+    ``rows[j]`` with ``bits`` bits, or None if some flow crosses two binding constraints or a
+    contended medium could pass its onset (its budget would change with its flows: events).
+    ``owner_hops``: ``routes.hops_of(rows)``; ``onset_flows``: per constraint, the flows from
+    which a medium's budget shrinks (inf: never; None: no contended medium)."""
     caps = routes.cap_bps[rows]
-    owner, hops = owner_hops
-    load = np.bincount(hops, weights=caps[owner], minlength=len(capacity_bps))
+    owner, hops, refs = owner_hops
+    media = bool(len(refs)) and bool(refs.max() >= 0)
+    coef = hop_coefficients(refs, capacity_bps) if media else None
+    if onset_flows is not None and len(hops) \
+            and np.any(np.bincount(hops, minlength=len(onset_flows)) > onset_flows):
+        return None
+    load = np.bincount(hops, weights=caps[owner] if coef is None else caps[owner] * coef,
+                       minlength=len(capacity_bps))
     binding = load > capacity_bps * (1.0 + _TOL)
     hit = binding[hops]
     shared_owner, shared_hop = owner[hit], hops[hit]
     if len(shared_owner) and np.bincount(shared_owner).max() > 1:
         return None
-    last_bit = start_s + bits / caps  # alone on every direction it crosses (inf cap: at once)
+    last_bit = start_s + bits / caps  # alone on every constraint it crosses (inf cap: at once)
     if len(shared_owner):
+        shared_coef = None if coef is None else coef[hit]
         order = np.argsort(shared_hop, kind="stable")
         flows, links = shared_owner[order], shared_hop[order]
         cuts = np.flatnonzero(np.diff(links)) + 1
         for group in np.split(np.arange(len(flows)), cuts):
             f = flows[group]
-            last_bit[f] = last_bit_times(start_s[f], caps[f], np.full(len(f), bits),
-                                         float(capacity_bps[links[group[0]]]))
+            last_bit[f] = last_bit_times(
+                start_s[f], caps[f], np.full(len(f), bits),
+                float(capacity_bps[links[group[0]]]),
+                None if shared_coef is None else shared_coef[order[group]])
     return last_bit
 
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
                      down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
-                     uploads_under: Callable[[float], tuple[RouteTable, np.ndarray]] | None = None
-                     ) -> PlainEpoch | None:
+                     uploads_under: Callable[[float], tuple[RouteTable, np.ndarray]] | None = None,
+                     onset_flows: np.ndarray | None = None) -> PlainEpoch | None:
     """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
     it needs the event engine (see the module's conditions).
 
@@ -137,21 +170,37 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
     ``uploads_under``: in a world whose capacities change (netsim.dynamics), the routes and
     capacities in force from a given instant (s): the uploads are played under those in force
     when the first upload starts (the caller checks that no change falls inside either phase).
+    ``onset_flows``: per constraint, where a contended medium's budget starts to shrink
+    (:func:`play_phase`).
+
+    Both phases may cross one constraint (a Wi-Fi cell's single air-time budget): they are
+    still played apart when, on every such constraint, every download's last bit has left
+    before the first upload starts (then no flow of one phase ever meets one of the other
+    there); else the epoch needs the event engine.
     """
     down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
     used = np.zeros(len(capacity_bps), dtype=bool)
     used[down_hops[1]] = True
-    if used[up_hops[1]].any():
-        return None
+    both = used[up_hops[1]]
     start = np.full(len(rows), float(now_s))
-    last_bit = play_phase(start, rows, down, bits, capacity_bps, down_hops)
+    last_bit = play_phase(start, rows, down, bits, capacity_bps, down_hops, onset_flows)
     if last_bit is None:
         return None
     arrival = last_bit + down.latency_s[rows]
     trained = arrival + compute_s
+    if both.any():  # constraints of both phases: the downloads there end before uploads start
+        shared = np.zeros(len(capacity_bps), dtype=bool)
+        shared[up_hops[1][both]] = True
+        on_down, on_up = shared[down_hops[1]], shared[up_hops[1]]
+        last_down = np.full(len(capacity_bps), -np.inf)
+        np.maximum.at(last_down, down_hops[1][on_down], last_bit[down_hops[0][on_down]])
+        first_up = np.full(len(capacity_bps), np.inf)
+        np.minimum.at(first_up, up_hops[1][on_up], trained[up_hops[0][on_up]])
+        if np.any(last_down > first_up):
+            return None
     if uploads_under is not None and len(rows):
         up, capacity_bps = uploads_under(float(trained.min()))
-    last_up = play_phase(trained, rows, up, bits, capacity_bps, up_hops)
+    last_up = play_phase(trained, rows, up, bits, capacity_bps, up_hops, onset_flows)
     if last_up is None:
         return None
     return PlainEpoch(arrival, trained, last_up + up.latency_s[rows])

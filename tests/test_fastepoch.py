@@ -68,8 +68,8 @@ def _both_paths(monkeypatch, scenario, policy="fedavg-all", seed=0, played_fast=
     epochs (else the comparison would be of the event path with itself)."""
     plans = []
 
-    def spy(*args):
-        plans.append(play_plain_epoch(*args))
+    def spy(*args, **kwargs):
+        plans.append(play_plain_epoch(*args, **kwargs))
         return plans[-1]
 
     with monkeypatch.context() as m:

@@ -54,7 +54,12 @@ import simpy
 
 from netsim.energy import EnergyMeter
 from netsim.network.ledger import TransferLedger
-from netsim.network.sharing import CAPACITY_TOLERANCE, progressive_filling
+from netsim.network.sharing import (
+    CAPACITY_TOLERANCE,
+    fair_share,
+    medium_budget,
+    progressive_filling,
+)
 from netsim.simclock import fire_after, trigger_after
 
 if TYPE_CHECKING:
@@ -67,11 +72,15 @@ _BULK_AFTER = 32  # members ending at one instant after which the rest are ended
 
 class _Flow:
     __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
-                 "group", "target", "n_unsafe", "capped_in")
+                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt")
 
-    def __init__(self, hops: tuple[int, ...], cap: float, bits: float, latency: float,
+    def __init__(self, route: Route, cap: float, bits: float,
+                 coefs: tuple[float, ...] | None,
                  done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
-        self.hops, self.cap, self.remaining, self.latency = hops, cap, bits, latency
+        self.route, self.hops, self.cap, self.remaining = route, route.hops, cap, bits
+        self.latency = route.latency_s
+        self.coefs = coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
+        self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
         self.done = done  # the arrival event, or a callback told the arrival time (send)
         self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's
         self.group: _Group | None = None  # sharing member of this unsafe link's group
@@ -83,15 +92,16 @@ class _Flow:
 class _Group:
     """Water-filling state of one unsafe link direction."""
 
-    __slots__ = ("link", "capacity", "n_members", "by_cap", "capped", "capped_sum", "rate",
-                 "clock", "updated", "finishing", "stamp")
+    __slots__ = ("link", "capacity", "n_members", "weight", "by_cap", "capped", "capped_sum",
+                 "rate", "clock", "updated", "finishing", "stamp")
 
     def __init__(self, link: int, capacity: float, now: float) -> None:
         self.link, self.capacity = link, capacity
         self.n_members = 0
+        self.weight = 0.0  # members' coefficients summed (their count on a link direction)
         self.by_cap: list[tuple[float, int, _Flow]] = []      # min-heap of members' caps
         self.capped: list[tuple[float, int, _Flow]] = []      # max-heap (-cap) of capped flows
-        self.capped_sum = 0.0
+        self.capped_sum = 0.0  # capped flows' coefficient x cap, summed
         self.rate, self.clock, self.updated = 0.0, 0.0, now
         self.finishing: list[tuple[float, int, _Flow]] = []   # min-heap of members' targets
         self.stamp = -1
@@ -99,6 +109,16 @@ class _Group:
     def settle(self, now: float) -> None:
         self.clock += self.rate * (now - self.updated)
         self.updated = now
+
+    def drop_member(self, flow: _Flow) -> None:
+        self.n_members -= 1
+        self.weight = self.weight - flow.wt if self.n_members else 0.0  # (no drift when empty)
+
+
+def _coef(flow: _Flow, h: int) -> float:
+    """The flow's coefficient on constraint h (1 on a link direction, 1/r on a medium)."""
+    coefs = flow.coefs
+    return 1.0 if coefs is None else coefs[flow.hops.index(h)]
 
 
 class FlowNetwork:
@@ -110,8 +130,14 @@ class FlowNetwork:
 
     def __init__(self, env: simpy.Environment, topology: Topology, meter: EnergyMeter) -> None:
         self.env, self.topology, self.meter = env, topology, meter
-        n_dir = len(topology.capacity_bps)
-        self._cap = list(topology.capacity_bps)  # this network's own: capacities may change
+        n_dir = len(topology.constraint_capacity)
+        self._cap = list(topology.constraint_capacity)  # its own: capacities may change
+        # media whose budget shrinks with their active flows: constraint -> (onset, loss)
+        self._contended = {n_dir - len(topology.constraint_medium) + k:
+                           (medium.contention_onset_flows, medium.contention_loss_per_flow)
+                           for k, medium in ((k, topology.media[m])
+                                             for k, m in enumerate(topology.constraint_medium))
+                           if getattr(medium, "contention_onset_flows", None) is not None}
         self._caps_changed = False  # routes' bottleneck_bps no longer the flows' caps
         self._routes = topology.route_cache
         # dicts as ordered sets: iteration order (and so every float sum) is reproducible
@@ -213,7 +239,8 @@ class FlowNetwork:
 
     @property
     def capacity_bps(self) -> list[float]:
-        """Capacity of every link direction now (bit/s), indexed like the topology's (a copy)."""
+        """Capacity of every constraint now (link directions in bit/s, then media budgets),
+        indexed like the topology's ``constraint_capacity`` (a copy)."""
         return list(self._cap)
 
     def cancel(self, flow: _Flow | None) -> float:
@@ -242,11 +269,11 @@ class FlowNetwork:
             self._slack = list(self._empty_slack)
 
     def _route_cap(self, route: Route) -> float:
-        """A route's standalone rate now (bit/s): the smallest capacity on it."""
+        """A route's standalone rate now (bit/s): the smallest capacity (over coefficient)
+        on it."""
         if not self._caps_changed:
             return route.bottleneck_bps
-        cap = self._cap
-        return min(cap[h] for h in route.hops)
+        return route.cap(self._cap)
 
     def _reshare(self, now: float) -> None:
         """Every flow present re-rated from the current capacities: caps re-read, safe and
@@ -259,10 +286,12 @@ class FlowNetwork:
             g.stamp = -1
         cap, slack = self._cap, list(self._empty_slack)
         for flow in flows:
-            flow.cap = min(cap[h] for h in flow.hops)
+            flow.coefs = flow.route.coefficients(cap)
+            flow.cap = flow.route.cap(cap)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
-            for h in flow.hops:
-                slack[h] -= flow.cap
+            coefs = flow.coefs
+            for j, h in enumerate(flow.hops):
+                slack[h] -= flow.cap if coefs is None else flow.cap * coefs[j]
         self._slack = slack
         self._groups, self._dirty = {}, {}
         for h in sorted({h for flow in flows for h in flow.hops}):
@@ -281,7 +310,8 @@ class FlowNetwork:
         for h, g in self._groups.items():
             for flow in self._link_flows[h]:
                 flow.capped_in = g
-                g.capped_sum += flow.cap
+                flow.wt = _coef(flow, h)
+                g.capped_sum += flow.cap * flow.wt
                 heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
             self._rebalance(g, now)
 
@@ -304,13 +334,14 @@ class FlowNetwork:
             return None
         now = env.now
         c = self._route_cap(route)
-        flow = _Flow(route.hops, c, bits, route.latency_s, done, now)
+        coefs = route.coefficients(self._cap) if route.rate_refs else None
+        flow = _Flow(route, c, bits, coefs, done, now)
         self._n_active += 1
         link_flows, slack = self._link_flows, self._slack
         g = newly_unsafe = None
-        for h in route.hops:
+        for j, h in enumerate(route.hops):
             link_flows[h][flow] = None
-            left = slack[h] - c
+            left = slack[h] - (c if coefs is None else c * coefs[j])
             slack[h] = left
             if left < 0.0:
                 g_h = self._groups.get(h)
@@ -323,6 +354,10 @@ class FlowNetwork:
                     newly_unsafe.append(h)
         if flow.n_unsafe > 1:
             self._multi_unsafe += 1
+        if g is not None:
+            flow.wt = _coef(flow, g.link)
+        if self._contended and self._contend(route):
+            return flow
         if newly_unsafe is not None:
             for h in newly_unsafe:
                 self._make_unsafe(h, now)  # rates flow (this one too) from its group now
@@ -342,6 +377,22 @@ class FlowNetwork:
             self._add_capped(flow, g, now)
             self._touch(g, now)
         return flow
+
+    def _contend(self, route: Route) -> bool:
+        """Set the budgets of the contended media on ``route`` from their active flows now;
+        True when one changed (then every flow is re-shared at this instant)."""
+        changed = False
+        for h in route.hops:
+            figures = self._contended.get(h)
+            if figures is not None:
+                budget = medium_budget(len(self._link_flows[h]), *figures)
+                if budget != self._cap[h]:
+                    self._cap[h] = budget
+                    self._empty_slack[h] = budget * (1.0 + _TOL)
+                    self._caps_changed = changed = True
+        if changed:
+            self._request_recompute()
+        return changed
 
     def _arrive_later(self, done: simpy.Event | Callable[[float], None], delay_s: float) -> None:
         """Arrival of a transfer that moves no bits through the network (local or empty)."""
@@ -374,7 +425,7 @@ class FlowNetwork:
             return
         self._progress(flow, now)
         if flow.group is not None:
-            flow.group.n_members -= 1
+            flow.group.drop_member(flow)
             flow.group = None
         flow.rate = rate
         self._push_flow(flow, now)
@@ -386,6 +437,7 @@ class FlowNetwork:
         flow.stamp = -1  # its individual finish entry is void
         flow.target = g.clock + flow.remaining
         g.n_members += 1
+        g.weight += flow.wt
         stamp = next(self._stamps)
         heapq.heappush(g.by_cap, (flow.cap, stamp, flow))
         heapq.heappush(g.finishing, (flow.target, stamp, flow))
@@ -393,7 +445,7 @@ class FlowNetwork:
     def _add_capped(self, flow: _Flow, g: _Group, now: float) -> None:
         self._set_individual(flow, flow.cap, now)
         flow.capped_in = g
-        g.capped_sum += flow.cap
+        g.capped_sum += flow.cap * flow.wt
         heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
 
     def _touch(self, g: _Group, now: float) -> None:
@@ -419,7 +471,7 @@ class FlowNetwork:
         while True:
             n = g.n_members
             if n:
-                share = (g.capacity - g.capped_sum) / n
+                share = fair_share(g.capacity, g.capped_sum, g.weight)
             else:  # nobody shares yet: unbounded while the capped flows fit, else someone must
                 share = _INF if g.capped_sum <= g.capacity * (1.0 + _TOL) else -_INF
             while by_cap and by_cap[0][2].group is not g:
@@ -432,7 +484,7 @@ class FlowNetwork:
                 if capped and -capped[0][0] > share * (1.0 + _TOL):
                     flow = heapq.heappop(capped)[2]
                     flow.capped_in = None
-                    g.capped_sum -= flow.cap
+                    g.capped_sum -= flow.cap * flow.wt
                     self._join(flow, g, now)
                 else:
                     break
@@ -454,6 +506,7 @@ class FlowNetwork:
         g = _Group(h, self._cap[h], now)
         self._groups[h] = g
         for flow in self._link_flows[h]:
+            flow.wt = _coef(flow, h)
             flow.n_unsafe += 1
             if flow.n_unsafe == 2:
                 self._multi_unsafe += 1
@@ -495,19 +548,20 @@ class FlowNetwork:
         flow.stamp = -1
         g, c = flow.group, flow.capped_in
         if g is not None:
-            g.n_members -= 1
+            g.drop_member(flow)
             flow.group = None
         if c is not None:
-            c.capped_sum -= flow.cap
+            c.capped_sum -= flow.cap * flow.wt
             flow.capped_in = None
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        fc, to_safe = flow.cap, None
-        for h in flow.hops:
+        fc, to_safe, coefs = flow.cap, None, flow.coefs
+        for j, h in enumerate(flow.hops):
             flows_h = link_flows[h]
             del flows_h[flow]
-            left = slack[h] + fc if flows_h else self._empty_slack[h]  # (never negative)
+            load = fc if coefs is None else fc * coefs[j]
+            left = slack[h] + load if flows_h else self._empty_slack[h]  # (never negative)
             slack[h] = left
             if left >= 0.0 and h in groups:
                 if to_safe is None:
@@ -516,6 +570,8 @@ class FlowNetwork:
         if to_safe is not None:
             for h in to_safe:
                 self._make_safe(h, now)
+        if self._contended:
+            self._contend(flow.route)
         if self._fallback or self._multi_unsafe or self._recompute_pending:
             self._request_recompute()
             return
@@ -548,10 +604,11 @@ class FlowNetwork:
         for flow in flows:
             self._progress(flow, now)
             if flow.group is not None:
-                flow.group.n_members -= 1
+                flow.group.drop_member(flow)
                 flow.group = None
             flow.capped_in = None
-        rates = progressive_filling([flow.hops for flow in flows], self._cap)
+        rates = progressive_filling([flow.hops for flow in flows], self._cap,
+                                    [flow.coefs for flow in flows])
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate = rate
             self._push_flow(flow, now)

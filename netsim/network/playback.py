@@ -1,4 +1,5 @@
-"""Max-min fair sharing of one link by flows that start at known times (no SimPy events).
+"""Max-min fair sharing of one constraint (a link direction or a medium) by flows that start at
+known times (no SimPy events).
 
 The epoch fast path (:mod:`netsim.fastepoch`) uses this where every flow of a phase crosses at
 most one link direction that can bind: there max-min fairness over the whole network reduces to
@@ -22,33 +23,38 @@ import heapq
 import numpy as np
 
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
-from netsim.network.sharing import water_filling
+from netsim.network.sharing import fair_share, water_filling
 
 _INF = float("inf")
 _UNSET = -float("inf")  # (every clock value and time is finite)
 
 
 def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
-                   capacity_bps: float) -> np.ndarray:
-    """When each flow's last bit leaves (s) on one shared link direction.
+                   capacity_bps: float, coef: np.ndarray | None = None) -> np.ndarray:
+    """When each flow's last bit leaves (s) on one shared constraint.
 
     Parameters
     ----------
     start_s: when each flow starts (s), in any order.
     cap_bps: each flow's standalone rate (bit/s, > 0): the smallest capacity on its route.
     bits: each flow's size (bits, >= 0).
-    capacity_bps: the shared direction's capacity (bit/s, > 0).
+    capacity_bps: the shared constraint's capacity (bit/s on a link direction; a medium's
+        air-time budget).
+    coef: each flow's coefficient on it (1/r on a medium; None: all 1, a link direction).
     """
     m = len(start_s)
     out = np.empty(m)
     if m == 0:
         return out
     if m > 1 and np.all(start_s == start_s[0]) and np.all(bits == bits[0]):
-        return _together(float(start_s[0]), cap_bps, float(bits[0]), capacity_bps)
+        return _together(float(start_s[0]), cap_bps, float(bits[0]), capacity_bps, coef)
     order = np.argsort(start_s, kind="stable")
     starts = start_s[order].tolist()
     caps = cap_bps[order].tolist()
     sizes = bits[order].tolist()
+    # each flow's weight in the share and its load on the constraint (coefficient x cap)
+    wts = [1.0] * m if coef is None else coef[order].tolist()
+    loads = caps if coef is None else (coef[order] * cap_bps[order]).tolist()
     finished = [0.0] * m
     # a flow shares while target[k] is set (its finishing point on the clock, bits), runs at
     # its cap while due[k] is set (when its last bit leaves, s); _UNSET otherwise
@@ -64,7 +70,8 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
     heappush, heappop = heapq.heappush, heapq.heappop
     now, clock, share = starts[0], 0.0, _INF
     n_sharing, n_capped = 0, 0
-    capped_sum, cap_sum = 0.0, 0.0  # caps of the capped flows, of every flow present
+    w_sharing = 0.0  # the sharing flows' weights summed (their count on a link direction)
+    capped_sum, cap_sum = 0.0, 0.0  # loads of the capped flows, of every flow present
     stale = 0  # entries of finished flows in by_cap
     nxt = 0
     rebalance = False
@@ -74,15 +81,16 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
             rebalance = False
             if cap_sum <= safe_limit:
                 if n_sharing:
-                    for c, k in by_cap:
+                    for _, k in by_cap:
                         if target[k] != _UNSET:
                             _drop_to_cap(k, clock, now, target, left, since, due, caps,
                                          capped_due, capped_desc)
-                            capped_sum += c
+                            capped_sum += loads[k]
                             n_capped += 1
                     by_cap.clear()
                     by_target.clear()
                     n_sharing = stale = 0
+                    w_sharing = 0.0
                 share = _INF
             else:
                 if stale > n_sharing + 64:  # mostly finished flows: rebuild, not pop them
@@ -94,7 +102,8 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                 moved = True
                 while moved:
                     moved = False
-                    share = (capacity_bps - capped_sum) / n_sharing if n_sharing else -_INF
+                    share = fair_share(capacity_bps, capped_sum, w_sharing) if n_sharing \
+                        else -_INF
                     below = share * (1.0 - _TOL)
                     while by_cap and by_cap[0][0] < below:  # a sharing flow whose cap is below
                         c, k = heappop(by_cap)
@@ -102,8 +111,9 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                             _drop_to_cap(k, clock, now, target, left, since, due, caps,
                                          capped_due, capped_desc)
                             n_sharing -= 1
+                            w_sharing = w_sharing - wts[k] if n_sharing else 0.0
                             n_capped += 1
-                            capped_sum += c
+                            capped_sum += loads[k]
                             moved = True
                             break
                     if moved:
@@ -118,8 +128,9 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                             heappush(by_target, (t, k))
                             heappush(by_cap, (caps[k], k))
                             n_sharing += 1
+                            w_sharing += wts[k]
                             n_capped -= 1
-                            capped_sum -= caps[k]
+                            capped_sum -= loads[k]
                             moved = True
                             break
                 if share < 0.0:
@@ -156,7 +167,8 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                 if target[k] == t:
                     target[k], finished[k] = _UNSET, now
                     n_sharing -= 1
-                    cap_sum -= caps[k]
+                    w_sharing = w_sharing - wts[k] if n_sharing else 0.0
+                    cap_sum -= loads[k]
                     stale += 1  # its by_cap entry
         else:
             now = at
@@ -167,8 +179,8 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                 if due[k] == t:
                     due[k], finished[k] = _UNSET, now
                     n_capped -= 1
-                    capped_sum -= caps[k]
-                    cap_sum -= caps[k]
+                    capped_sum -= loads[k]
+                    cap_sum -= loads[k]
         # starts at this instant; several together join the sharing flows when the caps of
         # all will not fit (the network's batch: the rebalance caps the slow ones)
         if nxt < m and starts[nxt] <= now:
@@ -176,26 +188,27 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
             nxt += 1
             while nxt < m and starts[nxt] <= now:
                 nxt += 1
-            together = nxt - first > 1 and cap_sum + sum(caps[first:nxt]) > safe_limit
+            together = nxt - first > 1 and cap_sum + sum(loads[first:nxt]) > safe_limit
             for k in range(first, nxt):
                 c = caps[k]
-                cap_sum += c
+                cap_sum += loads[k]
                 if together or (n_sharing and c >= share):
                     target[k] = t = clock + sizes[k]
                     n_sharing += 1
+                    w_sharing += wts[k]
                     heappush(by_target, (t, k))
                     heappush(by_cap, (c, k))
                 else:
                     left[k], since[k] = sizes[k], now
                     due[k] = t = now + sizes[k] / c
                     n_capped += 1
-                    capped_sum += c
+                    capped_sum += loads[k]
                     heappush(capped_due, (t, k))
                     heappush(capped_desc, (-c, k))
         # Most steps of a saturated phase find every flow sharing and no cap below the new
         # share: then the rebalance would only compute that share
         if not n_capped and n_sharing and cap_sum > safe_limit and stale <= n_sharing + 64:
-            share = (capacity_bps - capped_sum) / n_sharing
+            share = fair_share(capacity_bps, capped_sum, w_sharing)
             if by_cap[0][0] >= share * (1.0 - _TOL):
                 continue
         rebalance = True
@@ -217,9 +230,9 @@ def _drop_to_cap(k: int, clock: float, now: float, target: list[float], left: li
 
 
 def _together(start_s: float, cap_bps: np.ndarray, bits: float,
-              capacity_bps: float) -> np.ndarray:
+              capacity_bps: float, coef: np.ndarray | None) -> np.ndarray:
     """Equal flows starting together (the epoch's downloads): one water-filling, vectorised.
 
     The flows below the fair share run at their caps, the rest at the share; the sharing ones
     all finish first (the capped ones are slower and as large), so no rate ever changes."""
-    return start_s + bits / water_filling(cap_bps, capacity_bps)
+    return start_s + bits / water_filling(cap_bps, capacity_bps, coef)

@@ -1,5 +1,19 @@
 """Links, shared media and routes: what every transfer crosses (the flow-level network that
-shares them is :mod:`netsim.network.flows`)."""
+shares them is :mod:`netsim.network.flows`).
+
+Constraints. Every link direction is a constraint of its bandwidth (bit/s): directed link
+``2*i`` is link i from a to b, ``2*i+1`` from b to a. A shared medium adds constraints after
+them (indices from ``2 x links``): a ``wifi`` medium one air-time budget for both directions
+of every member link, a ``cellular`` medium two (its uplink, station to access node, and its
+downlink). A route that crosses a member link crosses the link's direction (coefficient 1,
+capacity the station rate r) and then the medium's constraint with coefficient 1/r, r read
+from that direction's capacity now (so a changing bandwidth changes the air time a bit costs).
+
+Stations and radios. A member link's *station* is its device end (the ``a`` end when both are
+devices; a member link between two network nodes is invalid). Radio energy belongs to device
+ends: the receiving device pays ``rx_energy_j_per_bit`` per bit, and a device end of a link
+with ``radio_power_w`` or a tail has a *radio* (netsim.network.radio) that draws them.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +36,46 @@ class LinkLike(Protocol):
     energy_j_per_bit: float
 
 
+class MediumLike(Protocol):
+    """What the topology needs of a shared medium: its id, kind (``wifi`` or ``cellular``)
+    and, for wifi, the optional contention figures."""
+
+    id: str
+    kind: str
+    contention_onset_flows: int | None
+    contention_loss_per_flow: float
+
+
+def _link_figure(link: LinkLike, name: str, default: float = 0.0) -> float:
+    """A link's optional radio figure (links without the field, such as Baechi's, have 0)."""
+    value = getattr(link, name, None)
+    return default if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Radio:
+    """The radio of one device end of one link: base power while it has a transfer in
+    progress on the link (W), then a tail of ``tail_s`` (s) at ``tail_power_w`` (W)."""
+
+    node: int
+    link: int
+    power_w: float
+    tail_s: float
+    tail_power_w: float
+
+
 @dataclass(frozen=True)
 class Route:
     """A path between two nodes.
 
-    ``hops`` are directed-link indices (``2*i`` is link i from a to b, ``2*i+1`` from b to a);
-    ``senders`` the node index sending on each hop (who is charged its energy); ``id`` the
+    ``hops`` are the constraints crossed: directed links (``2*i`` is link i from a to b,
+    ``2*i+1`` from b to a) and, after a member link, its medium's constraint; ``rate_refs``
+    (empty on a route without media, else parallel to ``hops``) names for each medium hop the
+    directed link whose capacity is the station rate r (coefficient 1/r), -1 for a link hop;
+    ``senders`` the node index sending on each link hop; ``charges`` every (node, J/bit) the
+    route costs (senders' ``energy_j_per_bit``, receiving devices' ``rx_energy_j_per_bit``);
+    ``airtime`` (station node, directed link) per medium crossed; ``radios`` the radios
+    (:attr:`Topology.radios` indices) active while the transfer is in progress; ``id`` the
     route's position in :attr:`Topology.routes`.
     """
 
@@ -40,11 +88,29 @@ class Route:
     receiver: int = -1
     charges: tuple[tuple[int, float], ...] = ()
     id: int = -1
+    rate_refs: tuple[int, ...] = ()
+    airtime: tuple[tuple[int, int], ...] = ()
+    radios: tuple[int, ...] = ()
 
     @property
     def total_energy_j_per_bit(self) -> float:
-        """Energy of one bit over the whole route (J/bit)."""
-        return float(sum(self.energy_j_per_bit))
+        """Energy of one bit over the whole route (J/bit), receivers' costs included."""
+        return float(sum(e for _, e in self.charges))
+
+    def coefficients(self, capacity: Sequence[float]) -> tuple[float, ...] | None:
+        """Each hop's coefficient under ``capacity`` (per constraint): 1 on a link, 1/r on a
+        medium; None on a route without media (all 1)."""
+        if not self.rate_refs:
+            return None
+        return tuple(1.0 if r < 0 else 1.0 / capacity[r] for r in self.rate_refs)
+
+    def cap(self, capacity: Sequence[float]) -> float:
+        """The route's standalone rate (bit/s) under ``capacity``: the smallest of each
+        constraint's capacity over its coefficient (a medium: budget x station rate)."""
+        if not self.rate_refs:
+            return min(capacity[h] for h in self.hops)
+        return min(capacity[h] if r < 0 else capacity[h] * capacity[r]
+                   for h, r in zip(self.hops, self.rate_refs, strict=True))
 
 
 class Topology:
@@ -58,11 +124,17 @@ class Topology:
         If a link names an unknown node.
     """
 
-    def __init__(self, node_ids: Sequence[str], links: Sequence[LinkLike]) -> None:
+    def __init__(self, node_ids: Sequence[str], links: Sequence[LinkLike],
+                 media: Sequence[MediumLike] = (), n_devices: int | None = None) -> None:
+        """``n_devices``: the first that many nodes are devices, the rest network nodes
+        (None: every node is a device); it decides stations and radios."""
         self.node_ids = list(node_ids)
         self.index = {n: i for i, n in enumerate(self.node_ids)}
         self.links = list(links)
+        self.media = list(media)
         self.capacity_bps = [0.0] * (2 * len(self.links))
+        """Capacity of every link direction (bit/s): what a changing world changes."""
+        n_dev = len(self.node_ids) if n_devices is None else n_devices
         self.graph = nx.Graph()
         self.graph.add_nodes_from(self.node_ids)
         for i, link in enumerate(self.links):
@@ -84,6 +156,43 @@ class Topology:
             forward = 2 * i if link.a == u else 2 * i + 1
             self._edge[(u, v)] = (forward, self.index[u], epb, bw, lat)
             self._edge[(v, u)] = (forward ^ 1, self.index[v], epb, bw, lat)
+        # media: constraints after the link directions
+        n_dir = len(self.capacity_bps)
+        self.constraint_medium: list[int] = []
+        """Per medium constraint (index ``2 x links + k``), its medium's index in ``media``."""
+        first: dict[str, int] = {}
+        for m, medium in enumerate(self.media):
+            first[medium.id] = n_dir + len(self.constraint_medium)
+            self.constraint_medium += [m] * (1 if medium.kind == "wifi" else 2)
+        # per link: (station node, constraint a->b, constraint b->a) for member links
+        self._member: dict[int, tuple[int, int, int]] = {}
+        self.radios: list[Radio] = []
+        self._radios_of: dict[int, tuple[int, ...]] = {}
+        self._rx: dict[int, float] = {}
+        for i, link in enumerate(self.links):
+            a, b = self.index[link.a], self.index[link.b]
+            medium_id = getattr(link, "medium", None)
+            if medium_id is not None:
+                if medium_id not in first:
+                    raise ValueError(f"links[{i}].medium: unknown medium {medium_id!r}")
+                station = a if a < n_dev else b
+                if station >= n_dev:
+                    raise ValueError(f"links[{i}].medium: a member link needs a device end")
+                c = first[medium_id]
+                kind = self.media[self.constraint_medium[c - n_dir]].kind
+                up, down = (c, c) if kind == "wifi" else (c, c + 1)
+                self._member[i] = (station, up, down) if station == a else (station, down, up)
+            self._rx[i] = _link_figure(link, "rx_energy_j_per_bit")
+            power, tail_s = _link_figure(link, "radio_power_w"), _link_figure(link, "tail_s")
+            tail_w = _link_figure(link, "tail_power_w")
+            if power > 0.0 or (tail_s > 0.0 and tail_w > 0.0):
+                ends = [e for e in (a, b) if e < n_dev]
+                self._radios_of[i] = tuple(range(len(self.radios), len(self.radios) + len(ends)))
+                self.radios += [Radio(e, i, power, tail_s, tail_w) for e in ends]
+        self.constraint_capacity = self.capacity_bps + [1.0] * len(self.constraint_medium)
+        """Capacity of every constraint: link directions (bit/s), then media (air-time
+        budgets, 1 without contention)."""
+        self.n_devices = n_dev
         self._paths: dict[str, dict[str, list[str]]] = {}
         self.route_cache: dict[tuple[str, str], Route] = {}
         """Routes computed so far, by (src, dst); read-only for callers (use :meth:`route`)."""
@@ -124,16 +233,34 @@ class Topology:
         hops, senders, epb = [], [], []
         bottleneck, latency = float("inf"), 0.0
         edge = self._edge
+        refs: list[int] = []
+        airtime: list[tuple[int, int]] = []
+        radios: list[int] = []
+        charges: list[tuple[int, float]] = []
         for u, v in itertools.pairwise(nodes):
             hop, sender, j_per_bit, bps, lat = edge[(u, v)]
             hops.append(hop)
+            refs.append(-1)
             senders.append(sender)
             epb.append(j_per_bit)
+            charges.append((sender, j_per_bit))
+            link = hop >> 1
+            member = self._member.get(link)
+            if member is not None:  # the medium's constraint, coefficient 1 / rate of ``hop``
+                station, c_ab, c_ba = member
+                hops.append(c_ab if hop == 2 * link else c_ba)
+                refs.append(hop)
+                airtime.append((station, hop))
+            rx, receiver = self._rx.get(link, 0.0), self.index[v]
+            if rx > 0.0 and receiver < self.n_devices:
+                charges.append((receiver, rx))
+            radios += self._radios_of.get(link, ())
             if bps < bottleneck:
                 bottleneck = bps
             latency += lat
         route = Route(tuple(nodes), tuple(hops), tuple(senders), tuple(epb), bottleneck, latency,
-                      self.index[dst], tuple(zip(senders, epb, strict=True)), len(self.routes))
+                      self.index[dst], tuple(charges), len(self.routes),
+                      tuple(refs) if airtime else (), tuple(airtime), tuple(radios))
         self.route_cache[key] = route
         self.routes.append(route)
         return route

@@ -9,7 +9,8 @@ unknown link ends (an id that is neither a device nor a network node joining two
 unknown or missing aggregator, devices without a route to the aggregator, a network in which
 no device can ever train (none holds samples, none can hold the model, none reaches the
 aggregator), unknown built-in models, the real backend on a model it cannot train, unknown
-generator classes and link types, the ``policies:`` block (names and parameters), and the
+generator classes and link types, shared media (ids, member links, contention figures), the
+``policies:`` block (names and parameters), and the
 trace files of the ``dynamics:`` block (a missing or unreadable file, every bad row, devices
 and links the network does not have).
 """
@@ -357,10 +358,59 @@ def dynamics_problems(data: dict[str, Any]) -> list[Problem]:
     return out
 
 
+def media_problems(data: dict[str, Any]) -> list[Problem]:
+    """Shared media: duplicate or unknown ids, media beside a generated network, contention
+    figures on a cellular medium, member links without a device end, a device on two media."""
+    raw_media, raw_links = _as_list(data.get("media")), _as_list(data.get("links"))
+    out: list[Problem] = []
+    if raw_media and data.get("generate") is not None:
+        out.append(Problem("media", "a generated network builds its own media "
+                                    "(generate.shared_media); give media with explicit links"))
+    kinds: dict[str, str | None] = {}
+    for i, medium in enumerate(raw_media):
+        mid, kind = _field(medium, "id"), _field(medium, "kind")
+        if not isinstance(mid, str) or not mid:
+            continue
+        if mid in kinds:
+            out.append(Problem(f"media[{i}].id", f"duplicate medium id {mid!r}"))
+        kinds.setdefault(mid, kind if isinstance(kind, str) else None)
+        if kind == "cellular":
+            given = medium.model_fields_set if isinstance(medium, BaseModel) else \
+                {k for k, v in medium.items() if v is not None}
+            for key in ("contention_onset_flows", "contention_loss_per_flow"):
+                if key in given:
+                    out.append(Problem(f"media[{i}].{key}", "contention figures apply to a "
+                                       "wifi medium only (cellular: no decay; allowed: absent)"))
+    device_ids = {_field(d, "id") for d in _as_list(data.get("devices"))}
+    on_medium: dict[str, tuple[str, int]] = {}
+    for i, link in enumerate(raw_links):
+        mid = _field(link, "medium")
+        if mid is None:
+            continue
+        if not isinstance(mid, str) or mid not in kinds:
+            out.append(Problem(f"links[{i}].medium", f"unknown medium {mid!r}"
+                               + _hint(str(mid), list(kinds))))
+            continue
+        ends = [e for e in (_field(link, "a"), _field(link, "b")) if isinstance(e, str)]
+        stations = [e for e in ends if e in device_ids]
+        if len(ends) == 2 and not stations:
+            out.append(Problem(f"links[{i}].medium", f"a member link needs a device end "
+                               f"(a station); {ends[0]!r} and {ends[1]!r} are network nodes"))
+            continue
+        for station in stations[:1]:
+            first = on_medium.setdefault(station, (mid, i))
+            if first[0] != mid:
+                out.append(Problem(f"links[{i}].medium", f"device {station!r} is already on "
+                                   f"medium {first[0]!r} (links[{first[1]}]); a device "
+                                   "joins one medium"))
+    return out
+
+
 def cross_problems(data: dict[str, Any]) -> list[Problem]:
     """Every cross-field problem of a raw scenario mapping (see the module docstring)."""
     out = model_problems(data)
     out += generate_problems(data) if data.get("generate") is not None else explicit_problems(data)
+    out += media_problems(data)
     out += policy_problems(data)
     out += dynamics_problems(data)
     return out

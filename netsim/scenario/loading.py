@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from netsim.scenario.checks import cross_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 from netsim.scenario.generator import generate_network
-from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, Scenario
+from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec, Scenario
 from netsim.units import unit_warnings
 from netsim.yamlio import YamlLimitError, read_text, safe_load
 
@@ -211,6 +211,7 @@ class ResolvedNetwork:
     devices: list[DeviceSpec]
     links: list[LinkSpec]
     aggregator: str
+    media: list[MediumSpec] = field(default_factory=list)
 
     @property
     def node_ids(self) -> list[str]:
@@ -240,7 +241,7 @@ def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
     (with power states, sleep power and batteries, when the scenario has dynamics)."""
     if scenario.generate is None:
         return ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
-                               str(scenario.aggregator))
+                               str(scenario.aggregator), list(scenario.media))
     return generated_network(scenario.generate, seed,
                              power_states=scenario.dynamics is not None)
 

@@ -67,14 +67,46 @@ class DeviceSpec(_Strict):
 
 
 class LinkSpec(_Strict):
-    """A full-duplex link; bandwidth is per direction (bit/s), latency one way (s)."""
+    """A full-duplex link; bandwidth is per direction (bit/s), latency one way (s).
+
+    On a shared medium (``medium``) the bandwidth is the station's rate r: what it gets alone
+    in the cell. The radio figures belong to the link's device end (docs/wireless.md)."""
 
     a: Annotated[str, Field(min_length=1)]
     b: Annotated[str, Field(min_length=1)]
     bandwidth_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18), _AT_LEAST_MIN_RATE]
     latency_s: Annotated[Seconds, _range("ge", 0, 1e9)] = 0.0
     energy_j_per_bit: Annotated[JoulesPerBit, _range("ge", 0, 1.0)] = 0.0
+    """Sender's cost per bit (J/bit; alpha_u of a radio), charged to the sending node."""
     link_type: str | None = None
+    medium: str | None = None
+    """Id of the shared medium (``media[].id``) this link is a member of; None: a private
+    link."""
+    rx_energy_j_per_bit: Annotated[JoulesPerBit, _range("ge", 0, 1.0)] = 0.0
+    """Receiver's cost per bit (J/bit; alpha_d), charged to a receiving device."""
+    radio_power_w: Annotated[Watts, _range("ge", 0, 1e6)] = 0.0
+    """Base power (W; beta) the device end draws while it has a transfer in progress on this
+    link (waiting for air time included)."""
+    tail_s: Annotated[Seconds, _range("ge", 0, 1e6)] = 0.0
+    """How long (s) the device end's radio stays in its high-power state after its last
+    transfer on this link ends (cut short by a new transfer)."""
+    tail_power_w: Annotated[Watts, _range("ge", 0, 1e6)] = 0.0
+    """Power (W) of that tail."""
+
+
+class MediumSpec(_Strict):
+    """A shared medium: the air time of one wireless cell (docs/wireless.md).
+
+    ``wifi``: one air-time budget for both directions of every member link; ``cellular``:
+    uplink and downlink each their own budget. A flow from or to a station of rate r uses
+    x / r of its budget; rates are max-min fair over every constraint jointly."""
+
+    id: Annotated[str, Field(min_length=1)]
+    kind: Literal["wifi", "cellular"]
+    contention_onset_flows: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    """wifi: from this many active flows on, the budget shrinks (absent: never)."""
+    contention_loss_per_flow: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """wifi: the budget's loss per active flow beyond the onset (fraction of air time)."""
 
 
 class VariantSpec(_Strict):
@@ -272,6 +304,8 @@ class Scenario(_Strict):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     devices: tuple[DeviceSpec, ...] | None = None
     links: tuple[LinkSpec, ...] | None = None
+    media: tuple[MediumSpec, ...] = ()
+    """Shared media (wireless cells) that links join with ``links[].medium``."""
     generate: GenerateSpec | None = None
     aggregator: str | None = None
     model: str | ModelSpec
