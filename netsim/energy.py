@@ -35,6 +35,9 @@ class EnergySnapshot:
     communication_j: np.ndarray
     idle_j: np.ndarray
     sleep_j: np.ndarray
+    radio_j: np.ndarray
+    """The part of ``communication_j`` that radios drew (base power and tails,
+    netsim.network.radio); not a category of its own."""
 
     @property
     def total_j(self) -> float:
@@ -55,6 +58,7 @@ class EnergySnapshot:
             self.communication_j - earlier.communication_j,
             self.idle_j - earlier.idle_j,
             self.sleep_j - earlier.sleep_j,
+            self.radio_j - earlier.radio_j,
         )
 
 
@@ -85,6 +89,7 @@ class EnergyMeter:
         self._busy_s = [0.0] * n
         self._busy_since: list[float | None] = [None] * n
         self._communication_j = np.zeros(n)
+        self._radio_j = np.zeros(n)
         self._settlers: list[Callable[[], None]] = []
 
     def track_online(self, online_s: Callable[[float], np.ndarray]) -> None:
@@ -142,6 +147,12 @@ class EnergyMeter:
         """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up)."""
         np.add.at(self._communication_j, nodes, energy_j)
 
+    def add_radio(self, node: int, energy_j: float) -> None:
+        """Charge ``energy_j`` (J; negative: a tail taken back) of radio energy to ``node``:
+        communication energy, also counted in its radio part."""
+        self._communication_j[node] += energy_j
+        self._radio_j[node] += energy_j
+
     def settle_with(self, settle: Callable[[], None]) -> None:
         """Call ``settle`` before every reading (a source booking its charges in bulk)."""
         self._settlers.append(settle)
@@ -170,4 +181,5 @@ class EnergyMeter:
             idle = np.maximum(np.where(has_sleep, selected, online) - busy, 0.0) * self.power_idle_w
             sleep = np.where(has_sleep, np.maximum(online - selected, 0.0)
                              * np.nan_to_num(self.power_sleep_w), 0.0)
-        return EnergySnapshot(now_s, busy, compute, self.communication_j, idle, sleep)
+        return EnergySnapshot(now_s, busy, compute, self.communication_j, idle, sleep,
+                              self._radio_j.copy())

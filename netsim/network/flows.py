@@ -54,6 +54,7 @@ import simpy
 
 from netsim.energy import EnergyMeter
 from netsim.network.ledger import TransferLedger
+from netsim.network.radio import RadioMeter
 from netsim.network.sharing import (
     CAPACITY_TOLERANCE,
     fair_share,
@@ -161,7 +162,8 @@ class FlowNetwork:
         self._batching = 0                # > 0: rebalances wait for the end of the batch
         self._dirty: dict[_Group, None] = {}
         self._arrivals: list[tuple[Callable[[float], None], float]] = []  # send() callbacks due
-        self.ledger = TransferLedger(topology, meter)
+        self.ledger = TransferLedger(topology, meter, self._cap)
+        self.radio = RadioMeter(topology.radios, meter)
         self._book_route = self.ledger.booked_routes.append  # (the hot path's two appends)
         self._book_bytes = self.ledger.booked_bytes.append
         self.full_recomputations = 0
@@ -333,6 +335,8 @@ class FlowNetwork:
             self._arrive_later(done, route.latency_s)
             return None
         now = env.now
+        if route.radios:
+            self.radio.start(route.radios, now)
         c = self._route_cap(route)
         coefs = route.coefficients(self._cap) if route.rate_refs else None
         flow = _Flow(route, c, bits, coefs, done, now)
@@ -538,6 +542,8 @@ class FlowNetwork:
         arrival after the route's latency, and restore fairness where it was."""
         done = flow.done
         flow.done = None  # (left the network: cancel() finds nothing to stop)
+        if flow.route.radios:
+            self.radio.end(flow.route.radios, now + flow.latency if arrive else now)
         if not arrive:
             pass
         elif type(done) is simpy.Event:

@@ -1,10 +1,14 @@
-"""The network's books: bytes sent and received per node, communication energy per sender.
+"""The network's books: bytes sent and received per node, communication energy per charge,
+air time per station.
 
-A transfer's bytes and energy (bits x J/bit of every link crossed, charged to the sending node
-of each link) are booked when it starts: the hot path only appends its route and size, and
+A transfer's bytes, energy (bits x J/bit of every charge of its route: the sending node of
+each link, a receiving device's ``rx_energy_j_per_bit``) and air time (bits / station rate of
+every medium crossed, to the station) are booked when it starts: the hot path only appends its route and size, and
 :meth:`TransferLedger.settle` adds them to the per-node totals in bulk (numpy, in start order)
 before any reading (the energy meter calls it). A cancelled transfer (netsim.dynamics) is
-un-booked by the bytes it did not send: only sent bits cost energy.
+un-booked by the bytes it did not send: only sent bits cost energy. Air time is booked at the
+station rates in force when the books settle (each reading; rates change only in a world whose
+bandwidth changes, netsim.dynamics, and there only between epochs of the fast path).
 """
 
 from __future__ import annotations
@@ -23,10 +27,18 @@ if TYPE_CHECKING:
 class TransferLedger:
     """Bytes and communication energy of one network's transfers."""
 
-    def __init__(self, topology: Topology, meter: EnergyMeter) -> None:
+    def __init__(self, topology: Topology, meter: EnergyMeter,
+                 capacity: list[float] | None = None) -> None:
+        """``capacity``: every constraint's capacity now (the network's own list, changed in
+        place; default the topology's), for the station rates of air time."""
         self.topology, self.meter = topology, meter
+        self.capacity = topology.constraint_capacity if capacity is None else capacity
         n_nodes = len(topology.node_ids)
         self._bytes_sent, self._bytes_received = np.zeros(n_nodes), np.zeros(n_nodes)
+        self._airtime_s = np.zeros(n_nodes)
+        self._route_air_start = self._route_n_air = np.zeros(0, dtype=np.intp)
+        self._air_station = self._air_direction = np.zeros(0, dtype=np.intp)
+        self._media = bool(topology.constraint_medium)
         # transfers started since the last settle(): route ids and sizes (bytes)
         self.booked_routes: list[int] = []
         self.booked_bytes: list[float] = []
@@ -49,6 +61,13 @@ class TransferLedger:
         self.settle()
         return self._bytes_received.copy()
 
+    @property
+    def airtime_s(self) -> np.ndarray:
+        """Air time each station has used on media so far (s): bits / station rate of its
+        transfers (a copy)."""
+        self.settle()
+        return self._airtime_s.copy()
+
     def settle(self) -> None:
         """Book the bytes and communication energy of the transfers started since the last
         call (the meter calls this before every reading). Per transfer the hot path only notes
@@ -70,6 +89,15 @@ class TransferLedger:
             + np.arange(int(ends[-1]) if len(ends) else 0)
         self.meter.add_communication_many(
             self._charge_sender[charge], np.repeat(8.0 * size, counts) * self._charge_j_per_bit[charge])
+        if self._media:
+            counts = self._route_n_air[r]
+            if counts.any():
+                ends = np.cumsum(counts)
+                air = np.repeat(self._route_air_start[r] - (ends - counts), counts) \
+                    + np.arange(int(ends[-1]))
+                rate = np.asarray(self.capacity, dtype=float)[self._air_direction[air]]
+                np.add.at(self._airtime_s, self._air_station[air],
+                          np.repeat(8.0 * size, counts) / rate)
 
     def _index_routes(self) -> None:
         """Arrays over the topology's routes: first sender, receiver, charges (flattened)."""
@@ -82,6 +110,11 @@ class TransferLedger:
         self._route_charge_start = np.cumsum(n_charges) - n_charges
         self._charge_sender = np.array([s for r in routes for s, _ in r.charges], dtype=np.intp)
         self._charge_j_per_bit = np.array([e for r in routes for _, e in r.charges], dtype=float)
+        n_air = np.array([len(r.airtime) for r in routes], dtype=np.intp)
+        self._route_n_air = n_air
+        self._route_air_start = np.cumsum(n_air) - n_air
+        self._air_station = np.array([s for r in routes for s, _ in r.airtime], dtype=np.intp)
+        self._air_direction = np.array([d for r in routes for _, d in r.airtime], dtype=np.intp)
         self._indexed_routes = len(routes)
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:

@@ -13,7 +13,9 @@
   train and the world waited for someone to come online, that wait's energy is in the next
   epoch's, whose ``start_s`` is after the wait)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
-  bytes_received  (+ device_class, network_node; dropouts, energy_wasted_j, energy_sleep_j,
+  bytes_received  (+ energy_radio_j: the radios' base power and tails, a part of
+  energy_comm_j; airtime_s: air time the device used on shared media (docs/wireless.md);
+  device_class, network_node; dropouts, energy_wasted_j, energy_sleep_j,
   online_s, battery_end_j (NaN: mains powered), online_intervals_s: the device's online
   intervals as a flat list [start0, end0, start1, end1, ...] (s))
 
@@ -137,6 +139,7 @@ class Recorder:
                 "energy_compute_j": snap.compute_j, "energy_comm_j": snap.communication_j,
                 "energy_idle_j": snap.idle_j, "busy_s": snap.busy_s,
                 "bytes_sent": net.bytes_sent, "bytes_received": net.bytes_received,
+                "energy_radio_j": snap.radio_j, "airtime_s": net.ledger.airtime_s,
                 "device_class": self._classes,
                 "network_node": [i >= self._n_devices for i in range(n)],
                 "dropouts": [self._dropouts.get(i, 0) for i in range(n)],

@@ -1,0 +1,99 @@
+"""Radio energy: the base power of a radio while it has a transfer in progress, and its tail.
+
+Huang et al.'s power model (MobiSys 2012, "A Close Examination of Performance and Power
+Characteristics of 4G LTE Networks", Table 3 and Section 3.3): while a radio moves data it
+draws ``alpha_u x uplink throughput + alpha_d x downlink throughput + beta``; after its last
+transfer it stays in a high-power *tail* state for a while before it sleeps. netsim charges
+the per-bit parts per transfer (the network's ledger: ``energy_j_per_bit`` to the sender,
+``rx_energy_j_per_bit`` to a receiving device) and this module charges the rest, per radio
+(one device end of one link, :class:`netsim.network.topology.Radio`):
+
+- ``radio_power_w`` (beta) for the time the radio has at least one transfer in progress on
+  the link, from the transfer's start to its arrival (waiting for air time included);
+- ``tail_power_w`` for ``tail_s`` after each such busy period ends, cut short where the next
+  busy period starts (a tail that outlasts the run is charged in full: the radio does stay up).
+
+Booking (netsim's formalization): a busy period's base energy and its whole tail are charged
+when the period ends; when a new period starts inside the previous tail, the part of that tail
+it covers is taken back at that instant. Every reading is then what the radio drew up to the
+end of its last period plus its full tail, and every interval of booked energy is >= 0 (a
+start takes back at most the one tail the previous end booked, and its own end books a new
+one). All of it is communication energy; :attr:`RadioMeter.radio_j` is that part per node.
+
+One state machine serves both paths: the event-driven network calls :meth:`RadioMeter.start`
+and :meth:`RadioMeter.end` as transfers start and arrive; the epoch fast path hands a whole
+epoch's intervals to :meth:`RadioMeter.play`, which runs them through the same two methods in
+time order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from netsim.energy import EnergyMeter
+from netsim.network.topology import Radio
+
+_NEVER = -float("inf")
+
+
+class RadioMeter:
+    """The radios of one network and the energy they draw (charged to ``meter``)."""
+
+    def __init__(self, radios: Sequence[Radio], meter: EnergyMeter) -> None:
+        self.radios = list(radios)
+        self.meter = meter
+        n = len(self.radios)
+        self._active = [0] * n           # transfers in progress
+        self._since = [0.0] * n          # start of the current busy period (s)
+        self._period_end = [_NEVER] * n  # latest arrival seen in the current period (s)
+        self._last_end = [_NEVER] * n    # end of the last finished period (s)
+
+    def __bool__(self) -> bool:
+        return bool(self.radios)
+
+    def start(self, radio_ids: Sequence[int], now_s: float) -> None:
+        """A transfer on each radio of ``radio_ids`` starts at ``now_s`` (s)."""
+        for r in radio_ids:
+            if self._active[r] == 0:
+                radio, last = self.radios[r], self._last_end[r]
+                since = now_s
+                if last > _NEVER:
+                    if now_s < last:  # (an arrival booked ahead of this start: one period)
+                        since = last
+                        cut = radio.tail_s
+                    else:
+                        cut = max(radio.tail_s - (now_s - last), 0.0)
+                    if cut > 0.0 and radio.tail_power_w > 0.0:
+                        self.meter.add_radio(radio.node, -cut * radio.tail_power_w)
+                self._since[r], self._period_end[r] = since, since
+            self._active[r] += 1
+
+    def end(self, radio_ids: Sequence[int], arrival_s: float) -> None:
+        """A transfer on each radio of ``radio_ids`` arrives at ``arrival_s`` (s)."""
+        for r in radio_ids:
+            if arrival_s > self._period_end[r]:
+                self._period_end[r] = arrival_s
+            self._active[r] -= 1
+            if self._active[r] == 0:
+                radio, since, until = self.radios[r], self._since[r], self._period_end[r]
+                joules = radio.power_w * (until - since) + radio.tail_power_w * radio.tail_s
+                if joules > 0.0:
+                    self.meter.add_radio(radio.node, joules)
+                self._last_end[r] = until
+
+    def play(self, radio_ids: Sequence[Sequence[int]], start_s: np.ndarray,
+             arrival_s: np.ndarray) -> None:
+        """Transfers k = 0.. on radios ``radio_ids[k]`` from ``start_s[k]`` to
+        ``arrival_s[k]`` (s), none in progress before: their starts and arrivals in time
+        order (an arrival before a start at the same instant) through :meth:`start` and
+        :meth:`end`."""
+        times = np.concatenate([np.asarray(start_s, float), np.asarray(arrival_s, float)])
+        kinds = np.concatenate([np.ones(len(start_s)), np.zeros(len(arrival_s))])
+        for at in np.lexsort((kinds, times)).tolist():
+            k = at % len(start_s)
+            if at < len(start_s):
+                self.start(radio_ids[k], float(times[at]))
+            else:
+                self.end(radio_ids[k], float(times[at]))
