@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.devices import DeviceTable
-from netsim.fastepoch import play_plain_epoch
+from netsim.energy import EnergyMeter
+from netsim.fastepoch import PlainEpoch, book_radios, play_plain_epoch
+from netsim.network.radio import RadioMeter
 from netsim.scenario.schema import ModelSpec
 
 
@@ -57,6 +59,16 @@ def device_epoch_times(table: DeviceTable, model: ModelSpec, variant: int,
     return transfer, compute, comm
 
 
+def _radio_j(table: DeviceTable, rows: np.ndarray, played: PlainEpoch) -> np.ndarray:
+    """Per device, the radio energy (J) of a played epoch on radios idle before it: the
+    engine's own booking (:func:`netsim.fastepoch.book_radios`) on a scratch meter."""
+    assert table.down_routes is not None and table.up_routes is not None
+    scratch = EnergyMeter([0.0] * table.n_nodes, [0.0] * table.n_nodes)
+    book_radios(RadioMeter(table.radios, scratch), 0.0, rows, table.down_routes,
+                table.up_routes, played)
+    return scratch.snapshot(0.0).radio_j[: table.n]
+
+
 def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
                    samples: np.ndarray) -> EpochEstimate:
     """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out);
@@ -73,6 +85,8 @@ def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
         if played is not None:
             finish = np.zeros(table.n)
             finish[rows] = played.upload_arrival_s
+            if table.radios and model.model_bytes(variant) > 0.0:
+                comm = comm + _radio_j(table, rows, played)
     n_part = int(np.count_nonzero(samples))
     agg = table.aggregator
     agg_s = model.aggregation_flop(variant, n_part) / table.flop_per_s[agg]

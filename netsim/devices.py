@@ -14,6 +14,7 @@ import numpy as np
 
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
+from netsim.network.topology import Radio
 from netsim.scenario.loading import ResolvedNetwork
 from netsim.scenario.schema import DeviceSpec, Scenario
 
@@ -52,6 +53,10 @@ class DeviceTable:
     capacity_bps: np.ndarray | None = field(default=None, repr=False, compare=False)
     """Capacity of every constraint of the topology, indexed by the routes' hops: directed
     links (bit/s), then shared media (air-time budgets; netsim.network.topology)."""
+    radios: tuple[Radio, ...] = field(default=(), repr=False, compare=False)
+    """The topology's radios (the routes' ``radios`` index them; netsim.network.radio)."""
+    n_nodes: int = field(default=0, repr=False, compare=False)
+    """Nodes of the topology (devices, then network nodes): the radios' node indices."""
     onset_flows: np.ndarray | None = field(default=None, repr=False, compare=False)
     """Per constraint, the active flows from which a contended medium's budget shrinks (inf:
     never); None when no medium is contended."""
@@ -132,6 +137,7 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         index={d: i for i, d in enumerate(ids)},
         down_routes=down_routes, up_routes=up_routes,
         capacity_bps=np.array(topology.constraint_capacity, dtype=float),
-        onset_flows=onset_flows(topology),
+        onset_flows=onset_flows(topology), radios=tuple(topology.radios),
+        n_nodes=len(topology.node_ids),
         **cols,
     )

@@ -35,7 +35,7 @@ from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epoch import EpochBarrier, EpochContext, Participant
-from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch, route_caps
+from netsim.fastepoch import PlainEpoch, RouteTable, book_radios, play_plain_epoch, route_caps
 from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork
 from netsim.policy import (
@@ -422,24 +422,8 @@ class World:
             self.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
         self.meter.add_busy_many(rows.tolist(),
                                  (plan.trained_s - plan.download_arrival_s).tolist())
-        if self.network.radio and model_bytes > 0.0:
-            self._book_radios(plan, rows)
-
-    def _book_radios(self, plan: PlainEpoch, rows: np.ndarray) -> None:
-        """The radios of a plain epoch's transfers (netsim.network.radio), as the event path
-        drives them: each download from the epoch's start to its arrival, each upload from
-        the end of training to its arrival."""
-        start = float(self.env.now)
-        radios, starts, arrivals = [], [], []
-        for k, r in enumerate(rows.tolist()):
-            for route, begin, end in ((self._down[r], start, plan.download_arrival_s[k]),
-                                      (self._up[r], plan.trained_s[k], plan.upload_arrival_s[k])):
-                if route.radios:
-                    radios.append(route.radios)
-                    starts.append(begin)
-                    arrivals.append(end)
-        if radios:
-            self.network.radio.play(radios, np.array(starts), np.array(arrivals))
+        if model_bytes > 0.0:
+            book_radios(self.network.radio, float(self.env.now), rows, down, up, plan)
 
     def _measure_plain(self, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
                        nbytes: float, start_s: float) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from netsim.network import Route
 from netsim.network.playback import last_bit_times
+from netsim.network.radio import RadioMeter
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 
 
@@ -50,12 +51,16 @@ class RouteTable:
     hop_start: np.ndarray
     hops: np.ndarray
     rate_ref: np.ndarray
+    radios: tuple[tuple[int, ...], ...] = ()
+    """Per route, the radios active while a transfer on it is in progress
+    (:attr:`netsim.network.topology.Route.radios`)."""
 
     def __post_init__(self) -> None:
         """Read-only arrays: a table handed to policies (through the device table) cannot be
         changed by them."""
         for value in vars(self).values():
-            value.setflags(write=False)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     @classmethod
     def of(cls, routes: Sequence[Route]) -> RouteTable:
@@ -70,7 +75,8 @@ class RouteTable:
                    start, np.fromiter((h for r in routes for h in r.hops), dtype=np.intp,
                                       count=total),
                    np.fromiter((x for r in routes for x in (r.rate_refs or (-1,) * len(r.hops))),
-                               dtype=np.intp, count=total))
+                               dtype=np.intp, count=total),
+                   tuple(r.radios for r in routes))
 
     @property
     def has_media(self) -> bool:
@@ -156,6 +162,25 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
                 float(capacity_bps[links[group[0]]]),
                 None if shared_coef is None else shared_coef[order[group]])
     return last_bit
+
+
+def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,
+                up: RouteTable, plan: PlainEpoch) -> None:
+    """A plain epoch's radio energy (netsim.network.radio) as the event path drives it: each
+    download from ``now_s`` to its arrival, each upload from the end of training to its
+    arrival, on the radios of their routes."""
+    if not radio:
+        return
+    radios, starts, arrivals = [], [], []
+    for k, r in enumerate(rows.tolist()):
+        for table, begin, end in ((down, now_s, plan.download_arrival_s[k]),
+                                  (up, plan.trained_s[k], plan.upload_arrival_s[k])):
+            if table.radios and table.radios[r]:
+                radios.append(table.radios[r])
+                starts.append(begin)
+                arrivals.append(end)
+    if radios:
+        radio.play(radios, np.array(starts), np.array(arrivals))
 
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,

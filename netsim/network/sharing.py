@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
+
+_Rate = TypeVar("_Rate", float, np.ndarray)
 
 CAPACITY_TOLERANCE = 1e-9
 """Relative tolerance of every comparison of rates with capacities and shares."""
 
 
-def fair_share(capacity: float, capped_load: float, sharing_weight: float) -> float:
+def fair_share(capacity: float, capped_load: _Rate, sharing_weight: _Rate | int) -> _Rate:
     """The rate (bit/s) each sharing flow of one constraint gets: what the capped flows leave
     of ``capacity`` (their ``coef x cap`` summed in ``capped_load``) over the sharing flows'
     coefficients summed (``sharing_weight``; their count on a wired direction)."""

@@ -40,10 +40,14 @@ class MediumLike(Protocol):
     """What the topology needs of a shared medium: its id, kind (``wifi`` or ``cellular``)
     and, for wifi, the optional contention figures."""
 
-    id: str
-    kind: str
-    contention_onset_flows: int | None
-    contention_loss_per_flow: float
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def contention_onset_flows(self) -> int | None: ...
+    @property
+    def contention_loss_per_flow(self) -> float: ...
 
 
 def _link_figure(link: LinkLike, name: str, default: float = 0.0) -> float:

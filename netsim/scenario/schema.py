@@ -225,6 +225,9 @@ class GenerateSpec(_Strict):
     samples_mean: Annotated[float, _range("ge", 0, 1e9)] = 600.0
     samples_spread: Annotated[float, Field(ge=0, le=5)] = 0.5
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
+    shared_media: bool = True
+    """Each generated wireless cell is a shared medium (docs/wireless.md); false keeps every
+    device on a private link (netsim 0.3's networks)."""
 
 
 def _trace_given(spec: Any) -> Any:

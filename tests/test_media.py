@@ -1,0 +1,322 @@
+"""Shared media (wireless cells) and radio energy: closed forms, both paths, the planners'
+estimate, the no-media pin, and bad input (docs/wireless.md)."""
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import simpy
+
+import netsim
+from netsim.costs import estimate_epoch
+from netsim.devices import build_device_table
+from netsim.energy import EnergyMeter
+from netsim.engine import resolve_scenario
+from netsim.network import FlowNetwork, Topology
+from netsim.network.sharing import medium_budget, progressive_filling
+from netsim.scenario.loading import builtin_scenarios, load_scenario, read_yaml, validate_data
+
+S = 2.0e6  # bytes per transfer
+
+
+def link(a, b, bw, lat=0.0, epb=0.0, medium=None, **radio):
+    return SimpleNamespace(a=a, b=b, bandwidth_bps=bw, latency_s=lat, energy_j_per_bit=epb,
+                           medium=medium, **radio)
+
+
+def medium(mid, kind, onset=None, loss=0.0):
+    return SimpleNamespace(id=mid, kind=kind, contention_onset_flows=onset,
+                           contention_loss_per_flow=loss)
+
+
+def cell(rates, kind="wifi", backhaul_bps=1e12, onset=None, loss=0.0, lat=0.0, **radio):
+    """Aggregator 'agg' -- access point 'ap' (backhaul) -- stations s0.. at ``rates``."""
+    stations = [f"s{i}" for i in range(len(rates))]
+    nodes = ["agg", *stations, "ap"]
+    links = [link("agg", "ap", backhaul_bps)]
+    links += [link(s, "ap", r, lat, medium="m", **radio) for s, r in
+              zip(stations, rates, strict=True)]
+    env = simpy.Environment()
+    meter = EnergyMeter([0.0] * len(nodes), [0.0] * len(nodes))
+    topo = Topology(nodes, links, [medium("m", kind, onset, loss)], n_devices=len(nodes) - 1)
+    return env, meter, FlowNetwork(env, topo, meter), stations
+
+
+def run_transfers(env, net, transfers):
+    """transfers: (name, src, dst, start_s); returns each one's arrival (s)."""
+    out = {}
+
+    def one(name, src, dst, start):
+        yield env.timeout(start)
+        yield net.transfer(src, dst, S)
+        out[name] = env.now
+
+    for name, src, dst, start in transfers:
+        env.process(one(name, src, dst, start))
+    env.run()
+    return out
+
+
+@pytest.mark.parametrize("rates", [[8e7], [8e7] * 4, [6e6, 2.4e7, 5.4e7], [1e6, 8e7, 8e7, 3e7]])
+def test_k_stations_download_at_8S_times_sum_of_inverse_rates(rates):
+    env, _, net, stations = cell(rates)
+    done = run_transfers(env, net, [(s, "agg", s, 0.0) for s in stations])
+    expected = 8 * S * sum(1.0 / r for r in rates)  # the performance anomaly: equal throughput
+    for s in stations:
+        assert done[s] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_binding_backhaul_shares_its_capacity_and_the_cell_waits():
+    rates, backhaul = [8e7] * 4, 4e7  # 4 flows at 1e7 use 4 x 1e7 / 8e7 = half the air time
+    env, _, net, stations = cell(rates, backhaul_bps=backhaul)
+    done = run_transfers(env, net, [(s, "agg", s, 0.0) for s in stations])
+    for s in stations:
+        assert done[s] == pytest.approx(8 * S * len(rates) / backhaul, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind,factor", [("cellular", 1.0), ("wifi", 2.0)])
+def test_cellular_directions_are_independent_wifi_shares_both(kind, factor):
+    rates = [2e7, 5e7, 8e7]
+    env, _, net, stations = cell(rates, kind=kind)
+    done = run_transfers(env, net, [(f"d{s}", "agg", s, 0.0) for s in stations]
+                         + [(f"u{s}", s, "agg", 0.0) for s in stations])
+    one_way = 8 * S * sum(1.0 / r for r in rates)
+    assert max(done.values()) == pytest.approx(factor * one_way, rel=1e-12)
+
+
+def test_contention_shrinks_the_budget_with_the_active_flows():
+    k, r, onset, loss = 6, 5e7, 2, 0.05
+    env, _, net, stations = cell([r] * k, onset=onset, loss=loss)
+    done = run_transfers(env, net, [(s, "agg", s, 0.0) for s in stations])
+    budget = medium_budget(k, onset, loss)
+    assert budget == pytest.approx(1 - loss * (k - onset))
+    for s in stations:
+        assert done[s] == pytest.approx(8 * S * k / (r * budget), rel=1e-12)
+
+
+def test_rates_at_an_instant_equal_the_weighted_progressive_filling():
+    """Random cells behind a shared backhaul, all flows at once: the flow network's rates
+    (groups and fallback alike) are those of the core's progressive filling."""
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        rates = rng.choice([6e6, 2.4e7, 5.4e7, 8e7], int(rng.integers(1, 7))).tolist()
+        env, _, net, stations = cell(rates, kind=str(rng.choice(["wifi", "cellular"])),
+                                     backhaul_bps=float(rng.uniform(1e7, 2e8)))
+        routes = [net.topology.route("agg", s) for s in stations] \
+            + [net.topology.route(s, "agg") for s in stations[: int(rng.integers(0, 3))]]
+        cap = net.topology.constraint_capacity
+        want = progressive_filling([r.hops for r in routes], cap,
+                                   [r.coefficients(cap) for r in routes])
+        flows = [net.send_on(r, S, lambda _t: None) for r in routes]
+        env.run(until=1e-9)  # (the zero-delay re-share, where one is due)
+        got = [f.rate if f.group is None else f.group.rate for f in flows]
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_radio_energy_of_one_transfer():
+    r, lat, beta, tail_s, tail_w, rx = 2e7, 0.01, 1.2, 11.6, 1.06, 5e-8
+    env, meter, net, (s0,) = cell([r], lat=lat, radio_power_w=beta, tail_s=tail_s,
+                                  tail_power_w=tail_w, rx_energy_j_per_bit=rx)
+    done = run_transfers(env, net, [("d", "agg", s0, 0.0)])
+    snap = meter.snapshot(env.now)
+    i = net.topology.index[s0]
+    assert done["d"] == pytest.approx(8 * S / r + lat)
+    assert snap.radio_j[i] == pytest.approx(beta * (8 * S / r + lat) + tail_w * tail_s)
+    assert snap.communication_j[i] == pytest.approx(snap.radio_j[i] + 8 * S * rx)
+    assert net.ledger.airtime_s[i] == pytest.approx(8 * S / r)
+    assert snap.radio_j[net.topology.index["ap"]] == 0.0  # an access point draws nothing
+
+
+def test_a_new_transfer_cuts_the_tail_short():
+    r, beta, tail_s, tail_w, gap = 1e7, 1.0, 10.0, 2.0, 3.0
+    env, meter, net, (s0,) = cell([r], radio_power_w=beta, tail_s=tail_s, tail_power_w=tail_w)
+    t1 = 8 * S / r
+    done = run_transfers(env, net, [("a", "agg", s0, 0.0), ("b", s0, "agg", t1 + gap)])
+    i = net.topology.index[s0]
+    radio = meter.snapshot(env.now).radio_j[i]
+    assert done["b"] == pytest.approx(2 * t1 + gap)
+    assert radio == pytest.approx(beta * 2 * t1 + tail_w * (gap + tail_s))
+
+
+# -- scenarios: YAML end to end, both paths, the planners' estimate -------------------------
+
+def cell_scenario(kind="wifi", rates=(8e7, 8e7, 2.4e7, 5.4e7), backhaul="1 Gbit/s", **medium_extra):
+    devices = [{"id": "server", "flop_per_s": 1e13, "memory_bytes": 6.4e10, "power_busy_w": 300,
+                "power_idle_w": 60}]
+    links = [{"a": "server", "b": "ap", "bandwidth_bps": backhaul, "latency_s": "2 ms",
+              "energy_j_per_bit": 1e-9}]
+    for i, r in enumerate(rates):
+        devices.append({"id": f"phone-{i}", "flop_per_s": 2e10 * (1 + i), "memory_bytes": "4 GB",
+                        "power_busy_w": 5, "power_idle_w": 1, "samples": 600})
+        links.append({"a": f"phone-{i}", "b": "ap", "bandwidth_bps": r, "latency_s": "3 ms",
+                      "medium": "cell-1", "energy_j_per_bit": 2.83e-7,
+                      "rx_energy_j_per_bit": 1.37e-7, "radio_power_w": 0.133 * (i % 2),
+                      "tail_s": 0.24, "tail_power_w": 0.12})
+    return {"name": "cell", "devices": devices, "links": links, "aggregator": "server",
+            "media": [{"id": "cell-1", "kind": kind, **medium_extra}],
+            "model": {"params": 1.1e7, "bytes_per_param": 4, "train_flop_per_sample": 1e6,
+                      "variants": [{"name": "full", "params_fraction": 1, "flop_fraction": 1},
+                                   {"name": "half", "params_fraction": 0.5,
+                                    "flop_fraction": 0.5}]},
+            "training": {"target_loss": 0.01, "deadline_s": "1 h", "max_epochs": 4}}
+
+
+def _fast_and_events(monkeypatch, data, policy="fedavg-all"):
+    from netsim import engine
+    from netsim.fastepoch import play_plain_epoch
+    plans = []
+
+    def spy(*args, **kwargs):
+        plans.append(play_plain_epoch(*args, **kwargs))
+        return plans[-1]
+
+    with monkeypatch.context() as m:
+        m.setattr(engine, "play_plain_epoch", spy)
+        fast = netsim.simulate(data, policy, seed=0, raise_errors=True)
+    with monkeypatch.context() as m:
+        m.setattr(engine, "play_plain_epoch", lambda *a, **k: None)
+        slow = netsim.simulate(data, policy, seed=0, raise_errors=True)
+    return fast, slow, plans
+
+
+@pytest.mark.parametrize("kind,extra", [("wifi", {}), ("cellular", {}),
+                                        ("wifi", {"contention_onset_flows": 2,
+                                                  "contention_loss_per_flow": 0.01})])
+@pytest.mark.parametrize("backhaul", ["1 Gbit/s", "60 Mbit/s"])
+def test_fast_path_and_events_give_the_same_tables_on_a_cell(monkeypatch, kind, extra, backhaul):
+    fast, slow, plans = _fast_and_events(monkeypatch, cell_scenario(kind, backhaul=backhaul,
+                                                                    **extra))
+    if not extra and backhaul == "1 Gbit/s":  # (one binding constraint per flow: arrays)
+        assert plans and all(p is not None for p in plans)
+    cols = ["start_s", "end_s", "energy_compute_j", "energy_comm_j", "energy_idle_j"]
+    np.testing.assert_allclose(fast.epochs[cols], slow.epochs[cols], rtol=1e-9)
+    dcols = ["energy_comm_j", "energy_radio_j", "airtime_s", "bytes_sent"]
+    np.testing.assert_allclose(fast.devices[dcols], slow.devices[dcols], rtol=1e-9, atol=1e-12)
+
+
+def test_a_round_grows_with_the_phones_in_a_wifi_cell():
+    """The issue's measurement: 1 to 8 phones in one cell behind a fast uplink."""
+    times = []
+    for k in (1, 2, 4, 8):
+        r = netsim.simulate(cell_scenario(rates=[8e7] * k), "fedavg-all", seed=0)
+        times.append(float(r.epochs.end_s.iloc[0] - r.epochs.start_s.iloc[0]))
+    transfer = 2 * 8 * 1.1e7 * 4 / 8e7  # one phone's download + upload alone
+    assert times[0] == pytest.approx(transfer, rel=0.05)
+    for k, t in zip((2, 4, 8), times[1:], strict=True):
+        assert t > times[0] * k * 0.8  # about linear in the phones of the cell
+
+
+def test_energy_categories_sum_and_radio_energy_is_comm_energy():
+    r = netsim.simulate(cell_scenario(), "fedavg-all", seed=0)
+    d = r.devices
+    assert (d.energy_radio_j >= 0).all() and (d.energy_radio_j <= d.energy_comm_j + 1e-12).all()
+    assert (d.airtime_s >= 0).all()
+    total = d[["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]].sum().sum()
+    assert total == pytest.approx(float(r.runs.energy_j.iloc[0]), rel=1e-12)
+    phones = d[d.device.str.startswith("phone")]
+    assert (phones.airtime_s > 0).all()
+    assert phones.energy_radio_j.iloc[1] > phones.energy_radio_j.iloc[0]  # beta only on odd
+
+
+@pytest.mark.parametrize("kind", ["wifi", "cellular"])
+def test_estimate_epoch_is_the_simulated_epoch_on_a_cell(kind):
+    data = cell_scenario(kind)
+    scenario = resolve_scenario(load_scenario(data), 0)
+    table = build_device_table(scenario)
+    samples = np.array(table.samples, dtype=float)
+    samples[table.aggregator] = 0
+    est = estimate_epoch(table, scenario.model, 0, samples)
+    run = netsim.simulate(data, "fedavg-all", seed=0)
+    first = run.epochs.iloc[0]
+    assert est.time_s == pytest.approx(first.end_s - first.start_s, rel=1e-9)
+    assert est.energy_comm_j == pytest.approx(first.energy_comm_j, rel=1e-9)
+
+
+def test_two_phones_in_one_cell_cost_more_time_than_one_in_each_of_two():
+    one = cell_scenario(rates=(8e7, 8e7))
+    two = cell_scenario(rates=(8e7, 8e7))
+    two["media"].append({"id": "cell-2", "kind": "wifi"})
+    two["links"][2]["medium"] = "cell-2"
+    t_one, t_two = (netsim.simulate(d, "fedavg-all", seed=0).epochs.iloc[0] for d in (one, two))
+    assert (t_one.end_s - t_one.start_s) > 1.5 * (t_two.end_s - t_two.start_s)
+
+
+# -- the pin: networks without media run exactly as in netsim 0.3.1 --------------------------
+
+def _tables(source, policy, seed):
+    r = netsim.simulate(source, policy, seed=seed)
+    out = {c: r.epochs[c].astype(float).tolist() for c in
+           ("start_s", "end_s", "energy_compute_j", "energy_comm_j", "energy_idle_j", "loss")}
+    out["devices"] = {c: r.devices[c].astype(float).tolist() for c in
+                      ("energy_compute_j", "energy_comm_j", "energy_idle_j", "busy_s",
+                       "bytes_sent", "bytes_received")}
+    return out
+
+
+def test_networks_without_media_give_the_tables_of_0_3_1():
+    pinned = json.loads((Path(__file__).parent / "data" / "no_media_tables_0.3.1.json")
+                        .read_text())["runs"]
+    root = Path(__file__).parents[1]
+    for key, want in pinned.items():
+        source, policy = key.rsplit("/", 1)
+        if source in builtin_scenarios():
+            data, seed = read_yaml(builtin_scenarios()[source]), 1
+        else:
+            data, seed = read_yaml(root / source), 2
+        if "generate" in data:
+            data["generate"]["shared_media"] = False
+        got = _tables(data, policy, seed)
+        for col, values in want.items():
+            pairs = values.items() if col == "devices" else [(col, values)]
+            for name, v in pairs:
+                g = got["devices"][name] if col == "devices" else got[name]
+                np.testing.assert_allclose(g, v, rtol=1e-12, atol=1e-12, err_msg=f"{key} {name}")
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+def test_every_media_problem_is_reported_at_once():
+    data = cell_scenario()
+    data["devices"].append({"id": "phone-x", "flop_per_s": 1e9, "memory_bytes": 1e9,
+                            "power_busy_w": 1, "power_idle_w": 1, "samples": 10})
+    data["media"] += [{"id": "lte-1", "kind": "cellular", "contention_onset_flows": 3},
+                      {"id": "cell-1", "kind": "wifi"}]
+    data["links"] += [
+        {"a": "phone-x", "b": "ap", "bandwidth_bps": 1e7, "medium": "cell-9"},
+        {"a": "ap", "b": "sw", "bandwidth_bps": 1e7, "medium": "cell-1"},
+        {"a": "sw", "b": "server", "bandwidth_bps": 1e7},
+        {"a": "phone-0", "b": "sw", "bandwidth_bps": 1e7, "medium": "lte-1"},
+        {"a": "phone-1", "b": "ap", "bandwidth_bps": 1e7, "radio_power_w": -1},
+    ]
+    paths = {p.path for p in validate_data(data).problems}
+    n = len(cell_scenario()["links"])
+    assert {f"links[{n}].medium", f"links[{n + 1}].medium", f"links[{n + 3}].medium",
+            f"links[{n + 4}].radio_power_w", "media[1].contention_onset_flows",
+            "media[2].id"} <= paths
+
+
+def test_cli_exits_2_on_bad_media_and_simulates_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+    data = cell_scenario()
+    data["links"][1]["medium"] = "nowhere"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "netsim.cli", "run", str(path), "--out",
+                           str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "links[1].medium" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_medium_budget_never_reaches_zero():
+    assert medium_budget(10**6, 20, 9.6e-4) > 0
+    assert medium_budget(5, None, 0.5) == 1.0
+    assert math.isclose(medium_budget(25, 20, 0.01), 0.95)
