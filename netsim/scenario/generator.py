@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec
+from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec
 from netsim.yamlio import safe_load
 
 AGGREGATOR_ID = "aggregator"
@@ -119,7 +119,25 @@ def generate_network(
                                   link_type=spec.backhaul))
         cell_fill[kind] = (cell, used + 1)
         typ = access[kind]
+        radio = {k: typ[k] for k in _RADIO_FIELDS if k in typ} \
+            if spec.shared_media and typ.get("medium") else {}
         links.append(LinkSpec(a=dev_id, b=cell, bandwidth_bps=typ["bandwidth_bps"] * bw_jitter[i],
                               latency_s=typ["latency_s"], energy_j_per_bit=typ["energy_j_per_bit"],
-                              link_type=kind))
+                              link_type=kind, medium=cell if radio else None, **radio))
     return devices, links, AGGREGATOR_ID
+
+
+_RADIO_FIELDS = ("rx_energy_j_per_bit", "radio_power_w", "tail_s", "tail_power_w")
+
+
+def generated_media(links: list[LinkSpec]) -> list[MediumSpec]:
+    """The media of a generated network's member links, in order of first appearance: a
+    cell of an access type whose catalog ``medium`` is ``wifi`` is a wifi medium, ``cellular``
+    (LTE, 5G) a cellular one (docs/wireless.md)."""
+    access = edge_catalog()["access_links"]
+    seen: dict[str, MediumSpec] = {}
+    for link in links:
+        if link.medium is not None and link.medium not in seen:
+            kind = access[str(link.link_type)]["medium"]
+            seen[link.medium] = MediumSpec(id=link.medium, kind=kind)
+    return list(seen.values())

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from netsim.scenario.checks import cross_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
-from netsim.scenario.generator import generate_network
+from netsim.scenario.generator import generate_network, generated_media
 from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec, Scenario
 from netsim.units import unit_warnings
 from netsim.yamlio import YamlLimitError, read_text, safe_load
@@ -233,7 +233,7 @@ def generated_network(spec: GenerateSpec, seed: int, power_states: bool = False
     gen_seed = spec.seed if spec.seed is not None else seed
     rng = np.random.default_rng(np.random.SeedSequence([gen_seed, 0x6E6574]))
     devices, links, agg = generate_network(spec, rng, power_states=power_states)
-    return ResolvedNetwork(devices, links, agg)
+    return ResolvedNetwork(devices, links, agg, generated_media(links))
 
 
 def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
