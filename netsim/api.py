@@ -34,8 +34,13 @@ class SimulationResult:
 #: Fields added after results were first stored, with the value that means "as before":
 #: left out of the hashes at that value, so run ids and scenario hashes of static scenarios
 #: stay what they were (finished runs are still found on resume).
-_LATER_DEFAULTS = {"dynamics": None}
+_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": []}
 _LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2}
+_LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power_w": 0.0,
+                        "tail_s": 0.0, "tail_power_w": 0.0}
+#: generated networks: private links (0.3) are "as before"; shared media (the default since
+#: 0.4) change the results, so they change the hashes
+_LATER_GENERATE_DEFAULTS = {"shared_media": False}
 
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -47,10 +52,13 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
     for key, default in _LATER_DEFAULTS.items():
         if key in data and data[key] == default:
             del data[key]
-    for device in data.get("devices") or []:
-        for key, default in _LATER_DEVICE_DEFAULTS.items():
-            if key in device and device[key] == default:
-                del device[key]
+    for entries, defaults in ((data.get("devices"), _LATER_DEVICE_DEFAULTS),
+                              (data.get("links"), _LATER_LINK_DEFAULTS),
+                              ([data.get("generate")], _LATER_GENERATE_DEFAULTS)):
+        for entry in entries or []:
+            for key, default in defaults.items():
+                if entry is not None and key in entry and entry[key] == default:
+                    del entry[key]
     for keys in TRACE_FIELDS:
         node = trace_parent(data, keys)
         if node is not None and isinstance(node.get(keys[-1]), str):

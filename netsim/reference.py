@@ -28,6 +28,7 @@ from netsim.scenario.schema import (
     DynamicsSpec,
     GenerateSpec,
     LinkSpec,
+    MediumSpec,
     ModelSpec,
     RealTrainingSpec,
     Scenario,
@@ -38,7 +39,7 @@ from netsim.scenario.schema import (
 #: ``netsim schema SECTION``: the scenario's top level and its blocks.
 SECTIONS: dict[str, type[BaseModel]] = {
     "scenario": Scenario, "generate": GenerateSpec, "devices": DeviceSpec, "links": LinkSpec,
-    "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
+    "media": MediumSpec, "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
     "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
     "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
     "dynamics.compute": ComputeSpec,
@@ -56,6 +57,8 @@ DESCRIPTIONS = {
     "scenario.devices": "explicit devices (with links); or use generate",
     "scenario.links": "explicit links; an id not in devices is a network node (switch)",
     "scenario.generate": "a seeded generated network instead of devices/links",
+    "scenario.media": "shared media (wireless cells) that links join with links[].medium; "
+                      "[docs/wireless.md](wireless.md)",
     "scenario.aggregator": "the device that averages the updates (generated: the edge server)",
     "scenario.model": "a built-in model name (netsim models) or an explicit model spec",
     "scenario.training": "the training goal and limits",

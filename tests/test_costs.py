@@ -56,7 +56,8 @@ def test_alone_on_its_route_an_epoch_takes_the_analytic_time(star):
 
 def _contended(n=120, fibre_bps=2e8):
     sc = netsim.load_scenario({
-        "name": "gen", "seed": 3, "generate": {"n_devices": n, "devices_per_cell": 40, "seed": 3},
+        "name": "gen", "seed": 3, "generate": {"n_devices": n, "devices_per_cell": 40, "seed": 3,
+                                               "shared_media": False},  # (a wired bottleneck)
         "model": "small-cnn",
         "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": 1}})
     resolved = resolve_scenario(sc, 0)

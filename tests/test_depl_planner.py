@@ -8,7 +8,7 @@ import pytest
 from netsim.costs import estimate_epoch
 from netsim.devices import build_device_table
 from netsim.engine import resolve_scenario
-from netsim.scenario.loading import load_scenario
+from netsim.scenario.loading import load_scenario, scenario_data
 from netsim.training.loss import LossPredictor
 from policies.depl.graph import search
 from policies.depl.optimum import enumerate_plans
@@ -20,7 +20,10 @@ SMALL = "experiments/depl/scenarios/small.yaml"
 
 @pytest.fixture(scope="module")
 def default_world():
-    r = resolve_scenario(load_scenario("default"), 0)
+    # private links: the MILP does not yet price media's air time and radio energy (issue 24)
+    data = scenario_data("default")
+    data["generate"]["shared_media"] = False
+    r = resolve_scenario(load_scenario(data), 0)
     return r, build_device_table(r)
 
 

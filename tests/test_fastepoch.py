@@ -96,7 +96,8 @@ def _assert_same_tables(fast, slow):
 
 def _generated(n, per_cell, seed, epochs=3):
     return {"name": "gen", "seed": seed,
-            "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": seed},
+            "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": seed,
+                         "shared_media": False},  # (wired sharing; media: test_media.py)
             "model": "small-cnn",
             "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": epochs}}
 

@@ -364,14 +364,22 @@ def _digest(devices, links) -> str:
 
 
 def test_generated_network_without_dynamics_is_unchanged():
-    """Byte-identical to the generator before power states (digest taken from that code)."""
-    sc = load_scenario("default")
+    """Byte-identical to the generator before power states (digest taken from that code),
+    with private links (``shared_media: false``: the fields media added at their defaults)."""
+    data = copy.deepcopy(scenario_data("default"))
+    data["generate"]["shared_media"] = False
+    sc = load_scenario(data)
     assert sc.dynamics is None
+    media_fields = {"medium", "rx_energy_j_per_bit", "radio_power_w", "tail_s", "tail_power_w"}
     h = hashlib.sha256()
     for seed in (0, 1):
         net = resolve_network(sc, seed)
-        for x in [*net.devices, *net.links]:
+        assert not net.media and all(x.medium is None and x.radio_power_w == 0.0
+                                     for x in net.links)
+        for x in net.devices:
             h.update(x.model_dump_json().encode())
+        for x in net.links:
+            h.update(x.model_dump_json(exclude=media_fields).encode())
     assert h.hexdigest() == "11f501e569dbc49bcce38b4d4c9950c15c5f02c3648e9abab07317f3bc7133ff"
     assert all(d.power_sleep_w is None and d.battery_j is None for d in net.devices)
 

@@ -41,7 +41,7 @@ def sample_traces(scenario: Scenario, seed: int, horizon_s: float
     if not (horizon_s > 0 and math.isfinite(horizon_s)):
         raise ValueError(f"horizon_s must be a positive finite number of seconds, got {horizon_s}")
     net: ResolvedNetwork = resolve_network(scenario, seed)
-    topology = Topology(net.node_ids, net.links)
+    topology = Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))
     ids = [d.id for d in net.devices]
     agg = ids.index(net.aggregator)
     dyn = Dynamics(scenario.dynamics, net.devices, net.links, agg, topology.capacity_bps,
