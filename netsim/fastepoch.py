@@ -78,11 +78,6 @@ class RouteTable:
                                dtype=np.intp, count=total),
                    tuple(r.radios for r in routes))
 
-    @property
-    def has_media(self) -> bool:
-        """Whether some route crosses a shared medium."""
-        return bool(len(self.rate_ref)) and bool(self.rate_ref.max() >= 0)
-
     def hops_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The hops of the routes ``rows``: (position in ``rows`` of each hop, hop, its
         rate reference)."""

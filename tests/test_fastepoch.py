@@ -89,7 +89,7 @@ def _assert_same_tables(fast, slow):
                                slow.epochs[cols].to_numpy(float), rtol=1e-9)
     pd.testing.assert_series_equal(fast.epochs["participant_ids"], slow.epochs["participant_ids"])
     cols = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "busy_s", "bytes_sent",
-            "bytes_received"]
+            "bytes_received", "energy_radio_j", "airtime_s"]
     np.testing.assert_allclose(fast.devices[cols].to_numpy(float),
                                slow.devices[cols].to_numpy(float), rtol=1e-9, atol=1e-12)
 

@@ -18,13 +18,17 @@ from netsim.engine import resolve_scenario
 from netsim.network import FlowNetwork, Topology
 from netsim.network.sharing import medium_budget, progressive_filling
 from netsim.scenario.loading import builtin_scenarios, load_scenario, read_yaml, validate_data
+from tests.test_fastepoch import _assert_same_tables, _both_paths
+from tests.test_network import link as wired_link
 
 S = 2.0e6  # bytes per transfer
 
 
 def link(a, b, bw, lat=0.0, epb=0.0, medium=None, **radio):
-    return SimpleNamespace(a=a, b=b, bandwidth_bps=bw, latency_s=lat, energy_j_per_bit=epb,
-                           medium=medium, **radio)
+    """tests/test_network.py's link, on ``medium`` with the radio figures ``radio``."""
+    out = wired_link(a, b, bw, lat, epb)
+    vars(out).update(medium=medium, **radio)
+    return out
 
 
 def medium(mid, kind, onset=None, loss=0.0):
@@ -164,37 +168,17 @@ def cell_scenario(kind="wifi", rates=(8e7, 8e7, 2.4e7, 5.4e7), backhaul="1 Gbit/
             "training": {"target_loss": 0.01, "deadline_s": "1 h", "max_epochs": 4}}
 
 
-def _fast_and_events(monkeypatch, data, policy="fedavg-all"):
-    from netsim import engine
-    from netsim.fastepoch import play_plain_epoch
-    plans = []
-
-    def spy(*args, **kwargs):
-        plans.append(play_plain_epoch(*args, **kwargs))
-        return plans[-1]
-
-    with monkeypatch.context() as m:
-        m.setattr(engine, "play_plain_epoch", spy)
-        fast = netsim.simulate(data, policy, seed=0, raise_errors=True)
-    with monkeypatch.context() as m:
-        m.setattr(engine, "play_plain_epoch", lambda *a, **k: None)
-        slow = netsim.simulate(data, policy, seed=0, raise_errors=True)
-    return fast, slow, plans
-
-
 @pytest.mark.parametrize("kind,extra", [("wifi", {}), ("cellular", {}),
                                         ("wifi", {"contention_onset_flows": 2,
                                                   "contention_loss_per_flow": 0.01})])
 @pytest.mark.parametrize("backhaul", ["1 Gbit/s", "60 Mbit/s"])
 def test_fast_path_and_events_give_the_same_tables_on_a_cell(monkeypatch, kind, extra, backhaul):
-    fast, slow, plans = _fast_and_events(monkeypatch, cell_scenario(kind, backhaul=backhaul,
-                                                                    **extra))
-    if not extra and backhaul == "1 Gbit/s":  # (one binding constraint per flow: arrays)
-        assert plans and all(p is not None for p in plans)
-    cols = ["start_s", "end_s", "energy_compute_j", "energy_comm_j", "energy_idle_j"]
-    np.testing.assert_allclose(fast.epochs[cols], slow.epochs[cols], rtol=1e-9)
-    dcols = ["energy_comm_j", "energy_radio_j", "airtime_s", "bytes_sent"]
-    np.testing.assert_allclose(fast.devices[dcols], slow.devices[dcols], rtol=1e-9, atol=1e-12)
+    # arrays where every flow crosses one binding constraint; a binding backhaul behind a
+    # binding cell, or a cell past its contention onset, needs the events
+    arrays = not extra and backhaul == "1 Gbit/s"
+    fast, slow = _both_paths(monkeypatch, cell_scenario(kind, backhaul=backhaul, **extra),
+                             played_fast=arrays)
+    _assert_same_tables(fast, slow)
 
 
 def test_a_round_grows_with_the_phones_in_a_wifi_cell():
