@@ -153,6 +153,11 @@ class EnergyMeter:
         self._communication_j[node] += energy_j
         self._radio_j[node] += energy_j
 
+    def add_radio_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
+        """:meth:`add_radio` for each (node, J) pair; nodes may repeat."""
+        np.add.at(self._communication_j, nodes, energy_j)
+        np.add.at(self._radio_j, nodes, energy_j)
+
     def settle_with(self, settle: Callable[[], None]) -> None:
         """Call ``settle`` before every reading (a source booking its charges in bulk)."""
         self._settlers.append(settle)

@@ -6,11 +6,14 @@ trains, and uploads its update. Its timeline needs no event queue when the flows
 can be played forward link by link:
 
 - downloads and uploads cross disjoint link directions (true of any tree, such as the
-  generated networks and every star), so the two phases never share a link;
-- in each phase, every flow crosses at most one *binding* direction: one where the caps of all
-  of the phase's flows that cross it sum to more than its capacity. Every other direction can
-  never bind, and max-min fairness over the network decomposes into one water-filling per
-  binding direction (:mod:`netsim.network.playback`), exactly as :mod:`netsim.network.flows` keeps it.
+  generated networks and every star), so the two phases never share a link, except a Wi-Fi
+  cell's one air-time budget, where every download must have left before the first upload
+  starts;
+- in each phase, every flow crosses at most one *binding* constraint: one that can saturate
+  (:func:`netsim.network.sharing.can_bind`: its flows' caps overfill it, and the cells behind
+  it can fill it). Every other constraint never binds, and max-min fairness over the network
+  decomposes into one water-filling per binding constraint (:mod:`netsim.network.playback`),
+  exactly as :mod:`netsim.network.flows` keeps it.
 
 Then the downloads (all starting now, all the same size) are one vectorised water-filling each;
 each participant's training starts when its download arrives and lasts samples x FLOP per sample
@@ -34,7 +37,7 @@ import numpy as np
 from netsim.network import Route
 from netsim.network.playback import last_bit_times
 from netsim.network.radio import RadioMeter
-from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
+from netsim.network.sharing import can_bind
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,10 @@ class RouteTable:
     radios: tuple[tuple[int, ...], ...] = ()
     """Per route, the radios active while a transfer on it is in progress
     (:attr:`netsim.network.topology.Route.radios`)."""
+    radio_start: np.ndarray | None = None
+    radio_ids: np.ndarray | None = None
+    """``radios`` in CSR form (``radio_ids[radio_start[r]:radio_start[r + 1]]``; set by
+    :meth:`of`)."""
 
     def __post_init__(self) -> None:
         """Read-only arrays: a table handed to policies (through the device table) cannot be
@@ -76,7 +83,10 @@ class RouteTable:
                                       count=total),
                    np.fromiter((x for r in routes for x in (r.rate_refs or (-1,) * len(r.hops))),
                                dtype=np.intp, count=total),
-                   tuple(r.radios for r in routes))
+                   tuple(r.radios for r in routes),
+                   np.concatenate([[0], np.cumsum([len(r.radios) for r in routes])]
+                                  ).astype(np.intp),
+                   np.fromiter((x for r in routes for x in r.radios), dtype=np.intp))
 
     def hops_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The hops of the routes ``rows``: (position in ``rows`` of each hop, hop, its
@@ -137,9 +147,7 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     if onset_flows is not None and len(hops) \
             and np.any(np.bincount(hops, minlength=len(onset_flows)) > onset_flows):
         return None
-    load = np.bincount(hops, weights=caps[owner] if coef is None else caps[owner] * coef,
-                       minlength=len(capacity_bps))
-    binding = load > capacity_bps * (1.0 + _TOL)
+    binding = can_bind(owner, hops, coef, caps, np.asarray(capacity_bps, dtype=float))
     hit = binding[hops]
     shared_owner, shared_hop = owner[hit], hops[hit]
     if len(shared_owner) and np.bincount(shared_owner).max() > 1:
@@ -166,16 +174,20 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
     arrival, on the radios of their routes."""
     if not radio:
         return
-    radios, starts, arrivals = [], [], []
-    for k, r in enumerate(rows.tolist()):
-        for table, begin, end in ((down, now_s, plan.download_arrival_s[k]),
-                                  (up, plan.trained_s[k], plan.upload_arrival_s[k])):
-            if table.radios and table.radios[r]:
-                radios.append(table.radios[r])
-                starts.append(begin)
-                arrivals.append(end)
-    if radios:
-        radio.play(radios, np.array(starts), np.array(arrivals))
+    ids, starts, arrivals = [], [], []
+    for table, begin, end in ((down, np.full(len(rows), float(now_s)), plan.download_arrival_s),
+                              (up, plan.trained_s, plan.upload_arrival_s)):
+        radio_start, radio_ids = table.radio_start, table.radio_ids
+        if radio_start is None or radio_ids is None or not len(radio_ids):
+            continue
+        counts = radio_start[rows + 1] - radio_start[rows]
+        at = np.repeat(radio_start[rows] - (np.cumsum(counts) - counts), counts) \
+            + np.arange(int(counts.sum()))
+        ids.append(radio_ids[at])
+        starts.append(np.repeat(begin, counts))
+        arrivals.append(np.repeat(end, counts))
+    if ids:
+        radio.play(np.concatenate(ids), np.concatenate(starts), np.concatenate(arrivals))
 
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,

@@ -16,7 +16,9 @@ from netsim.devices import build_device_table
 from netsim.energy import EnergyMeter
 from netsim.engine import resolve_scenario
 from netsim.network import FlowNetwork, Topology
-from netsim.network.sharing import medium_budget, progressive_filling
+from netsim.network.radio import RadioMeter
+from netsim.network.sharing import can_bind, medium_budget, progressive_filling
+from netsim.network.topology import Radio
 from netsim.scenario.loading import builtin_scenarios, load_scenario, read_yaml, validate_data
 from tests.test_fastepoch import _assert_same_tables, _both_paths
 from tests.test_network import link as wired_link
@@ -145,6 +147,33 @@ def test_a_new_transfer_cuts_the_tail_short():
     assert radio == pytest.approx(beta * 2 * t1 + tail_w * (gap + tail_s))
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_radio_play_books_what_start_and_end_book_in_time_order(seed):
+    """The fast path's vectorised RadioMeter.play against the state machine driven
+    transfer by transfer, over three epochs (tails carried from one into the next)."""
+    rng = np.random.default_rng(seed)
+    radios = [Radio(node=int(rng.integers(3)), link=k, power_w=float(rng.uniform(0, 1)),
+                    tail_s=float(rng.choice([0.0, rng.uniform(0, 3)])),
+                    tail_power_w=float(rng.uniform(0, 1))) for k in range(4)]
+    vec_meter, seq_meter = (EnergyMeter([0.0] * 3, [0.0] * 3) for _ in range(2))
+    vec, seq = RadioMeter(radios, vec_meter), RadioMeter(radios, seq_meter)
+    t0 = 0.0
+    for _ in range(3):
+        m = int(rng.integers(1, 12))
+        radio = rng.integers(len(radios), size=m)
+        start = t0 + np.round(rng.uniform(0, 5, m), 1)  # (ties of a start with an arrival)
+        arrival = start + np.round(rng.uniform(0, 3, m), 1)
+        vec.play(radio, start, arrival)
+        events = sorted([(t, 1, k) for k, t in enumerate(start)]
+                        + [(t, 0, k) for k, t in enumerate(arrival)])
+        for t, is_start, k in events:
+            (seq.start if is_start else seq.end)([int(radio[k])], float(t))
+        t0 = float(arrival.max()) + rng.uniform(0, 2)
+        np.testing.assert_allclose(vec_meter.snapshot(0.0).radio_j,
+                                   seq_meter.snapshot(0.0).radio_j, rtol=1e-12, atol=1e-12)
+    assert (vec_meter.snapshot(0.0).radio_j >= 0).all()
+
+
 # -- scenarios: YAML end to end, both paths, the planners' estimate -------------------------
 
 def cell_scenario(kind="wifi", rates=(8e7, 8e7, 2.4e7, 5.4e7), backhaul="1 Gbit/s", **medium_extra):
@@ -179,6 +208,106 @@ def test_fast_path_and_events_give_the_same_tables_on_a_cell(monkeypatch, kind, 
     fast, slow = _both_paths(monkeypatch, cell_scenario(kind, backhaul=backhaul, **extra),
                              played_fast=arrays)
     _assert_same_tables(fast, slow)
+
+
+@pytest.mark.parametrize(("n", "per_cell", "fibre_bps", "arrays"), [
+    (200, 16, None, True),   # the cells' caps exceed the fibre, the cells cannot fill it
+    (60, 8, 5e7, False),     # a fibre the cells do fill: two binding constraints, events
+])
+def test_generated_networks_with_media_give_the_event_engines_tables(monkeypatch, n, per_cell,
+                                                                     fibre_bps, arrays):
+    data = {"name": "gen", "seed": 1, "model": "mlp-digits",
+            "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": 3},
+            "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": 2}}
+    scenario = load_scenario(data)
+    resolved = resolve_scenario(scenario, 0)
+    assert resolved.media  # (generated cells are media by default)
+    if fibre_bps is not None:
+        links = [lk.model_copy(update={"bandwidth_bps": fibre_bps})
+                 if "aggregator" in (lk.a, lk.b) else lk for lk in resolved.links]
+        scenario = resolved.model_copy(update={"links": tuple(links)})
+    fast, slow = _both_paths(monkeypatch, scenario, played_fast=arrays)
+    _assert_same_tables(fast, slow)
+
+
+def _random_cells(rng):
+    """Flows of stations in wifi cells (coefficient 1/r) behind shared uplinks and a root
+    link, with random capacities around what the cells can carry: (owner, hops, coef,
+    capacity)."""
+    n_cells = int(rng.integers(1, 5))
+    n_uplinks = int(rng.integers(1, n_cells + 1))
+    owner, hops, coef, capacity = [], [], [], []
+    root = 0
+    capacity.append(0.0)
+    uplinks = [len(capacity) + i for i in range(n_uplinks)]
+    capacity += [0.0] * n_uplinks
+    f = 0
+    for _ in range(n_cells):
+        medium = len(capacity)
+        capacity.append(1.0)
+        up = uplinks[int(rng.integers(n_uplinks))]
+        for r in rng.uniform(1.0, 10.0, int(rng.integers(1, 5))):
+            own = len(capacity)
+            capacity.append(float(r))
+            for h, a in ((own, 1.0), (medium, 1.0 / r), (up, 1.0), (root, 1.0)):
+                owner.append(f)
+                hops.append(h)
+                coef.append(a)
+            f += 1
+    capacity = np.array(capacity)
+    owner_a, hops_a, coef_a = np.array(owner), np.array(hops), np.array(coef)
+    rate = 1.0 / coef_a[1::4]  # each flow's station rate (its second entry: the medium)
+    for h in [root, *uplinks]:  # between a fraction and a few times the rates behind it
+        behind = np.isin(np.arange(f), owner_a[hops_a == h])
+        capacity[h] = rng.uniform(0.1, 3.0) * max(float(rate[behind].sum()), 1.0)
+    return np.array(owner), np.array(hops), np.array(coef), capacity
+
+
+def _random_flows(rng):
+    """Flows over random constraints with random coefficients: (owner, hops, coef, capacity)."""
+    n_flows, n_constraints = int(rng.integers(2, 12)), int(rng.integers(2, 6))
+    owner, hops, coef = [], [], []
+    for f in range(n_flows):
+        for c in rng.choice(n_constraints, size=rng.integers(1, min(4, n_constraints) + 1),
+                            replace=False):
+            owner.append(f)
+            hops.append(int(c))
+            coef.append(1.0 if rng.random() < 0.5 else 1.0 / rng.uniform(1.0, 10.0))
+    capacity = np.exp(rng.uniform(np.log(0.5), np.log(40.0), n_constraints))
+    return np.array(owner), np.array(hops), np.array(coef), capacity
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_a_constraint_can_bind_clears_never_saturates(seed):
+    """can_bind's bound against the allocation: for every subset of the flows (the flows
+    present at some instant), the max-min rates load no cleared constraint past its
+    capacity, and are the same without the cleared constraints."""
+    rng = np.random.default_rng(seed)
+    owner, hops, coef, capacity = (_random_cells if seed % 2 else _random_flows)(rng)
+    n_flows, n_constraints = int(owner.max()) + 1, len(capacity)
+    caps = np.full(n_flows, np.inf)
+    np.minimum.at(caps, owner, capacity[hops] / coef)
+    binding = can_bind(owner, hops, coef, caps, capacity)
+    naive = np.bincount(hops, weights=coef * caps[owner], minlength=n_constraints) \
+        > capacity * (1 + 1e-9)
+    assert not (binding & ~naive).any()  # never binds what the caps cannot fill
+    for _ in range(8):
+        present = rng.random(n_flows) < 0.7
+        flows = [f for f in range(n_flows) if present[f]]
+        route = [[(int(h), float(a)) for o, h, a in zip(owner, hops, coef, strict=True) if o == f]
+                 for f in flows]
+        full = progressive_filling([[h for h, _ in r] for r in route], capacity,
+                                   [[a for _, a in r] for r in route])
+        kept = [[(h, a) for h, a in r if binding[h] or not naive[h]] for r in route]
+        # (constraints the caps cannot fill stay: they are what the caps come from)
+        reduced = progressive_filling([[h for h, _ in r] for r in kept], capacity,
+                                      [[a for _, a in r] for r in kept])
+        np.testing.assert_allclose(reduced, full, rtol=1e-9)
+        load = np.zeros(n_constraints)
+        for r, x in zip(route, full, strict=True):
+            for h, a in r:
+                load[h] += a * x
+        assert (load[naive & ~binding] <= capacity[naive & ~binding] * (1 + 1e-9)).all()
 
 
 def test_a_round_grows_with_the_phones_in_a_wifi_cell():

@@ -22,8 +22,8 @@ one). All of it is communication energy; :attr:`RadioMeter.radio_j` is that part
 
 One state machine serves both paths: the event-driven network calls :meth:`RadioMeter.start`
 and :meth:`RadioMeter.end` as transfers start and arrive; the epoch fast path hands a whole
-epoch's intervals to :meth:`RadioMeter.play`, which runs them through the same two methods in
-time order.
+epoch's intervals to :meth:`RadioMeter.play`, which books what the two methods would book for
+them in time order, in arrays (tests/test_media.py checks one against the other).
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ class RadioMeter:
         self._since = [0.0] * n          # start of the current busy period (s)
         self._period_end = [_NEVER] * n  # latest arrival seen in the current period (s)
         self._last_end = [_NEVER] * n    # end of the last finished period (s)
+        self._power_w = np.array([x.power_w for x in self.radios], dtype=float)
+        self._tail_s = np.array([x.tail_s for x in self.radios], dtype=float)
+        self._tail_w = np.array([x.tail_power_w for x in self.radios], dtype=float)
+        self._node = np.array([x.node for x in self.radios], dtype=np.intp)
 
     def __bool__(self) -> bool:
         return bool(self.radios)
@@ -83,17 +87,50 @@ class RadioMeter:
                     self.meter.add_radio(radio.node, joules)
                 self._last_end[r] = until
 
-    def play(self, radio_ids: Sequence[Sequence[int]], start_s: np.ndarray,
-             arrival_s: np.ndarray) -> None:
-        """Transfers k = 0.. on radios ``radio_ids[k]`` from ``start_s[k]`` to
-        ``arrival_s[k]`` (s), none in progress before: their starts and arrivals in time
-        order (an arrival before a start at the same instant) through :meth:`start` and
-        :meth:`end`."""
+    def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:
+        """Transfers k = 0.. on radio ``radio[k]`` (a transfer on several radios is one entry
+        per radio) from ``start_s[k]`` to ``arrival_s[k]`` (s), no transfer in progress on
+        these radios before: the energy :meth:`start` and :meth:`end` would book for them in
+        time order (an arrival before a start at the same instant), vectorised.
+
+        Per radio, sorted by time, the running count of transfers in progress splits the
+        entries into busy periods; each period books its base energy and whole tail, and
+        takes back the part of the previous period's tail it covers (the previous one of the
+        same call, or the radio's last period before the call)."""
+        radio = np.asarray(radio, dtype=np.intp)
+        m = len(radio)
+        if m == 0:
+            return
         times = np.concatenate([np.asarray(start_s, float), np.asarray(arrival_s, float)])
-        kinds = np.concatenate([np.ones(len(start_s)), np.zeros(len(arrival_s))])
-        for at in np.lexsort((kinds, times)).tolist():
-            k = at % len(start_s)
-            if at < len(start_s):
-                self.start(radio_ids[k], float(times[at]))
-            else:
-                self.end(radio_ids[k], float(times[at]))
+        is_start = np.concatenate([np.ones(m, dtype=bool), np.zeros(m, dtype=bool)])
+        owner = np.concatenate([radio, radio])
+        order = np.lexsort((is_start, times, owner))
+        times, is_start, owner = times[order], is_start[order], owner[order]
+        active = np.cumsum(np.where(is_start, 1, -1))  # (each radio's entries net to zero)
+        opens = is_start & (active == 1)
+        closes = ~is_start & (active == 0)
+        r = owner[opens]  # one entry per busy period, in radio then time order
+        first = np.ones(len(r), dtype=bool)
+        first[1:] = r[1:] != r[:-1]
+        if any(self._active[k] for k in r[first].tolist()):
+            raise ValueError("RadioMeter.play: a transfer is in progress on one of the radios")
+        since, until = times[opens], times[closes]
+        power, tail_s, tail_w = self._power_w[r], self._tail_s[r], self._tail_w[r]
+        # the end of the period before each one on its radio (-inf: none)
+        before = np.empty(len(r))
+        before[1:] = until[:-1]
+        before[first] = [self._last_end[k] for k in r[first].tolist()]
+        had = before > _NEVER
+        ahead = had & (since < before)  # (an arrival booked ahead of this start: one period)
+        since = np.where(ahead, before, since)
+        cut = np.where(ahead, tail_s, np.maximum(tail_s - (since - np.where(had, before, 0.0)),
+                                                 0.0))
+        refund = np.where(had & (cut > 0.0) & (tail_w > 0.0), cut * tail_w, 0.0)
+        booked = power * (until - since) + tail_w * tail_s
+        node = self._node[r]
+        joules = np.where(booked > 0.0, booked, 0.0) - refund
+        self.meter.add_radio_many(node, joules)
+        last = np.ones(len(r), dtype=bool)
+        last[:-1] = r[1:] != r[:-1]
+        for k, t in zip(r[last].tolist(), until[last].tolist(), strict=True):
+            self._last_end[k] = t

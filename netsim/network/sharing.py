@@ -9,9 +9,10 @@ throughput over all constraints jointly, as SimGrid's LMM solves them: every flo
 largest rate such that none could go faster without slowing one that is not faster. Where all
 coefficients are 1 (no media) this is plain max-min fairness, and the arithmetic below is the
 same operation for operation (coefficient sums are exact integers), so networks without media
-give exactly the rates they gave before media existed. It matched SimGrid's CM02 network model
-with latency weighting off to 2.3e-13 on 257 cases; SimGrid's default additionally weights
-each flow's share by its route's latency, which netsim does not.
+give exactly the rates they gave before media existed. Completion times match SimGrid 3.32's CM02
+model and its Wi-Fi model to 2e-15 on random cells and stars (benchmarks/simgrid_media.py,
+figures in docs/wireless.md); SimGrid's default model additionally weights each flow's share
+by its route's latency, which netsim does not.
 
 The rules, one place for every path:
 
@@ -135,3 +136,58 @@ def water_filling(cap_bps: np.ndarray, capacity_bps: float,
     out = np.empty(m)
     out[order] = rate
     return out
+
+
+def can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
+             cap_bps: np.ndarray, capacity: np.ndarray, passes: int = 4) -> np.ndarray:
+    """Per constraint, whether it can ever saturate under the flows given (a phase of an
+    epoch), or never can, whatever the rates the other constraints leave (netsim's bound).
+
+    Flow ``owner[j]`` crosses constraint ``hops[j]`` with coefficient ``coef[j]`` (None: all
+    1); ``cap_bps``: each flow's standalone rate; ``capacity``: per constraint. A constraint
+    whose flows' caps fit (``sum coef x cap <= capacity``, with the tolerance) never binds.
+    Tighter (what lets a phase through a Wi-Fi cell and a shared uplink decompose): the flows
+    that share an *inner* constraint g (the one of fewest flows they cross that can bind)
+    carry at most ``capacity(g) x max(coef_c / coef_g)`` over them on any other constraint c,
+    since their load on g fits in its capacity: a cell of stations of rates r_i puts at most
+    ``max r_i`` bit/s on its backhaul. The bound holds for every feasible allocation, so a
+    constraint it clears never saturates and max-min fairness is the same without it.
+    Repeated while it clears constraints (at most ``passes`` times)."""
+    n_constraints = len(capacity)
+    a = np.ones(len(hops)) if coef is None else coef
+    load = a * cap_bps[owner]
+    limit = capacity * (1.0 + CAPACITY_TOLERANCE)
+    binding = np.bincount(hops, weights=load, minlength=n_constraints) > limit
+    n_flows = np.bincount(hops, minlength=n_constraints)
+    for _ in range(passes):
+        hit = binding[hops]
+        per_flow = np.bincount(owner[hit], minlength=len(cap_bps))
+        if not len(per_flow) or per_flow.max() <= 1:
+            break
+        # each flow's inner constraint: the binding one it crosses with fewest flows
+        key = n_flows[hops].astype(np.int64) * n_constraints + hops
+        inner_key = np.full(len(cap_bps), np.iinfo(np.int64).max)
+        np.minimum.at(inner_key, owner[hit], key[hit])
+        inner = np.where(per_flow > 0, inner_key % n_constraints, -1)
+        own = hit & (inner[owner] == hops)
+        inner_coef = np.zeros(len(cap_bps))
+        inner_coef[owner[own]] = a[own]
+        # a flow counts in full on its inner constraint; on the others, through its group
+        # (constraint, inner constraint)
+        new_load = np.bincount(hops[own], weights=load[own], minlength=n_constraints)
+        via = hit & ~own
+        if via.any():
+            c, g = hops[via], inner[owner[via]]
+            pair = c.astype(np.int64) * n_constraints + g
+            pairs, at = np.unique(pair, return_inverse=True)
+            total = np.bincount(at, weights=load[via])
+            ratio = np.zeros(len(pairs))
+            np.maximum.at(ratio, at, a[via] / inner_coef[owner[via]])
+            bound = np.minimum(total, capacity[pairs % n_constraints] * ratio)
+            new_load += np.bincount(pairs // n_constraints, weights=bound,
+                                    minlength=n_constraints)
+        cleared = binding & (new_load <= limit)
+        if not cleared.any():
+            break
+        binding &= ~cleared
+    return binding
