@@ -74,7 +74,8 @@ def random_cases(n: int, seed: int) -> list[dict]:
 # -- netsim ---------------------------------------------------------------------------------
 
 def netsim_times(case: dict) -> list[float]:
-    """Each transfer's completion time (s) in netsim's flow network (the event path)."""
+    """Each transfer's completion time (s) in netsim's flow network (the event path); the
+    case's optional ``onset_flows`` and ``loss_per_flow`` give the Wi-Fi medium contention."""
     import simpy
 
     from netsim.energy import EnergyMeter
@@ -88,7 +89,9 @@ def netsim_times(case: dict) -> list[float]:
                       energy_j_per_bit=0.0)]
     links += [LinkSpec(a=s, b="ap", bandwidth_bps=r, latency_s=0.0, energy_j_per_bit=0.0,
                        medium="cell" if wifi else None) for s, r in zip(stations, rates, strict=True)]
-    media = [MediumSpec(id="cell", kind="wifi")] if wifi else []
+    media = [MediumSpec(id="cell", kind="wifi",
+                        contention_onset_flows=case.get("onset_flows"),
+                        contention_loss_per_flow=case.get("loss_per_flow", 0.0))] if wifi else []
     nodes = ["server", *stations, "ap"]
     env = simpy.Environment()
     meter = EnergyMeter([0.0] * len(nodes), [0.0] * len(nodes))

@@ -6,13 +6,17 @@ update; the aggregator then averages (2 x params x participants FLOP). Energy: b
 compute time, route J/bit x bits both ways, and idle power of *every* device for the epoch's
 non-busy time (devices stay on for the whole run).
 
-Timing, shared-link contention included: when the device table carries its routes (every
+Timing, shared links and media included: when the device table carries its routes (every
 table the engine builds does), the transfers are played forward by the same function the
 engine's fast path executes (:func:`netsim.fastepoch.play_plain_epoch`: max-min sharing of
-every saturated link), so on an idle network the estimate *is* the simulated epoch, to
+every saturated constraint), so on an idle network the estimate *is* the simulated epoch, to
 rounding. Where that function hands an epoch to the event engine (routes crossing two
-saturated links) and for tables without routes, each transfer is timed alone on its route
-(bits over the bottleneck plus latency), a lower bound on the simulated time.
+saturated constraints, a Wi-Fi cell whose uploads start while downloads still take its air
+time, a contended cell), the epoch is replayed by the fluid replay of the sharing core
+(:func:`netsim.network.fluid.replay`), the flow network's rates without its event queue: the
+estimate is still the simulated epoch, to rounding. Radio energy is booked by the engine's
+own booking on both. Only for tables without routes is each transfer timed alone on its
+route (bits over the bottleneck plus latency), a lower bound on the simulated time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.energy import EnergyMeter
-from netsim.fastepoch import PlainEpoch, book_radios, play_plain_epoch
+from netsim.fastepoch import PlainEpoch, book_radios, hop_coefficients, play_plain_epoch
+from netsim.network.fluid import replay
 from netsim.network.radio import RadioMeter
 from netsim.scenario.schema import ModelSpec
 
@@ -69,6 +74,29 @@ def _radio_j(table: DeviceTable, rows: np.ndarray, played: PlainEpoch) -> np.nda
     return scratch.snapshot(0.0).radio_j[: table.n]
 
 
+def _replayed(table: DeviceTable, rows: np.ndarray, compute_s: np.ndarray,
+              bits: float) -> PlainEpoch:
+    """The plain epoch of participants ``rows`` by the fluid replay: every download at 0,
+    each upload when its download has arrived and training is done."""
+    down, up = table.down_routes, table.up_routes
+    assert down is not None and up is not None and table.capacity_bps is not None
+    capacity = table.capacity_bps
+    m = len(rows)
+    hops, coefs = [], []
+    for routes in (down, up):
+        owner, hop, ref = routes.hops_of(rows)
+        coef = hop_coefficients(ref, capacity)
+        cuts = np.searchsorted(owner, np.arange(1, m))
+        hops += [h.tolist() for h in np.split(hop, cuts)]
+        coefs += [c.tolist() for c in np.split(coef, cuts)]
+    after = np.concatenate([np.full(m, -1), np.arange(m)])
+    delay = np.concatenate([np.zeros(m), down.latency_s[rows] + compute_s])
+    last = replay(hops, coefs, np.full(2 * m, bits), np.zeros(2 * m), capacity, after, delay,
+                  table.onset_flows, table.contention_loss)
+    arrival = last[:m] + down.latency_s[rows]
+    return PlainEpoch(arrival, arrival + compute_s, last[m:] + up.latency_s[rows])
+
+
 def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
                    samples: np.ndarray) -> EpochEstimate:
     """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out);
@@ -82,6 +110,8 @@ def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
         played = play_plain_epoch(0.0, rows, compute[rows], 8.0 * model.model_bytes(variant),
                                   table.down_routes, table.up_routes, table.capacity_bps,
                                   onset_flows=table.onset_flows)
+        if played is None:
+            played = _replayed(table, rows, compute[rows], 8.0 * model.model_bytes(variant))
         if played is not None:
             finish = np.zeros(table.n)
             finish[rows] = played.upload_arrival_s

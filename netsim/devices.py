@@ -60,6 +60,9 @@ class DeviceTable:
     onset_flows: np.ndarray | None = field(default=None, repr=False, compare=False)
     """Per constraint, the active flows from which a contended medium's budget shrinks (inf:
     never); None when no medium is contended."""
+    contention_loss: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Per constraint, a contended medium's budget loss per flow beyond its onset (0
+    elsewhere); None when no medium is contended."""
 
     def __post_init__(self) -> None:
         """Read-only in fact: every array ``writeable=False`` and the index a read-only
@@ -102,6 +105,17 @@ def onset_flows(topology: Topology) -> np.ndarray | None:
     return out if np.isfinite(out).any() else None
 
 
+def contention_loss(topology: Topology) -> np.ndarray | None:
+    """Per constraint of ``topology``, a contended Wi-Fi medium's budget loss per flow beyond
+    its onset (0 elsewhere); None when no medium is contended."""
+    n_dir = len(topology.capacity_bps)
+    out = np.zeros(len(topology.constraint_capacity))
+    for k, m in enumerate(topology.constraint_medium):
+        if topology.media[m].contention_onset_flows is not None:
+            out[n_dir + k] = topology.media[m].contention_loss_per_flow
+    return out if onset_flows(topology) is not None else None
+
+
 def build_device_table(scenario: Scenario, topology: Topology | None = None) -> DeviceTable:
     """The device table of a *resolved* scenario (explicit devices, links and aggregator)."""
     devices: Sequence[DeviceSpec] = scenario.devices or []
@@ -137,7 +151,8 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         index={d: i for i, d in enumerate(ids)},
         down_routes=down_routes, up_routes=up_routes,
         capacity_bps=np.array(topology.constraint_capacity, dtype=float),
-        onset_flows=onset_flows(topology), radios=tuple(topology.radios),
+        onset_flows=onset_flows(topology), contention_loss=contention_loss(topology),
+        radios=tuple(topology.radios),
         n_nodes=len(topology.node_ids),
         **cols,
     )

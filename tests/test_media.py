@@ -11,11 +11,13 @@ import pytest
 import simpy
 
 import netsim
+from netsim import costs
 from netsim.costs import estimate_epoch
 from netsim.devices import build_device_table
 from netsim.energy import EnergyMeter
 from netsim.engine import resolve_scenario
 from netsim.network import FlowNetwork, Topology
+from netsim.network.fluid import replay
 from netsim.network.radio import RadioMeter
 from netsim.network.sharing import can_bind, medium_budget, progressive_filling
 from netsim.network.topology import Radio
@@ -334,18 +336,60 @@ def test_energy_categories_sum_and_radio_energy_is_comm_energy():
     assert phones.energy_radio_j.iloc[1] > phones.energy_radio_j.iloc[0]  # beta only on odd
 
 
-@pytest.mark.parametrize("kind", ["wifi", "cellular"])
-def test_estimate_epoch_is_the_simulated_epoch_on_a_cell(kind):
-    data = cell_scenario(kind)
+@pytest.mark.parametrize("kind,extra", [("wifi", {}), ("cellular", {}),
+                                        ("wifi", {"contention_onset_flows": 2,
+                                                  "contention_loss_per_flow": 0.05})])
+@pytest.mark.parametrize("backhaul", ["1 Gbit/s", "60 Mbit/s"])
+def test_estimate_epoch_is_the_simulated_epoch_on_a_cell(monkeypatch, kind, extra, backhaul):
+    """On every cell, also where the fast path hands the epoch to the event engine (a
+    binding backhaul behind a binding cell, a contended cell): there the estimate is the
+    fluid replay, and still the simulated epoch."""
+    data = cell_scenario(kind, backhaul=backhaul, **extra)
     scenario = resolve_scenario(load_scenario(data), 0)
     table = build_device_table(scenario)
     samples = np.array(table.samples, dtype=float)
     samples[table.aggregator] = 0
+    replays = []
+    real = costs.replay
+    monkeypatch.setattr(costs, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
     est = estimate_epoch(table, scenario.model, 0, samples)
+    assert bool(replays) == (bool(extra) or backhaul == "60 Mbit/s")
     run = netsim.simulate(data, "fedavg-all", seed=0)
     first = run.epochs.iloc[0]
     assert est.time_s == pytest.approx(first.end_s - first.start_s, rel=1e-9)
     assert est.energy_comm_j == pytest.approx(first.energy_comm_j, rel=1e-9)
+    assert est.energy_idle_j == pytest.approx(first.energy_idle_j, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fluid_replay_is_the_flow_network(seed):
+    """netsim.network.fluid.replay against the flow network (SimPy events) on random cells
+    behind random backhauls, transfers both ways at random starts, some contended."""
+    rng = np.random.default_rng(seed)
+    rates = rng.choice([6e6, 24e6, 54e6, 80e6], size=int(rng.integers(1, 6))).tolist()
+    onset, loss = (int(rng.integers(1, 4)), 0.05) if seed % 3 == 0 else (None, 0.0)
+    env, _, net, stations = cell(rates, backhaul_bps=float(rng.uniform(2e7, 2e8)),
+                                 onset=onset, loss=loss)
+    transfers = [(f"t{k}", *((s, "agg") if rng.random() < 0.5 else ("agg", s)),
+                  float(rng.uniform(0, 0.5)))
+                 for k, s in enumerate(stations * 2)]
+    events = run_transfers(env, net, transfers)
+    topo = net.topology
+    hops, coefs = [], []
+    for _, src, dst, _ in transfers:
+        route = topo.route(src, dst)
+        hops.append(list(route.hops))
+        coef = route.coefficients(topo.constraint_capacity)
+        coefs.append([1.0] * len(route.hops) if coef is None else list(coef))
+    n_dir = len(topo.capacity_bps)
+    onsets = np.full(len(topo.constraint_capacity), np.inf)
+    losses = np.zeros(len(topo.constraint_capacity))
+    if onset is not None:
+        onsets[n_dir:], losses[n_dir:] = onset, loss
+    last = replay(hops, coefs, np.full(len(transfers), 8.0 * S),
+                  np.array([t[3] for t in transfers]), np.array(topo.constraint_capacity),
+                  onset_flows=onsets, loss_per_flow=losses)
+    np.testing.assert_allclose(last, [events[t[0]] for t in transfers], rtol=1e-9)
 
 
 def test_two_phones_in_one_cell_cost_more_time_than_one_in_each_of_two():

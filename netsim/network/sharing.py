@@ -67,7 +67,7 @@ def medium_budget(n_flows: int, onset_flows: int | None, loss_per_flow: float) -
 
 
 def progressive_filling(flow_hops: Sequence[Sequence[int]],
-                        capacity_bps: Sequence[float],
+                        capacity_bps: Sequence[float] | np.ndarray,
                         flow_coefs: Sequence[Sequence[float] | None] | None = None
                         ) -> list[float]:
     """Max-min fair rate (bit/s) of each flow, flow i crossing the constraints
