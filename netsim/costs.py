@@ -21,6 +21,7 @@ route (bits over the bottleneck plus latency), a lower bound on the simulated ti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,14 +65,34 @@ def device_epoch_times(table: DeviceTable, model: ModelSpec, variant: int,
     return transfer, compute, comm
 
 
-def _radio_j(table: DeviceTable, rows: np.ndarray, played: PlainEpoch) -> np.ndarray:
-    """Per device, the radio energy (J) of a played epoch on radios idle before it: the
-    engine's own booking (:func:`netsim.fastepoch.book_radios`) on a scratch meter."""
-    assert table.down_routes is not None and table.up_routes is not None
-    scratch = EnergyMeter([0.0] * table.n_nodes, [0.0] * table.n_nodes)
-    book_radios(RadioMeter(table.radios, scratch), 0.0, rows, table.down_routes,
-                table.up_routes, played)
-    return scratch.snapshot(0.0).radio_j[: table.n]
+def constraint_seconds(table: DeviceTable, model: ModelSpec, variant: int,
+                       devices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What each device's epoch transfers take of every shared constraint they cross: entries
+    (position in ``devices``, constraint, seconds), one per hop of its download and of its
+    upload, ``bits x coefficient / capacity`` (s): the time the constraint is busy with that
+    transfer alone at full capacity (a Wi-Fi cell's air time, a backhaul's transmission time).
+
+    A plan's epoch lasts at least the sum of these over its participants on any constraint
+    (every transfer of an epoch crosses it within the epoch): the planners' linear price of
+    contention (PACT's candidate search, DepL's placement), netsim's bound. Only constraints
+    that two or more of ``devices`` cross are listed (a private link's time is in the
+    device's own transfer time). Empty without routes."""
+    down, up, capacity = table.down_routes, table.up_routes, table.capacity_bps
+    if down is None or up is None or capacity is None or not len(devices):
+        empty = np.zeros(0, dtype=np.intp)
+        return empty, empty, np.zeros(0)
+    bits = 8.0 * model.model_bytes(variant)
+    owners, hops, secs = [], [], []
+    for routes in (down, up):
+        owner, hop, ref = routes.hops_of(np.asarray(devices, dtype=np.intp))
+        owners.append(owner)
+        hops.append(hop)
+        secs.append(bits * hop_coefficients(ref, capacity) / capacity[hop])
+    owner, hop, sec = (np.concatenate(x) for x in (owners, hops, secs))
+    users = np.zeros(len(capacity), dtype=np.intp)
+    np.add.at(users, np.unique(np.stack([hop, owner]), axis=1)[0], 1)
+    shared = users[hop] >= 2
+    return owner[shared], hop[shared], sec[shared]
 
 
 def _replayed(table: DeviceTable, rows: np.ndarray, compute_s: np.ndarray,
@@ -99,30 +120,66 @@ def _replayed(table: DeviceTable, rows: np.ndarray, compute_s: np.ndarray,
 
 def estimate_epoch(table: DeviceTable, model: ModelSpec, variant: int,
                    samples: np.ndarray) -> EpochEstimate:
-    """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out);
-    ``device_time_s`` is each participant's update arrival after the epoch's start (s)."""
-    samples = np.asarray(samples, dtype=float)
+    """Predicted epoch for ``samples`` (array over devices; 0 means the device sits out) on an
+    idle network with idle radios; ``device_time_s`` is each participant's update arrival
+    after the epoch's start (s)."""
+    return estimate_epochs(table, model, [(variant, samples)])[0]
+
+
+def estimate_epochs(table: DeviceTable, model: ModelSpec,
+                    epochs: Sequence[tuple[int, np.ndarray]]) -> list[EpochEstimate]:
+    """Predicted epochs run back to back, each starting when the one before ends (a plan):
+    ``epochs`` as (variant, samples) pairs. Each is :func:`estimate_epoch`'s, except that the
+    radios carry over from one epoch to the next as the engine books them
+    (:class:`netsim.network.radio.RadioMeter`): a tail booked at the end of a participant's
+    last upload is partly taken back when its next download starts inside it. So a plan's
+    energies sum to what its run meters. Epochs repeated are played once."""
+    timelines: dict[tuple[int, bytes], tuple] = {}
+    scratch = EnergyMeter([0.0] * max(table.n_nodes, table.n), [0.0] * max(table.n_nodes, table.n))
+    radio = RadioMeter(table.radios, scratch) if table.radios else None
+    out, now = [], 0.0
+    for variant, samples in epochs:
+        samples = np.asarray(samples, dtype=float)
+        key = (int(variant), samples.tobytes())
+        if key not in timelines:
+            timelines[key] = _timeline(table, model, int(variant), samples)
+        rows, played, finish, compute, comm = timelines[key]
+        if radio is not None and played is not None and model.model_bytes(variant) > 0.0:
+            assert table.down_routes is not None and table.up_routes is not None
+            before = scratch.snapshot(0.0).radio_j[: table.n]
+            book_radios(radio, now, rows, table.down_routes, table.up_routes,
+                        PlainEpoch(played.download_arrival_s + now, played.trained_s + now,
+                                   played.upload_arrival_s + now))
+            comm = comm + (scratch.snapshot(0.0).radio_j[: table.n] - before)
+        n_part = int(np.count_nonzero(samples))
+        agg = table.aggregator
+        agg_s = model.aggregation_flop(variant, n_part) / table.flop_per_s[agg]
+        time_s = float(finish.max(initial=0.0)) + agg_s
+        busy = compute.copy()
+        busy[agg] += agg_s
+        e_compute = float(np.dot(busy, table.power_busy_w))
+        e_idle = float(np.dot(np.maximum(time_s - busy, 0.0), table.power_idle_w))
+        out.append(EpochEstimate(time_s, e_compute, float(comm.sum()), e_idle, finish))
+        now += time_s
+    return out
+
+
+def _timeline(table: DeviceTable, model: ModelSpec, variant: int, samples: np.ndarray
+              ) -> tuple[np.ndarray, PlainEpoch | None, np.ndarray, np.ndarray, np.ndarray]:
+    """(participant rows, played timeline or None without routes, per-device update
+    arrival (s), compute time (s), per-bit communication energy (J)) of one epoch."""
     transfer, compute, comm = device_epoch_times(table, model, variant, samples)
     finish = transfer + compute
+    rows = np.flatnonzero(samples > 0)
+    played = None
     if table.down_routes is not None and table.up_routes is not None \
             and table.capacity_bps is not None:
-        rows = np.flatnonzero(samples > 0)
-        played = play_plain_epoch(0.0, rows, compute[rows], 8.0 * model.model_bytes(variant),
-                                  table.down_routes, table.up_routes, table.capacity_bps,
+        bits = 8.0 * model.model_bytes(variant)
+        played = play_plain_epoch(0.0, rows, compute[rows], bits, table.down_routes,
+                                  table.up_routes, table.capacity_bps,
                                   onset_flows=table.onset_flows)
         if played is None:
-            played = _replayed(table, rows, compute[rows], 8.0 * model.model_bytes(variant))
-        if played is not None:
-            finish = np.zeros(table.n)
-            finish[rows] = played.upload_arrival_s
-            if table.radios and model.model_bytes(variant) > 0.0:
-                comm = comm + _radio_j(table, rows, played)
-    n_part = int(np.count_nonzero(samples))
-    agg = table.aggregator
-    agg_s = model.aggregation_flop(variant, n_part) / table.flop_per_s[agg]
-    time_s = float(finish.max(initial=0.0)) + agg_s
-    busy = compute.copy()
-    busy[agg] += agg_s
-    e_compute = float(np.dot(busy, table.power_busy_w))
-    e_idle = float(np.dot(np.maximum(time_s - busy, 0.0), table.power_idle_w))
-    return EpochEstimate(time_s, e_compute, float(comm.sum()), e_idle, finish)
+            played = _replayed(table, rows, compute[rows], bits)
+        finish = np.zeros(table.n)
+        finish[rows] = played.upload_arrival_s
+    return rows, played, finish, compute, comm

@@ -55,6 +55,44 @@ def test_candidate_costs_are_the_engine_formulas():
             assert est.time_s == pytest.approx(cands.time_s[c], rel=1e-9)
 
 
+def _cell_star(kind: str) -> dict:
+    """star() with its four devices as stations of one cell behind a 1 Gbit/s backhaul."""
+    data = star(params=2.0e6, bandwidth_bps=2.0e7)
+    for link in data["links"]:
+        link.update(a="ap", medium="cell")
+    data["links"].append({"a": "agg", "b": "ap", "bandwidth_bps": 1e9, "latency_s": 0.001})
+    data["media"] = [{"id": "cell", "kind": kind}]
+    return data
+
+
+@pytest.mark.parametrize("kind", ["wifi", "cellular"])
+def test_candidates_price_the_air_time_their_participants_share(kind):
+    """On a cell, a candidate's time is at least the air time its participants' transfers
+    take (netsim's bound, which the simulated epoch respects), and at most the simulated
+    epoch; the bound lengthens candidates the contention-free form would underprice."""
+    problem = scenario_problem(netsim.load_scenario(_cell_star(kind)))
+    priced = 0
+    for v in range(3):
+        cands = build_candidates(problem, v, 0.05)
+        coef = cands.coef
+        for c in range(len(cands)):
+            parts = cands.participants(c)
+            samples = np.zeros(problem.table.n)
+            for i, n in parts.items():
+                samples[i] = n
+            pos = np.isin(coef.idx[coef.shared_owner], list(parts))
+            busy = np.bincount(coef.shared_hop[pos], weights=coef.shared_s[pos]).max(initial=0)
+            agg = coef.agg_s * len(parts)
+            est = estimate_epoch(problem.table, problem.model, v, samples)
+            assert busy + agg <= cands.time_s[c] * (1 + 1e-9)
+            assert cands.time_s[c] <= est.time_s * (1 + 1e-9)
+            at = np.searchsorted(coef.idx, list(parts))
+            free = np.max(coef.transfer_s[at] + coef.s_per_sample[at] * np.array(
+                list(parts.values()))) + agg
+            priced += cands.time_s[c] > free * (1 + 1e-6)
+    assert priced > 0
+
+
 def _check_plan(problem, plan):
     assert plan.feasible, plan.reason
     state = problem.start

@@ -14,7 +14,12 @@ the aggregation (2 x params FLOP per member on the aggregator). The energy is ex
          T + g sum_i y_i <= budget_s;  y binary
 
 with ``c_i`` the compute seconds per sample, ``t_i`` the transfer seconds, ``comm_i`` the
-transfer energy (J), ``g`` the aggregation seconds per member. Solved with HiGHS (scipy's
+transfer energy (J), ``g`` the aggregation seconds per member. Contention is priced by one
+more row per constraint that two or more candidates share (a Wi-Fi or cellular cell's air
+time, a backhaul): ``sum_i s_ih y_i <= T``, with ``s_ih`` the seconds candidate i's download
+and upload take of it (:func:`netsim.costs.constraint_seconds`, netsim's bound: every transfer
+of the epoch crosses it within the epoch). The chosen cluster's time and energy are then
+:func:`netsim.costs.estimate_epoch`'s, contention and radio energy included. Solved with HiGHS (scipy's
 ``milp``). The result is a *cluster*: the members and each one's share of the epoch's compute.
 """
 
@@ -26,7 +31,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix, diags, hstack, identity, vstack
 
-from netsim.costs import device_epoch_times, estimate_epoch
+from netsim.costs import constraint_seconds, device_epoch_times, estimate_epochs
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec
 
@@ -36,7 +41,8 @@ class Cluster:
     """One epoch's placement: member indices, integer samples each, and the predicted epoch.
 
     ``samples`` is an array over all devices (0 = not a member); ``time_s`` and ``energy_j``
-    come from :func:`netsim.costs.estimate_epoch` for exactly these samples.
+    come from :func:`netsim.costs.estimate_epochs` for exactly these samples, as an epoch
+    that follows one like it (DepL repeats a cluster: radio tails carry over).
     """
 
     variant: int
@@ -93,6 +99,7 @@ class _Coefficients:
     fixed_j: np.ndarray    # energy of taking part at all (J)
     g: float               # aggregation time per member (s)
     p_idle_w: float        # idle power of every device (W)
+    shared: csr_matrix     # seconds each candidate's transfers take of each shared constraint
 
 
 def _coefficients(table: DeviceTable, model: ModelSpec, variant: int,
@@ -103,8 +110,12 @@ def _coefficients(table: DeviceTable, model: ModelSpec, variant: int,
     p_idle = float(table.power_idle_w.sum())
     agg_extra = table.power_busy_w[agg] - table.power_idle_w[agg]
     d = (table.power_busy_w - table.power_idle_w)[cand]
+    owner, hop, sec = constraint_seconds(table, model, variant, cand)
+    rows = np.unique(hop, return_inverse=True)[1]
+    shared = csr_matrix((sec, (rows, owner)), shape=(int(rows.max(initial=-1)) + 1, len(cand)))
     return _Coefficients(table.samples[cand].astype(float), transfer[cand], compute[cand],
-                         compute[cand] * d, comm[cand] + g * (p_idle + agg_extra), g, p_idle)
+                         compute[cand] * d, comm[cand] + g * (p_idle + agg_extra), g, p_idle,
+                         shared)
 
 
 def place_epoch(table: DeviceTable, model: ModelSpec, variant: int, samples: int,
@@ -143,7 +154,9 @@ def place_epoch(table: DeviceTable, model: ModelSpec, variant: int, samples: int
         return None
     alloc = np.zeros(table.n, dtype=np.int64)
     alloc[cand] = _round_samples(x, table.samples[cand], samples)
-    est = estimate_epoch(table, model, variant, alloc)
+    # DepL repeats a cluster epoch after epoch: its cost is that of an epoch after one like
+    # it (radio tails carried over, netsim.costs.estimate_epochs); time is the same
+    est = estimate_epochs(table, model, [(variant, alloc)] * 2)[1]
     return Cluster(variant, alloc, est.time_s, est.energy_j)
 
 
@@ -158,9 +171,11 @@ def _constraints(co: _Coefficients, samples: int, budget_s: float,
     a_time = hstack([diags(co.c), diags(co.t),
                      csr_matrix(-np.ones((k, 1)))])
     a_agg = csr_matrix(np.concatenate([np.zeros(k), np.full(k, co.g), [1.0]])[None, :])
-    a = vstack([a_sum, a_cap, a_time, a_agg]).tocsr()
-    lo = np.concatenate([[samples], np.full(2 * k, -np.inf), [-np.inf]])
-    hi = np.concatenate([[samples], np.zeros(2 * k), [budget_s]])
+    n_sh = co.shared.shape[0]
+    a_shared = hstack([csr_matrix((n_sh, k)), co.shared, csr_matrix(-np.ones((n_sh, 1)))])
+    a = vstack([a_sum, a_cap, a_time, a_agg, a_shared]).tocsr()
+    lo = np.concatenate([[samples], np.full(2 * k, -np.inf), [-np.inf], np.full(n_sh, -np.inf)])
+    hi = np.concatenate([[samples], np.zeros(2 * k), [budget_s], np.zeros(n_sh)])
     y_lo = np.zeros(k) if y_fixed is None else y_fixed
     y_hi = np.ones(k) if y_fixed is None else y_fixed
     bounds = Bounds(np.concatenate([np.zeros(k), y_lo, [0.0]]),
@@ -215,13 +230,18 @@ def _greedy_members(co: _Coefficients, samples: int, budget_s: float,
     if not ok.any():
         return None
     rows = np.flatnonzero(ok)
-    costs = np.empty(len(rows))
+    costs = np.full(len(rows), np.inf)
     for j, r in enumerate(rows):
         m = order[r, : n_members[r]]
         rest = samples - (cum[r, n_members[r] - 2] if n_members[r] > 1 else 0.0)
         x = held[r, m].copy()
         x[-1] = rest
-        costs[j] = (x @ co.per_sample_j[m] + co.fixed_j[m].sum()
-                    + co.p_idle_w * (grid[r] + co.g * len(m)))
+        # the members' time on the constraints they share (cells, backhauls) lengthens it
+        length = max(float(grid[r]), float(np.max(np.asarray(co.shared[:, m].sum(axis=1)), initial=0.0)))
+        if length + co.g * len(m) <= budget_s:
+            costs[j] = (x @ co.per_sample_j[m] + co.fixed_j[m].sum()
+                        + co.p_idle_w * (length + co.g * len(m)))
+    if not np.isfinite(costs).any():
+        return None
     best = rows[int(np.argmin(costs))]
     return order[best, : n_members[best]]

@@ -23,17 +23,22 @@ largest capacity first (fewest participants) and marginal energy a_i alone. Samp
 device's full-data finish time. Each candidate's progress is the progress model's gain for its
 samples and participant count (:meth:`netsim.training.loss.LossPredictor.gain`); candidates
 dominated in (time, energy) at about the same gain are dropped. The (time, energy) here are the
-separable contention-free form used for the search; the planner re-evaluates the epochs it
-keeps with :func:`netsim.costs.estimate_epoch` (contention included).
+separable form used for the search, with contention priced by one bound: an epoch lasts at
+least as long as any constraint its participants share (a Wi-Fi or cellular cell's air time,
+a backhaul) is busy with their transfers, the sum of their ``bits x coefficient / capacity``
+(:func:`netsim.costs.constraint_seconds`; netsim's). So a candidate that puts many devices in
+one cell pays for the air time it takes, in time and in idle energy. The planner re-costs the
+epochs it keeps with :func:`netsim.costs.estimate_epochs` (sharing, media and radio energy
+exactly as the engine plays them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from netsim.costs import device_epoch_times
+from netsim.costs import constraint_seconds, device_epoch_times
 from policies.pact.problem import PlanningProblem
 
 
@@ -49,6 +54,12 @@ class Coefficients:
     fixed_j: np.ndarray      # b_i (J)
     idle_w: float            # P_idle, all devices (W)
     agg_s: float             # t_agg, aggregation time per participant (s)
+    shared_owner: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    """Seconds each device's transfers take of the constraints devices share (a cell's air
+    time, a backhaul): entries (position in ``idx``, constraint, seconds);
+    :func:`netsim.costs.constraint_seconds`."""
+    shared_hop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    shared_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,8 @@ def coefficients(problem: PlanningProblem, variant: int) -> Coefficients:
     agg_extra_w = table.power_busy_w[agg] - table.power_idle_w[agg]
     return Coefficients(idx, held, transfer[idx], g,
                         g * (table.power_busy_w[idx] - table.power_idle_w[idx]),
-                        comm[idx] + agg_s * agg_extra_w, float(table.power_idle_w.sum()), agg_s)
+                        comm[idx] + agg_s * agg_extra_w, float(table.power_idle_w.sum()), agg_s,
+                        *constraint_seconds(table, model, variant, idx))
 
 
 RULES = ("energy per sample incl. fixed cost", "largest capacity", "marginal energy")
@@ -128,10 +140,32 @@ def _grid(lo: float, hi: float, eps: float) -> np.ndarray:
     return np.unique(np.append(hi * np.exp(-eps * np.arange(k + 1)), lo))
 
 
+def _shared_time(coef: Coefficients, order: np.ndarray) -> np.ndarray:
+    """Per prefix of ``order`` (the first k + 1 devices), the longest time a constraint they
+    share is busy with their transfers (s): the epoch lasts at least that long."""
+    out = np.zeros(len(order))
+    if not len(coef.shared_s):
+        return out
+    step = np.full(len(coef.idx), -1)
+    step[order] = np.arange(len(order))
+    on = step[coef.shared_owner] >= 0
+    k, hop, sec = step[coef.shared_owner][on], coef.shared_hop[on], coef.shared_s[on]
+    by = np.lexsort((k, hop))
+    k, hop, sec = k[by], hop[by], sec[by]
+    total = np.cumsum(sec)
+    first = np.ones(len(hop), dtype=bool)
+    first[1:] = hop[1:] != hop[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(hop)), 0))
+    busy = total - np.where(start > 0, total[start - 1], 0.0)  # cumulative within the hop
+    np.maximum.at(out, k, busy)
+    return np.maximum.accumulate(out)
+
+
 def _fills(coef: Coefficients, order: np.ndarray, caps: np.ndarray,
            amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time_s, energy_j, participants) of greedy fills of ``amounts`` samples along
-    ``order``."""
+    ``order``; the time is at least the longest busy time of a constraint the participants
+    share (:func:`_shared_time`)."""
     a, b = coef.j_per_sample[order], coef.fixed_j[order]
     t_full = coef.transfer_s[order] + coef.s_per_sample[order] * caps
     q = np.cumsum(caps)
@@ -141,7 +175,8 @@ def _fills(coef: Coefficients, order: np.ndarray, caps: np.ndarray,
     full_e = np.concatenate([[0.0], np.cumsum(a * caps + b)])[k]
     full_t = np.concatenate([[0.0], np.maximum.accumulate(t_full)])[k]
     last_t = coef.transfer_s[order][k] + coef.s_per_sample[order][k] * r
-    time_s = np.maximum(full_t, last_t) + coef.agg_s * (k + 1)
+    time_s = np.maximum(np.maximum(full_t, last_t), _shared_time(coef, order)[k]) \
+        + coef.agg_s * (k + 1)
     energy = full_e + a[k] * r + b[k] + coef.idle_w * time_s
     return time_s, energy, k + 1
 

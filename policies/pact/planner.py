@@ -32,7 +32,7 @@ from policies.pact.candidates import VariantCandidates, build_candidates
 from policies.pact.dp import Edge, solve_timed, solve_untimed
 from policies.pact.graph import Levels, loss_levels, need_grid, run_costs, variant_needs
 from policies.pact.problem import PlanningProblem, replay_states
-from policies.pact.repair import epoch_cost, trim
+from policies.pact.repair import plan_costs, trim
 
 _BISECTIONS = 12
 MAX_EPOCH_SLOTS = 64  # epoch limits up to this are exact (epoch-slot graph); above, priced
@@ -200,18 +200,12 @@ class Planner:
 
 
 def _costed(problem: PlanningProblem, epochs: list[PlannedEpoch]) -> list[PlannedEpoch]:
-    """The epochs with time and energy from the engine's cost functions, shared-link
-    contention included (:func:`policies.pact.repair.epoch_cost`); one evaluation per
-    distinct epoch."""
-    seen: dict[tuple, PlannedEpoch] = {}
-    out = []
-    for ep in epochs:
-        key = (ep.variant, tuple(sorted(ep.participants.items())))
-        if key not in seen:
-            seen[key] = PlannedEpoch(ep.variant, ep.participants,
-                                     *epoch_cost(problem, ep.variant, ep.participants))
-        out.append(seen[key])
-    return out
+    """The epochs with time and energy from the engine's cost functions, shared links, media
+    and radio tails carried from one epoch into the next included
+    (:func:`policies.pact.repair.plan_costs`)."""
+    costs = plan_costs(problem, [(ep.variant, ep.participants) for ep in epochs])
+    return [PlannedEpoch(ep.variant, ep.participants, t, e)
+            for ep, (t, e) in zip(epochs, costs, strict=True)]
 
 
 def _start_vertex(problem: PlanningProblem, levels: Levels) -> tuple[int, int | None]:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from netsim.costs import estimate_epoch
+from netsim.costs import estimate_epochs
 from policies.pact.candidates import coefficients
 from policies.pact.problem import PlanningProblem, replay_states
 
@@ -71,11 +71,16 @@ def trim(problem: PlanningProblem, epochs: list, make_epoch) -> list:
             for k, e in enumerate(epochs)]
 
 
-def epoch_cost(problem: PlanningProblem, variant: int, participants: dict[int, int]):
-    """(time_s, energy_j) of one epoch from :func:`netsim.costs.estimate_epoch` (the engine's
-    cost functions, shared-link contention included)."""
-    samples = np.zeros(problem.table.n)
-    for i, s in participants.items():
-        samples[i] = s
-    est = estimate_epoch(problem.table, problem.model, variant, samples)
-    return est.time_s, est.energy_j
+def plan_costs(problem: PlanningProblem, epochs: list[tuple[int, dict[int, int]]]
+               ) -> list[tuple[float, float]]:
+    """(time_s, energy_j) of each epoch of a plan, ``epochs`` as (variant, device -> samples),
+    run back to back: :func:`netsim.costs.estimate_epochs` (the engine's cost functions:
+    shared links and media, radio tails carried from one epoch into the next)."""
+    pairs = []
+    for variant, participants in epochs:
+        samples = np.zeros(problem.table.n)
+        for i, s in participants.items():
+            samples[i] = s
+        pairs.append((variant, samples))
+    return [(e.time_s, e.energy_j)
+            for e in estimate_epochs(problem.table, problem.model, pairs)]
