@@ -145,6 +145,17 @@ class World:
         self._wait_from: EnergySnapshot | None = None  # the next epoch's energy starts here
         self.epochs_by_path = {"arrays": 0, "events": 0}
         """How many epochs of the changing world ran on each path (benchmarks/dynamics.py)."""
+        self._airtime_read = np.zeros(len(self.topology.media))
+
+    def airtime_by_medium(self) -> dict[str, float]:
+        """Air time used on each medium since the last call (s), by medium id: what the
+        recorder stores per epoch (``epochs.airtime_by_medium_s``); empty without media."""
+        if not len(self._airtime_read):
+            return {}
+        now = self.network.ledger.airtime_by_medium_s
+        used = now - self._airtime_read
+        self._airtime_read = now
+        return {m.id: float(x) for m, x in zip(self.topology.media, used, strict=True)}
 
     @property
     def now_s(self) -> float:
@@ -656,7 +667,8 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
                 step = EpochProgress(loss=history[-1], accuracy=recorder.last_accuracy)
             history.append(step.loss)
             variant = decision.variant
-            recorder.epoch(epoch, outcome, step, decision, world.model)
+            recorder.epoch(epoch, outcome, step, decision, world.model,
+                           world.airtime_by_medium())
             if progress is not None:
                 progress(epoch, world.now_s)
             if step.loss <= training.target_loss:

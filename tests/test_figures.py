@@ -375,3 +375,33 @@ def test_pact_energy_vs_epsilon_draws_the_stored_runs_and_the_optimum(stored):
     assert list(times) == pytest.approx(list(pact.groupby("epsilon")["planning_s"].mean()))
     assert planning.get_ylabel() == "planning time (s)"
     matplotlib.pyplot.close("all")
+
+
+def test_airtime_by_cell_shows_each_cells_air_time_per_epoch(tmp_path):
+    """Stored runs on one Wi-Fi cell of four phones: every epoch of fedavg-all uses the cell
+    for 2 x 8S x sum(1/r_i) s (each phone's download and upload), which the heat map shows
+    per second of the epoch; the devices' air time sums to the cell's."""
+    from plots import media
+    from tests.test_media import cell_scenario
+
+    rates = (8e7, 8e7, 2.4e7, 5.4e7)
+    for policy in ("fedavg-all", "greedy-energy"):
+        r = netsim.simulate(cell_scenario(rates=rates), policy, seed=0)
+        write_run(tmp_path, r.runs, r.epochs, r.devices)
+    res = load_results(tmp_path)
+    fed = res.epochs[res.epochs["run_id"] == res.runs.set_index("policy").loc[
+        "fedavg-all", "run_id"]].sort_values("epoch")
+    bits = 8.0 * 1.1e7 * 4
+    per_epoch = [json.loads(x)["cell-1"] for x in fed["airtime_by_medium_s"]]
+    np.testing.assert_allclose(per_epoch, 2 * bits * sum(1 / r for r in rates), rtol=1e-9)
+    devices = res.devices[res.devices["run_id"] == fed["run_id"].iloc[0]]
+    assert devices["airtime_s"].sum() == pytest.approx(sum(per_epoch), rel=1e-9)
+    media_ids, _, share = media.airtime_matrix(fed)
+    assert media_ids == ["cell-1"]
+    np.testing.assert_allclose(share[0], np.array(per_epoch)
+                               / (fed["end_s"] - fed["start_s"]).to_numpy(), rtol=1e-12)
+    assert (share <= 1.0 + 1e-9).all()  # a Wi-Fi cell's budget
+    fig = registry.registered_figures()["airtime-by-cell"].plot(res)
+    assert len(fig.axes) == 3  # a heat map per policy, and the colour bar
+    assert registry.overlapping_texts(fig) == []
+    assert fig.texts[-1].get_text().startswith("scenario ")

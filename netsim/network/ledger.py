@@ -36,6 +36,9 @@ class TransferLedger:
         n_nodes = len(topology.node_ids)
         self._bytes_sent, self._bytes_received = np.zeros(n_nodes), np.zeros(n_nodes)
         self._airtime_s = np.zeros(n_nodes)
+        self._medium_airtime_s = np.zeros(len(topology.media))
+        self._direction_medium = np.asarray(getattr(topology, "direction_medium", []),
+                                            dtype=np.intp)
         self._route_air_start = self._route_n_air = np.zeros(0, dtype=np.intp)
         self._air_station = self._air_direction = np.zeros(0, dtype=np.intp)
         self._media = bool(topology.constraint_medium)
@@ -68,6 +71,13 @@ class TransferLedger:
         self.settle()
         return self._airtime_s.copy()
 
+    @property
+    def airtime_by_medium_s(self) -> np.ndarray:
+        """Air time used on each medium so far (s), in the topology's ``media`` order: the
+        air time of its stations' transfers summed (a copy)."""
+        self.settle()
+        return self._medium_airtime_s.copy()
+
     def settle(self) -> None:
         """Book the bytes and communication energy of the transfers started since the last
         call (the meter calls this before every reading). Per transfer the hot path only notes
@@ -96,8 +106,10 @@ class TransferLedger:
                 air = np.repeat(self._route_air_start[r] - (ends - counts), counts) \
                     + np.arange(int(ends[-1]))
                 rate = np.asarray(self.capacity, dtype=float)[self._air_direction[air]]
-                np.add.at(self._airtime_s, self._air_station[air],
-                          np.repeat(8.0 * size, counts) / rate)
+                seconds = np.repeat(8.0 * size, counts) / rate
+                np.add.at(self._airtime_s, self._air_station[air], seconds)
+                np.add.at(self._medium_airtime_s,
+                          self._direction_medium[self._air_direction[air]], seconds)
 
     def _index_routes(self) -> None:
         """Arrays over the topology's routes: first sender, receiver, charges (flattened)."""

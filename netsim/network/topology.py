@@ -170,6 +170,9 @@ class Topology:
             self.constraint_medium += [m] * (1 if medium.kind == "wifi" else 2)
         # per link: (station node, constraint a->b, constraint b->a) for member links
         self._member: dict[int, tuple[int, int, int]] = {}
+        self.direction_medium: list[int] = [-1] * n_dir
+        """Per link direction, the index in ``media`` of the medium its link belongs to (-1:
+        a wired link)."""
         self.radios: list[Radio] = []
         self._radios_of: dict[int, tuple[int, ...]] = {}
         self._rx: dict[int, float] = {}
@@ -186,6 +189,8 @@ class Topology:
                 kind = self.media[self.constraint_medium[c - n_dir]].kind
                 up, down = (c, c) if kind == "wifi" else (c, c + 1)
                 self._member[i] = (station, up, down) if station == a else (station, down, up)
+                self.direction_medium[2 * i] = self.direction_medium[2 * i + 1] = \
+                    self.constraint_medium[c - n_dir]
             self._rx[i] = _link_figure(link, "rx_energy_j_per_bit")
             power, tail_s = _link_figure(link, "radio_power_w"), _link_figure(link, "tail_s")
             tail_w = _link_figure(link, "tail_power_w")

@@ -9,7 +9,8 @@
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
   changing world's (spec: dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
-  dropped_ids, late_ids; ``samples`` counts the updates that counted; when nobody could
+  dropped_ids, late_ids; airtime_by_medium_s: JSON {medium id: air time (s) used in the
+  epoch}, "{}" without media (docs/wireless.md); ``samples`` counts the updates that counted; when nobody could
   train and the world waited for someone to come online, that wait's energy is in the next
   epoch's, whose ``start_s`` is after the wait)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
@@ -81,8 +82,10 @@ class Recorder:
         self._classes = list(devices.device_class) + [None] * (len(node_ids) - devices.n)
         self._n_devices = devices.n
 
-    def epoch(self, epoch: int, outcome, step, decision, model) -> None:
-        """Record one finished epoch."""
+    def epoch(self, epoch: int, outcome, step, decision, model,
+              airtime_by_medium: dict[str, float] | None = None) -> None:
+        """Record one finished epoch; ``airtime_by_medium``: the air time (s) each shared
+        medium was used in it, by medium id."""
         e = outcome.energy
         compute, comm, idle = float(e.compute_j.sum()), float(e.communication_j.sum()), float(e.idle_j.sum())
         sleep = float(e.sleep_j.sum())
@@ -112,6 +115,7 @@ class Recorder:
             "dropped": len(outcome.dropped), "late": len(outcome.late),
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
+            "airtime_by_medium_s": json.dumps(airtime_by_medium or {}, sort_keys=True),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -171,6 +175,7 @@ class Recorder:
 
 def _empty_epochs() -> pd.DataFrame:
     cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"] \
-        + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids"]
-    return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith(("_s", "_j")) or c in
+        + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids", "airtime_by_medium_s"]
+    numeric = {c for c in cols if c.endswith(("_s", "_j"))} - {"airtime_by_medium_s"}
+    return pd.DataFrame({c: pd.Series(dtype="float64" if c in numeric or c in
                                       {"loss", "accuracy"} else "object") for c in cols})
