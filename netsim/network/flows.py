@@ -57,9 +57,10 @@ from netsim.network.ledger import TransferLedger
 from netsim.network.radio import RadioMeter
 from netsim.network.sharing import (
     CAPACITY_TOLERANCE,
-    fair_share,
+    level_share,
     medium_budget,
     progressive_filling,
+    rebalance_move,
 )
 from netsim.simclock import fire_after, trigger_after
 
@@ -474,24 +475,22 @@ class FlowNetwork:
         moves = 4 * (len(by_cap) + len(capped)) + 8
         while True:
             n = g.n_members
-            if n:
-                share = fair_share(g.capacity, g.capped_sum, g.weight)
-            else:  # nobody shares yet: unbounded while the capped flows fit, else someone must
-                share = _INF if g.capped_sum <= g.capacity * (1.0 + _TOL) else -_INF
-            while by_cap and by_cap[0][2].group is not g:
+            share = level_share(g.capacity, g.capped_sum, g.weight, n)
+            while by_cap and by_cap[0][2].group is not g:  # (entries of flows moved on)
                 heapq.heappop(by_cap)
-            if by_cap and by_cap[0][0] < share * (1.0 - _TOL):
+            while capped and capped[0][2].capped_in is not g:
+                heapq.heappop(capped)
+            move = rebalance_move(share, by_cap[0][0] if by_cap else None,
+                                  -capped[0][0] if capped else None)
+            if move < 0:
                 self._add_capped(heapq.heappop(by_cap)[2], g, now)
+            elif move > 0:
+                flow = heapq.heappop(capped)[2]
+                flow.capped_in = None
+                g.capped_sum -= flow.cap * flow.wt
+                self._join(flow, g, now)
             else:
-                while capped and capped[0][2].capped_in is not g:
-                    heapq.heappop(capped)
-                if capped and -capped[0][0] > share * (1.0 + _TOL):
-                    flow = heapq.heappop(capped)[2]
-                    flow.capped_in = None
-                    g.capped_sum -= flow.cap * flow.wt
-                    self._join(flow, g, now)
-                else:
-                    break
+                break
             moves -= 1
             if moves < 0:
                 raise RuntimeError(f"water-filling on link {g.link} did not settle")

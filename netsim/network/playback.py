@@ -23,7 +23,7 @@ import heapq
 import numpy as np
 
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
-from netsim.network.sharing import fair_share, water_filling
+from netsim.network.sharing import fair_share, level_share, rebalance_move, water_filling
 
 _INF = float("inf")
 _UNSET = -float("inf")  # (every clock value and time is finite)
@@ -99,14 +99,12 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                     stale = 0
                 # (stale heap entries, of flows that moved on, are dropped only when they
                 # surface below the share, or above it: elsewhere they cannot change the answer)
-                moved = True
-                while moved:
-                    moved = False
-                    share = fair_share(capacity_bps, capped_sum, w_sharing) if n_sharing \
-                        else -_INF
-                    below = share * (1.0 - _TOL)
-                    while by_cap and by_cap[0][0] < below:  # a sharing flow whose cap is below
-                        c, k = heappop(by_cap)
+                while True:  # the core's rule (rebalance_move) until it says balanced
+                    share = level_share(capacity_bps, capped_sum, w_sharing, n_sharing)
+                    move = rebalance_move(share, by_cap[0][0] if by_cap else None,
+                                          -capped_desc[0][0] if capped_desc else None)
+                    if move < 0:  # a sharing flow whose cap is below the share
+                        k = heappop(by_cap)[1]
                         if target[k] != _UNSET:
                             _drop_to_cap(k, clock, now, target, left, since, due, caps,
                                          capped_due, capped_desc)
@@ -114,14 +112,9 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                             w_sharing = w_sharing - wts[k] if n_sharing else 0.0
                             n_capped += 1
                             capped_sum += loads[k]
-                            moved = True
-                            break
-                    if moved:
-                        continue
-                    above = -share * (1.0 + _TOL)
-                    while capped_desc and capped_desc[0][0] < above:  # a capped one above it
+                    elif move > 0:  # a capped flow above the share joins the sharing ones
                         k = heappop(capped_desc)[1]
-                        if due[k] != _UNSET:  # joins the sharing flows
+                        if due[k] != _UNSET:
                             rest = left[k] - caps[k] * (now - since[k])
                             target[k] = t = clock + (rest if rest > 0.0 else 0.0)
                             due[k] = _UNSET
@@ -131,8 +124,8 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                             w_sharing += wts[k]
                             n_capped -= 1
                             capped_sum -= loads[k]
-                            moved = True
-                            break
+                    else:
+                        break
                 if share < 0.0:
                     share = 0.0
 

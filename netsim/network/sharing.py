@@ -24,7 +24,11 @@ The rules, one place for every path:
   at their cap, the others share what is left equally. The flow network keeps it incrementally
   per saturated constraint (its groups, with :func:`fair_share`); the epoch fast path
   (netsim.network.playback, netsim.fastepoch) plays it forward without events.
-- :func:`fair_share`: the equal rate of the sharing flows of one constraint.
+- :func:`fair_share`: the equal rate of the sharing flows of one constraint;
+  :func:`level_share` and :func:`rebalance_move`: the rule by which water-filling is kept
+  incrementally as flows come and go (the flow network's groups and the array playback
+  both restore it with these, each over its own bookkeeping: objects in heaps there, arrays
+  and index heaps here).
 - :func:`medium_budget`: a Wi-Fi cell's air-time budget with n active flows (contention).
 
 :data:`CAPACITY_TOLERANCE` decides every tie of a rate with a capacity or a share, in every
@@ -43,6 +47,7 @@ _Rate = TypeVar("_Rate", float, np.ndarray)
 
 CAPACITY_TOLERANCE = 1e-9
 """Relative tolerance of every comparison of rates with capacities and shares."""
+_INF = float("inf")
 
 
 def fair_share(capacity: float, capped_load: _Rate, sharing_weight: _Rate | int) -> _Rate:
@@ -50,6 +55,30 @@ def fair_share(capacity: float, capped_load: _Rate, sharing_weight: _Rate | int)
     of ``capacity`` (their ``coef x cap`` summed in ``capped_load``) over the sharing flows'
     coefficients summed (``sharing_weight``; their count on a wired direction)."""
     return (capacity - capped_load) / sharing_weight
+
+
+def level_share(capacity: float, capped_load: float, sharing_weight: float,
+                n_sharing: int) -> float:
+    """The share of one constraint kept by incremental water-filling: :func:`fair_share`
+    while some flow shares; with none, inf while the capped flows fit (with the tolerance:
+    nobody needs to share) and -inf otherwise (some capped flow must come to share)."""
+    if n_sharing:
+        return (capacity - capped_load) / sharing_weight
+    return _INF if capped_load <= capacity * (1.0 + CAPACITY_TOLERANCE) else -_INF
+
+
+def rebalance_move(share: float, lowest_sharing_cap: float | None,
+                   highest_capped_cap: float | None) -> int:
+    """The one rule of incremental water-filling, for the event-driven groups
+    (netsim.network.flows) and the array playback (netsim.network.playback) alike: at
+    ``share``, -1 when the sharing flow of lowest cap is below it (it must run at its cap),
+    +1 when the capped flow of highest cap is above it (it must share), 0 when the
+    allocation is the water-filling (each move changes the share; repeat until 0)."""
+    if lowest_sharing_cap is not None and lowest_sharing_cap < share * (1.0 - CAPACITY_TOLERANCE):
+        return -1
+    if highest_capped_cap is not None and highest_capped_cap > share * (1.0 + CAPACITY_TOLERANCE):
+        return 1
+    return 0
 
 
 MIN_MEDIUM_BUDGET = 0.01
