@@ -7,7 +7,7 @@ Run: python benchmarks/dynamics.py [--quick]
 - static: the scenario without a dynamics block (the reference);
 - churn: markov availability (the catalog's per-class session lengths, diurnal amplitude
   0.5), lognormal bandwidth (sigma 0.3, correlation 60 s, pieces of 10 s) and compute spread
-  0.2 with 5 % stragglers 5x slower: the spec's case, target at most 3x the static time;
+  0.2 with 5 % stragglers 5x slower: the contract's case, target at most 3x the static time;
 - everyone online: the same bandwidth and compute dynamics with every device online in every
   epoch, so both runs train as many device-epochs: the cost of the dynamics themselves.
 

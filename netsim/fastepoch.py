@@ -1,6 +1,6 @@
 """A plain synchronous epoch played forward in arrays, without SimPy events (netsim's fast path).
 
-A *plain* epoch is the spec's synchronous epoch with participants only (no clusters) on an idle
+A *plain* epoch is netsim's synchronous epoch with participants only (no clusters) on an idle
 network: every participant downloads the variant from the aggregator at the epoch's start,
 trains, and uploads its update. Its timeline needs no event queue when the flows of each phase
 can be played forward link by link:

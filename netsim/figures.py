@@ -166,15 +166,33 @@ def provenance(results: Results) -> dict[str, str]:
     seeds = sorted({int(s) for s in runs["seed"].dropna()}) if "seed" in runs else []
     scen = ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
     return {"scenario": scen, "sweep": ", ".join(sweeps), "seeds": _seeds_text(seeds),
-            "runs": str(len(runs)), "netsim": str(netsim.__version__)}
+            "runs": str(len(runs)), "per_bar": _runs_per_bar(runs),
+            "netsim": str(netsim.__version__)}
+
+
+def _runs_per_bar(runs: pd.DataFrame) -> str:
+    """How many runs stand behind each bar, line or interval: the fewest and most runs (not
+    failed) per scenario point and policy, as ``"10"`` or ``"8-10"``; empty if unknown."""
+    keys = [k for k in ("point", "policy_label") if k in runs]
+    if not keys or runs.empty:
+        return ""
+    ok = runs[runs["status"] != "failed"] if "status" in runs else runs
+    counts = ok.groupby(keys, sort=False).size()
+    if counts.empty:
+        return "0"
+    lo, hi = int(counts.min()), int(counts.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def caption_text(meta: Mapping[str, str]) -> str:
-    """The caption line: ``scenario default; sweep smoke; seeds 0-9; 60 runs; netsim 0.2.0``."""
+    """The caption line: ``scenario default; sweep smoke; seeds 0-9; 60 runs, 10 per policy
+    and point; netsim 0.2.0`` (the runs per policy and point: what stands behind each bar or
+    interval, failed runs left out)."""
     parts = [f"scenario {meta['scenario']}"] + ([f"sweep {meta['sweep']}"] if meta["sweep"]
                                                 else [])
-    return "; ".join(parts + [f"seeds {meta['seeds']}", f"{meta['runs']} runs",
-                              f"netsim {meta['netsim']}"])
+    per_bar = meta.get("per_bar", "")
+    runs = f"{meta['runs']} runs" + (f", {per_bar} per policy and point" if per_bar else "")
+    return "; ".join(parts + [f"seeds {meta['seeds']}", runs, f"netsim {meta['netsim']}"])
 
 
 def annotate(fig: Any, results: Results, name: str = "") -> Any:

@@ -254,6 +254,10 @@ def reference_markdown() -> str:
            "Generated from the code by `netsim schema --markdown` (do not edit by hand). "
            "Units are SI, carried in each field's name; a string with a unit is converted "
            "(`50 Mbit/s`, `4 GB`, `30 ms`). Ranges are the bounds validation enforces.", "",
+           "The models behind the fields: [wireless.md](wireless.md) (shared media, radio "
+           "energy), [dynamics.md](dynamics.md) (a world that changes), "
+           "[traces.md](traces.md) (trace files). The policies' formalizations: "
+           "[pact.md](pact.md), [depl.md](depl.md), [baechi.md](baechi.md).", "",
            "## Scenario fields", ""]
     for section, model in SECTIONS.items():
         out += [f"### `{section}`", "", " ".join((model.__doc__ or "").split("\n\n")[0].split()),

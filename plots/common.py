@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from netsim.sweep.stats import bootstrap_means
+
 UNIT_SUFFIXES = {  # longest first: "_per_s" before "_s"
     "_j_per_bit": "J/bit", "_flop_per_s": "FLOP/s", "_bytes": "bytes", "_bps": "bit/s",
     "_flop": "FLOP", "_j": "J", "_w": "W", "_s": "s",
@@ -37,11 +39,15 @@ def axis_label(column: str) -> str:
 
 
 def band(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Column-wise mean and Student-t interval of a (runs x points) array, NaNs ignored.
+    """Column-wise mean and 95 % interval of a (runs x points) array, NaNs ignored: the
+    percentile bootstrap of the mean where no value is negative (energy, time, loss: the band
+    never crosses zero, :func:`netsim.sweep.stats.bootstrap_means`), else Student-t.
 
     A column with one value has a zero-width band; with none, NaN.
     """
     ys = np.atleast_2d(np.asarray(values, dtype=float))
+    if not (ys < 0).any():
+        return bootstrap_means(ys, level)
     n = np.sum(~np.isnan(ys), axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, np.nansum(ys, axis=0) / np.maximum(n, 1), np.nan)

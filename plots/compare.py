@@ -2,7 +2,7 @@
 
 Each function takes a :class:`netsim.sweep.results.Results` and returns a Matplotlib figure, a
 mapping ``suffix -> figure`` (one per scenario point or slice), or ``None`` when its data is
-absent. Means are over seeds, bands and error bars their 95 % Student-t intervals; failed runs
+absent. Means are over seeds, bands and error bars their 95 % intervals (percentile bootstrap of the mean for energy, time and loss, which never crosses zero; the caption gives the runs per bar); failed runs
 are left out.
 """
 

@@ -1,4 +1,4 @@
-"""Figures of a time-varying world (experiments/dynamics; spec: dynamics.md), drawn from stored
+"""Figures of a time-varying world (experiments/dynamics; docs/dynamics.md), drawn from stored
 run tables (the ``netsim.figures`` registry, plots/registry.py).
 
 - :func:`availability_map` (``dynamics-availability-map``): devices x simulated time for one
@@ -8,7 +8,7 @@ run tables (the ``netsim.figures`` registry, plots/registry.py).
   as late (``epochs.late_ids``) as hollow circles at the epoch's end.
 - :func:`energy_time` (``dynamics-energy-time``): energy (J) and time (s) to the target per
   policy, one bar per scenario point (the static twin and the churn scenario), mean over the
-  runs that reached the target with its Student-t 95 % interval, and each policy's success rate
+  runs that reached the target with its 95 % interval (percentile bootstrap: never below zero), and each policy's success rate
   with its Wilson 95 % interval.
 """
 
@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from netsim.sweep.results import Results
-from netsim.sweep.stats import t_interval, wilson_interval
+from netsim.sweep.stats import mean_interval, wilson_interval
 from plots.style import figure, legend_outside, style_for
 
 ONLINE_COLOUR = "#56B4E9"   # light: online
@@ -194,7 +194,7 @@ def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario point and policy label: success rate (Wilson 95 %) and, over the runs that
-    reached the target, energy (J) and time (s) means with Student-t 95 % intervals."""
+    reached the target, energy (J) and time (s) means with 95 % percentile-bootstrap intervals."""
     rows = []
     for (point, label), grp in with_point_key(runs).groupby(["point_key", "policy_label"],
                                                            sort=True):
@@ -204,7 +204,7 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
         row["success"], row["success_lo"], row["success_hi"] = wilson_interval(
             int(reached.sum()), len(grp))
         for metric in ("energy_j", "time_s"):
-            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = t_interval(
+            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = mean_interval(
                 grp.loc[reached, metric])
         rows.append(row)
     return pd.DataFrame(rows)

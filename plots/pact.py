@@ -2,7 +2,7 @@
 
 Tables under a results folder: netsim's ``runs``/``epochs`` (netsim.results.store), a
 ``points.parquet`` (run_id -> swept value x), and, where a figure needs them, ``plans.parquet``
-(planned energies) or ``epsilon.parquet``. Means with 95 % Student-t intervals over seeds;
+(planned energies) or ``epsilon.parquet``. Means with 95 % intervals over seeds (percentile bootstrap for non-negative quantities);
 Okabe-Ito colours with distinct line styles and markers (plots.style).
 """
 

@@ -156,3 +156,41 @@ def test_runs_are_grouped_by_scenario_content_not_name(tmp_path, capsys):
     assert text.count("(n=3)") == 2 and text.count("(n=2)") == 2  # paired over common seeds
     assert main(["compare", str(tmp_path), "--baseline", "nosuch"]) == 2
     assert "--baseline" in capsys.readouterr().err
+
+
+def test_the_required_share_comes_from_the_scenario_else_a_policys_pi_and_says_which():
+    runs = _cheap_but_failing(_runs(), None)
+    params = {"a": '{"target_probability": 0.5, "epsilon": 0.01}', "b": '{"epsilon": 0.1}',
+              "c": '{"target_probability": null}'}
+    runs = runs.assign(policy_params=runs["policy"].map(params))
+    table = compare_table(runs).set_index("policy")
+    assert (table["required"] == 0.5).all()  # a's pi, as the scenario's would be
+    assert table.loc["a", "meets"] and list(table.index[table["best"]]) == ["a"]
+    assert set(table["required_source"]) == {"target_probability of a"}
+    assert "at least 50% of runs (pi: target_probability of a)" in format_compare(
+        compare_table(runs))
+    # two policies set different pi: the strictest holds (a's 2/4 no longer meets 0.9)
+    runs2 = runs.assign(policy_params=runs["policy"].map(
+        {**params, "c": '{"target_probability": 0.9}'}))
+    t2 = compare_table(runs2).set_index("policy")
+    assert (t2["required"] == 0.9).all() and not t2.loc["a", "meets"]
+    assert t2["required_source"].iloc[0] == "target_probability of c (the highest set)"
+    # the scenario's pi wins over any policy's
+    t3 = compare_table(runs.assign(target_probability=0.25)).set_index("policy")
+    assert (t3["required"] == 0.25).all()
+    assert t3["required_source"].iloc[0] == "scenario's training.target_probability"
+    # nobody sets it: every run
+    t4 = compare_table(runs.assign(policy_params='{"epsilon": 0.1}'))
+    assert (t4["required"] == 1.0).all() and t4["required_source"].iloc[0].startswith("none set")
+
+
+def test_compare_reads_a_pi_set_only_in_depls_parameters(tmp_path, capsys):
+    import netsim
+
+    out = tmp_path / "out"
+    for seed in range(2):
+        netsim.simulate("default", "depl", seed=seed, out=out,
+                        params={"target_probability": 0.8})
+    assert main(["compare", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "at least 80% of runs (pi: target_probability of depl)" in text, text

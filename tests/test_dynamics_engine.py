@@ -1,4 +1,4 @@
-"""The changing world in the engine (spec: dynamics.md): analytic cases, invariants, determinism,
+"""The changing world in the engine (docs/dynamics.md): analytic cases, invariants, determinism,
 the fast path against the event path, and the static world unchanged."""
 
 from __future__ import annotations

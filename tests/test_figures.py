@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -127,6 +128,38 @@ def test_helpers():
     assert axis_label("links[0].energy_j_per_bit") == "energy (J/bit)"
     mean, lo, hi = band(np.array([[1.0, 2.0], [3.0, np.nan]]))
     assert mean[0] == 2.0 and mean[1] == 2.0 and lo[1] == hi[1] == 2.0 and lo[0] < 2.0 < hi[0]
+
+
+def test_intervals_of_positive_quantities_never_cross_zero_with_few_seeds():
+    """Two seeds 1 J and 100 J: Student-t's interval is about [-578, 679] J; the figures'
+    bootstrap interval stays within the values, and the mean is the bars' arithmetic mean."""
+    from netsim.sweep.stats import mean_interval, t_interval
+
+    assert t_interval([1.0, 100.0])[1] < 0
+    mean, lo, hi = mean_interval([1.0, 100.0])
+    assert mean == 50.5 and 1.0 <= lo < mean < hi <= 100.0
+    rng = np.random.default_rng(3)
+    ys = rng.lognormal(0.0, 2.0, size=(3, 50))  # 3 seeds, 50 grid points, heavy spread
+    m, lo, hi = band(ys)
+    assert (lo > 0).all() and (lo <= m).all() and (m <= hi).all()
+    assert (hi <= ys.max(axis=0) + 1e-12).all()
+    np.testing.assert_array_equal(band(ys)[1], lo)  # seeded: the same figure twice
+    assert mean_interval([-1.0, 2.0, 3.0]) == t_interval([-1.0, 2.0, 3.0])  # signed: t
+
+
+def test_bars_of_few_seeds_stay_above_zero(tmp_path):
+    """energy-by-policy on two seeds whose energies differ a hundredfold: no error bar
+    reaches below zero."""
+    rows = [{"run_id": f"r{s}", "sweep": "", "point": 0, "point_label": "p", "seed": s,
+             "policy_label": "a", "policy": "a", "status": "ok", "energy_j": e,
+             "time_s": 1.0, "final_loss": 0.1, "target_reached": True, "scenario": "x"}
+            for s, e in enumerate([1.0, 100.0])]
+    res = Results(runs=pd.DataFrame(rows), epochs=pd.DataFrame(), devices=pd.DataFrame(),
+                  axes=())
+    fig = compare.energy_by_policy(res)
+    (bars,) = [c for c in fig.axes[0].containers if hasattr(c, "errorbar") and c.errorbar]
+    segments = bars.errorbar.lines[2][0].get_segments()
+    assert min(float(seg[:, 0].min()) for seg in segments) >= 1.0
 
 
 def test_registry_selects_skips_and_survives_a_broken_figure(results):
@@ -288,6 +321,7 @@ def test_every_registered_figure_is_legible_captioned_and_saved_with_metadata(
             caption = fig.texts[-1].get_text()
             assert caption.startswith("scenario ") and f"netsim {netsim.__version__}" in caption
             assert "seeds 0-" in caption
+            assert re.search(r"\d+ runs, \d+(-\d+)? per policy and point", caption), caption
             if drawn.name in ("energy-by-policy", "pact-schedule-point0"):
                 png, pdf = registry.save(fig, tmp_path / drawn.name)
                 assert Image.open(png).text["Description"] == caption

@@ -477,3 +477,54 @@ def test_medium_budget_never_reaches_zero():
     assert medium_budget(10**6, 20, 9.6e-4) > 0
     assert medium_budget(5, None, 0.5) == 1.0
     assert math.isclose(medium_budget(25, 20, 0.01), 0.95)
+
+
+def _cells_behind_one_uplink(rng, uplink_bps):
+    """Cells m0.. (wifi or cellular) behind access points ap0.. on a router 'core', whose
+    link to the aggregator has ``uplink_bps`` (None: the stations' largest rates summed over
+    the cells, times 1-1.5: the caps overfill it, the cells cannot)."""
+    n_cells = int(rng.integers(2, 5))
+    links, media, stations, largest = [], [], [], 0.0
+    for c in range(n_cells):
+        media.append(medium(f"m{c}", "wifi" if rng.random() < 0.5 else "cellular"))
+        links.append(link("core", f"ap{c}", 1e12))
+        rates = rng.choice([6e6, 24e6, 54e6, 80e6], size=int(rng.integers(2, 6)))
+        largest += float(rates.max())
+        for i, r in enumerate(rates):
+            stations.append(f"s{c}_{i}")
+            links.append(link(f"s{c}_{i}", f"ap{c}", float(r), medium=f"m{c}"))
+    nodes = ["agg", *stations, "core", *(f"ap{c}" for c in range(n_cells))]  # devices first
+    cleared = uplink_bps is None
+    uplink = largest * float(rng.uniform(1.0, 1.5)) if cleared else uplink_bps
+    links.insert(0, link("agg", "core", uplink))
+    env = simpy.Environment()
+    meter = EnergyMeter([0.0] * len(nodes), [0.0] * len(nodes))
+    topo = Topology(nodes, links, media, n_devices=1 + len(stations))
+    return env, FlowNetwork(env, topo, meter), stations
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("uplink_bps", [None, 3e7], ids=["cleared", "binding"])
+def test_cells_behind_a_shared_uplink_share_as_the_fluid_replay(seed, uplink_bps):
+    """Transfers both ways at random starts through several cells behind one uplink: the flow
+    network's arrivals are the fluid replay's (progressive filling at every event). Where the
+    cells cannot fill the uplink (netsim's bound, the flow network's feeds) it never falls back
+    to progressive filling, although the stations' caps overfill the uplink."""
+    rng = np.random.default_rng(seed)
+    env, net, stations = _cells_behind_one_uplink(rng, uplink_bps)
+    transfers = [(f"t{k}", *((s, "agg") if rng.random() < 0.5 else ("agg", s)),
+                  float(rng.uniform(0, 0.3))) for k, s in enumerate(stations * 2)]
+    events = run_transfers(env, net, transfers)
+    topo = net.topology
+    hops, coefs = [], []
+    for _, src, dst, _ in transfers:
+        route = topo.route(src, dst)
+        hops.append(list(route.hops))
+        coefs.append(list(route.coefficients(topo.constraint_capacity)))
+    last = replay(hops, coefs, np.full(len(transfers), 8.0 * S),
+                  np.array([t[3] for t in transfers]), np.array(topo.constraint_capacity))
+    np.testing.assert_allclose(last, [events[t[0]] for t in transfers], rtol=1e-9)
+    if uplink_bps is None:
+        caps_up = sum(topo.route(s, "agg").bottleneck_bps for s in stations)
+        assert caps_up > topo.capacity_bps[0]  # the naive test calls the uplink unsafe
+        assert net.full_recomputations == 0

@@ -1,4 +1,4 @@
-"""Trace files (spec dynamics.md, Trace files): reading, every bad row at once, checks against
+"""Trace files (docs/traces.md): reading, every bad row at once, checks against
 the scenario, relative paths, the catalog's dynamics figures, `netsim traces generate/plot`."""
 
 from __future__ import annotations

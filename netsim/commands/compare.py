@@ -3,7 +3,9 @@
 Runs are grouped by the scenario's content hash, never by its name alone: two different
 scenarios that share a name are shown apart, with a warning. Per point and policy: the success
 rate (target reached; failed runs count as misses) with its Wilson 95 % interval, and whether
-it meets the scenario's required share (training.target_probability pi, else every run); mean
+it meets the required share (the scenario's training.target_probability pi, else the pi a
+policy's parameters set, such as DepL's target_probability, else every run; the note under each
+table says which); mean
 energy (J) and time (s) with Student-t 95 % intervals over the runs that reached the target
 and over all runs; the final loss; the ratio of the all-runs means to the best policy's, "best"
 (marked *) being the cheapest among those that meet the requirement; and, with --baseline,

@@ -1,4 +1,4 @@
-"""A world that changes over time (spec: dynamics.md): availability sessions and traces,
+"""A world that changes over time (docs/dynamics.md): availability sessions and traces,
 link capacity over time, per device-epoch compute speed, power states and batteries.
 
 - :mod:`netsim.dynamics.traces`: trace files (CSV, Parquet): reading, checking, writing.

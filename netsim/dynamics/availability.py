@@ -1,6 +1,6 @@
 """Who is online when: one timeline of online/offline sessions per device, advanced with the clock.
 
-Sources of sessions (spec: dynamics.md):
+Sources of sessions (docs/dynamics.md):
 
 - ``always``: every device online for the whole run (the static world, and ``bernoulli``,
   whose per-epoch draw is a volunteering decision of a device that stays on: today's meaning).
@@ -8,7 +8,7 @@ Sources of sessions (spec: dynamics.md):
   exponential time of mean ``mean_online_s``; an offline gap ends at rate
   ``(1 + A cos(2 pi t / 24 h)) / mean_offline_s`` (A = ``diurnal_amplitude``), so the odds of
   being online follow a 24 h cycle, highest at the run's start (netsim's formalization: the
-  spec fixes the two means and the amplitude; the cosine and its phase are ours). Gaps are
+  two means and the amplitude are the contract; the cosine and its phase are ours). Gaps are
   drawn by thinning. A device starts online with the stationary probability at t = 0,
   ``mean_online / (mean_online + mean_offline / (1 + A))``, and each first session's residual
   length is exponential (memoryless). Every device has its own generator, spawned from the

@@ -1,4 +1,4 @@
-"""Link capacity over time: piecewise constant per link direction (spec: dynamics.md).
+"""Link capacity over time: piecewise constant per link direction (docs/dynamics.md).
 
 - ``constant``: the scenario's ``bandwidth_bps`` for the whole run.
 - ``lognormal``: capacity = ``bandwidth_bps`` x exp(x), x an AR(1) process per direction in

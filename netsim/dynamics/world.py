@@ -1,5 +1,5 @@
 """One run's changing world: availability timeline, capacity schedule, compute factors,
-batteries (spec: dynamics.md).
+batteries (docs/dynamics.md).
 
 Every draw comes from the run's dynamics stream (:func:`run_streams`, the fourth), split into
 availability, bandwidth and compute sub-streams, never from the policy's: the world a policy

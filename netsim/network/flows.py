@@ -8,7 +8,10 @@ max-min fairness (SimGrid's flow model); rates change only when a flow starts or
 How rates are kept (netsim's algorithm, exact, checked against naive progressive filling in
 tests/test_network.py). Each flow has a standalone cap: the smallest capacity on its route. A
 link direction is *safe* while the caps of the flows crossing it sum to at most its capacity: it
-can never bind. When every flow crosses at most one unsafe link, max-min fairness decomposes
+can never bind. Flows that reach it through a medium count at most what the medium lets through
+(netsim's bound, as :func:`netsim.network.sharing.can_bind`: the flows of a cell of stations of
+rates r_i put at most ``max r_i`` on any link behind it), so an aggregator's link behind many
+cells stays safe when the cells cannot fill it, however many stations they hold. When every flow crosses at most one unsafe link, max-min fairness decomposes
 into one water-filling per unsafe link: flows whose cap is below the link's fair share run at
 their cap, the others share what is left equally. Those sharing flows form a *group* with one
 rate and one virtual clock (bits served per member), so a start or end changes one number, not
@@ -74,7 +77,7 @@ _BULK_AFTER = 32  # members ending at one instant after which the rest are ended
 
 class _Flow:
     __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
-                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt")
+                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "feeder")
 
     def __init__(self, route: Route, cap: float, bits: float,
                  coefs: tuple[float, ...] | None,
@@ -89,6 +92,26 @@ class _Flow:
         self.target = 0.0                 # finishing point on the group's clock (bits)
         self.n_unsafe = 0                 # unsafe links on the route
         self.capped_in: _Group | None = None  # crosses this group's link, running at its cap
+        # the hop (index into hops) of the first medium it crosses, -1 without one: its load on
+        # every other hop is bounded through that medium's budget (_Feed)
+        self.feeder = -1 if not route.rate_refs else next(
+            (j for j, r in enumerate(route.rate_refs) if r >= 0), -1)
+
+
+class _Feed:
+    """The flows crossing constraint h fed through one medium f (netsim's bound, as
+    :func:`netsim.network.sharing.can_bind`): their load on h is at most their caps summed and
+    at most f's budget x the largest ratio of their coefficients on h and on f (a cell of
+    stations of rates r_i puts at most ``max r_i`` bit/s on its backhaul), whatever the rates."""
+
+    __slots__ = ("n", "load", "ratios", "max_ratio", "bound")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.load = 0.0           # the members' coefficient x cap on h, summed
+        self.ratios: dict[float, int] = {}  # coefficient on h / on f -> members with it
+        self.max_ratio = 0.0
+        self.bound = 0.0          # what it counts on h's headroom now
 
 
 class _Group:
@@ -149,6 +172,7 @@ class FlowNetwork:
         self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
         self._slack = list(self._empty_slack)
         self._groups: dict[int, _Group] = {}
+        self._feeds: dict[tuple[int, int], _Feed] = {}  # (constraint, medium) -> its flows
         self._n_active = 0
         self._multi_unsafe = 0            # flows crossing two or more unsafe links
         # finish heaps; an entry (time_s, stamp, obj) is live while obj.stamp == stamp
@@ -288,13 +312,17 @@ class FlowNetwork:
         for g in self._groups.values():
             g.stamp = -1
         cap, slack = self._cap, list(self._empty_slack)
+        self._feeds = {}
         for flow in flows:
             flow.coefs = flow.route.coefficients(cap)
             flow.cap = flow.route.cap(cap)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
-            coefs = flow.coefs
+            coefs, feeder = flow.coefs, flow.feeder
             for j, h in enumerate(flow.hops):
-                slack[h] -= flow.cap if coefs is None else flow.cap * coefs[j]
+                if feeder < 0 or j == feeder:
+                    slack[h] -= flow.cap if coefs is None else flow.cap * coefs[j]
+                else:
+                    slack[h] -= self._feed(flow, j, h, True)
         self._slack = slack
         self._groups, self._dirty = {}, {}
         for h in sorted({h for flow in flows for h in flow.hops}):
@@ -342,11 +370,14 @@ class FlowNetwork:
         coefs = route.coefficients(self._cap) if route.rate_refs else None
         flow = _Flow(route, c, bits, coefs, done, now)
         self._n_active += 1
-        link_flows, slack = self._link_flows, self._slack
+        link_flows, slack, feeder = self._link_flows, self._slack, flow.feeder
         g = newly_unsafe = None
         for j, h in enumerate(route.hops):
             link_flows[h][flow] = None
-            left = slack[h] - (c if coefs is None else c * coefs[j])
+            if feeder < 0 or j == feeder:
+                left = slack[h] - (c if coefs is None else c * coefs[j])
+            else:
+                left = slack[h] - self._feed(flow, j, h, True)
             slack[h] = left
             if left < 0.0:
                 g_h = self._groups.get(h)
@@ -398,6 +429,40 @@ class FlowNetwork:
         if changed:
             self._request_recompute()
         return changed
+
+    def _feed(self, flow: _Flow, j: int, h: int, joins: bool) -> float:
+        """``flow`` joins (or leaves) the flows fed to constraint h (its hop j) through its
+        medium; returns the change of their bounded load on h (what h's headroom loses)."""
+        coefs = cast(tuple[float, ...], flow.coefs)
+        f = flow.hops[flow.feeder]
+        key = (h, f)
+        feed = self._feeds.get(key)
+        ratio = coefs[j] / coefs[flow.feeder]
+        if joins:
+            if feed is None:
+                feed = self._feeds[key] = _Feed()
+            feed.n += 1
+            feed.load += flow.cap * coefs[j]
+            feed.ratios[ratio] = feed.ratios.get(ratio, 0) + 1
+            if ratio > feed.max_ratio:
+                feed.max_ratio = ratio
+        else:
+            assert feed is not None
+            feed.n -= 1
+            if not feed.n:
+                del self._feeds[key]
+                return -feed.bound
+            feed.load -= flow.cap * coefs[j]
+            left = feed.ratios[ratio] - 1
+            if left:
+                feed.ratios[ratio] = left
+            else:
+                del feed.ratios[ratio]
+                if ratio == feed.max_ratio:
+                    feed.max_ratio = max(feed.ratios)
+        bound = min(feed.load, self._cap[f] * feed.max_ratio)
+        change, feed.bound = bound - feed.bound, bound
+        return change
 
     def _arrive_later(self, done: simpy.Event | Callable[[float], None], delay_s: float) -> None:
         """Arrival of a transfer that moves no bits through the network (local or empty)."""
@@ -561,11 +626,14 @@ class FlowNetwork:
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        fc, to_safe, coefs = flow.cap, None, flow.coefs
+        fc, to_safe, coefs, feeder = flow.cap, None, flow.coefs, flow.feeder
         for j, h in enumerate(flow.hops):
             flows_h = link_flows[h]
             del flows_h[flow]
-            load = fc if coefs is None else fc * coefs[j]
+            if feeder < 0 or j == feeder:
+                load = fc if coefs is None else fc * coefs[j]
+            else:
+                load = -self._feed(flow, j, h, False)
             left = slack[h] + load if flows_h else self._empty_slack[h]  # (never negative)
             slack[h] = left
             if left >= 0.0 and h in groups:

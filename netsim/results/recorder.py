@@ -8,7 +8,7 @@
   reference proved about that plan, "optimal" or "time_limit" with its relative gap)
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
-  changing world's (spec: dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
+  changing world's (docs/dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
   dropped_ids, late_ids; airtime_by_medium_s: JSON {medium id: air time (s) used in the
   epoch}, "{}" without media (docs/wireless.md); ``samples`` counts the updates that counted; when nobody could
   train and the world waited for someone to come online, that wait's energy is in the next

@@ -179,7 +179,7 @@ class ModelSpec(_Strict):
 
     def aggregation_flop(self, variant: int, updates: int | float) -> float:
         """FLOP the aggregator spends averaging ``updates`` updates of the given variant
-        (2 x its parameters per update: the architecture spec's epoch)."""
+        (2 x its parameters per update: netsim's epoch, see the README's Model semantics)."""
         return 2.0 * self.params * self.variants[variant].params_fraction * updates
 
 
@@ -293,7 +293,7 @@ class ComputeSpec(_Strict):
 
 
 class DynamicsSpec(_Strict):
-    """A world that changes over time (spec: dynamics.md); absent: the static world."""
+    """A world that changes over time (docs/dynamics.md); absent: the static world."""
 
     availability: AvailabilitySpec = Field(default_factory=AvailabilitySpec)
     bandwidth: BandwidthSpec = Field(default_factory=BandwidthSpec)

@@ -5,7 +5,10 @@ For each point (a sweep point, or one scenario content for runs outside sweeps; 
 
 - ``success``: the share of runs that reached the target (failed runs count as misses), with
   its Wilson 95 % interval, and ``meets``: whether it is at least the point's required share
-  ``required`` (the scenario's ``training.target_probability`` π where given, else 1: every run);
+  ``required``, with ``required_source`` saying where it comes from: the scenario's
+  ``training.target_probability`` π where given; else the π a policy's parameters set
+  (``target_probability`` in its recorded ``policy_params``, as DepL's; the highest where
+  policies set different ones); else 1, every run;
 - energy (J) and time (s) means with Student-t 95 % intervals over the successful runs
   (``energy_j``, ``time_s``) and over all non-failed runs (``energy_j_all``, ``time_s_all``);
   the final loss (nats) over all non-failed runs;
@@ -20,7 +23,9 @@ For each point (a sweep point, or one scenario content for runs outside sweeps; 
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,19 +37,51 @@ OPTIMUM_SUFFIX = "-optimum"
 PAIRED = ("energy_j", "time_s")
 
 
-def _required(grp: pd.DataFrame) -> float:
-    pi = grp["target_probability"].dropna() if "target_probability" in grp else pd.Series([])
-    return float(pi.iloc[0]) if len(pi) else 1.0
+SCENARIO_PI = "scenario's training.target_probability"
+EVERY_RUN = "none set: every run"
 
 
-def _policy_row(grp: pd.DataFrame, required: float) -> dict:
+def _param_pi(params: Any) -> float | None:
+    """The ``target_probability`` a run's recorded policy parameters set (None: not set)."""
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return None
+    value = params.get("target_probability") if isinstance(params, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else None
+
+
+def required_share(point: pd.DataFrame) -> tuple[float, str]:
+    """The share of runs that must reach the target at a point, and where it comes from
+    (see the module): the scenario's pi, else the highest pi a policy's parameters set, else
+    1 (every run)."""
+    pi = point["target_probability"].dropna() if "target_probability" in point \
+        else pd.Series([], dtype=float)
+    if len(pi):
+        return float(pi.iloc[0]), SCENARIO_PI
+    if "policy_params" in point:
+        by_policy: dict[str, float] = {}
+        for label, params in zip(point["policy_label"], point["policy_params"], strict=True):
+            value = _param_pi(params)
+            if value is not None:
+                by_policy[str(label)] = max(value, by_policy.get(str(label), value))
+        if by_policy:
+            highest = max(by_policy.values())
+            setters = sorted(k for k, v in by_policy.items() if v == highest)
+            more = " (the highest set)" if len(set(by_policy.values())) > 1 else ""
+            return highest, f"target_probability of {', '.join(setters)}{more}"
+    return 1.0, EVERY_RUN
+
+
+def _policy_row(grp: pd.DataFrame, required: float, source: str) -> dict:
     ok = grp[grp["status"] != "failed"]
     reached = ok["target_reached"].fillna(False).astype(bool)
     row: dict = {"runs": len(grp), "failed": len(grp) - len(ok),
                  "seeds": int(grp["seed"].nunique())}
     n_reached = int(reached.sum())
     row["success"], row["success_lo"], row["success_hi"] = wilson_interval(n_reached, len(grp))
-    row["required"] = required
+    row["required"], row["required_source"] = required, source
     row["meets"] = bool(n_reached >= required * len(grp) - 1e-9)
     for metric in ("energy_j", "time_s"):
         row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = t_interval(ok.loc[reached, metric])
@@ -84,11 +121,11 @@ def compare_table(runs: pd.DataFrame, baseline: str | None = None) -> pd.DataFra
                          f"{', '.join(sorted(runs['policy_label'].unique()))})")
     rows = []
     for key, point in runs.groupby(GROUP, sort=True):
-        required = _required(point)
+        required, source = required_share(point)
         base = point[point["policy_label"] == baseline] if baseline else None
         for policy, grp in point.groupby("policy_label", sort=True):
             row = {**dict(zip(GROUP, key, strict=True)), "policy": policy,
-                   **_policy_row(grp, required)}
+                   **_policy_row(grp, required, source)}
             if baseline is not None:
                 assert base is not None  # a baseline is a label with runs (checked above)
                 row["baseline"] = policy == baseline
@@ -171,7 +208,9 @@ def point_heading(sweep: str, point: int, label: str, n_seeds: int) -> str:
 def point_note(part: pd.DataFrame) -> str:
     """What "best" means at this point: the required share and who meets it."""
     required = float(part["required"].iloc[0])
-    need = "every run" if required >= 1 else f"at least {required:.0%} of runs (pi)"
+    source = str(part["required_source"].iloc[0])
+    need = (f"every run ({source})" if required >= 1
+            else f"at least {required:.0%} of runs (pi: {source})")
     if not part["meets"].any():
         return f"no policy reaches the target in {need}: no best"
     return f"* best: lowest mean energy over all runs among policies reaching the target in {need}"

@@ -2,8 +2,8 @@
 
 Source: Malandrino, Di Giacomo, Levorato, Chiasserini, "Dependable Distributed Training of
 Compressed Machine Learning Models", IEEE WoWMoM 2024 (arXiv 2402.14346), and the TMC 2026
-extension. Only the abstracts were available; netsim's formalization is in
-policies/depl/README.md and in each module's docstring:
+extension. Only the abstracts were available; netsim's formalization is in docs/depl.md,
+and each module's docstring states its part:
 
 * :mod:`policies.depl.predictor`: quantiles of the final loss of a trajectory;
 * :mod:`policies.depl.placement`: min-cost clusters for one epoch;
