@@ -13,12 +13,19 @@ can be played forward link by link:
   (:func:`netsim.network.sharing.can_bind`: its flows' caps overfill it, and the cells behind
   it can fill it). Every other constraint never binds, and max-min fairness over the network
   decomposes into one water-filling per binding constraint (:mod:`netsim.network.playback`),
-  exactly as :mod:`netsim.network.flows` keeps it.
+  exactly as :mod:`netsim.network.flows` keeps it;
+- or the binding constraints are *nested* (:func:`_nested`): flows cross at most two, an inner
+  one (a cell, a backhaul) and one outer link direction (the aggregator's) that every flow of
+  each inner one also crosses, each flow's inner constraint being its bottleneck but for the
+  outer link. Then a cell's members share one rate and the outer link water-fills the cells
+  (:mod:`netsim.network.nested`): the generated networks whose cells together can fill the
+  aggregator's link (above about 3,000 devices with the catalog's cells).
 
 Then the downloads (all starting now, all the same size) are one vectorised water-filling each;
 each participant's training starts when its download arrives and lasts samples x FLOP per sample
 / FLOP/s; each upload starts when training ends, and the uploads on one binding direction are
-played forward by :func:`netsim.network.playback.last_bit_times`. When a condition fails (a mesh whose
+played forward by :func:`netsim.network.playback.last_bit_times` (nested:
+:func:`netsim.network.nested.nested_last_bit_times`). When a condition fails (a mesh whose
 routes cross several binding links, transfers still moving, clusters) the engine runs the epoch
 as SimPy events (netsim.engine), which stay the reference: tests/test_fastepoch.py checks that
 both give the same times, energy and bytes to rounding.
@@ -35,9 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.network import Route
+from netsim.network.nested import nested_last_bit_times
 from netsim.network.playback import last_bit_times
 from netsim.network.radio import RadioMeter
-from netsim.network.sharing import can_bind
+from netsim.network.sharing import CAPACITY_TOLERANCE, can_bind
 
 
 @dataclass(frozen=True)
@@ -147,12 +155,20 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     if onset_flows is not None and len(hops) \
             and np.any(np.bincount(hops, minlength=len(onset_flows)) > onset_flows):
         return None
-    binding = can_bind(owner, hops, coef, caps, np.asarray(capacity_bps, dtype=float))
+    capacity = np.asarray(capacity_bps, dtype=float)
+    binding = can_bind(owner, hops, coef, caps, capacity)
     hit = binding[hops]
-    shared_owner, shared_hop = owner[hit], hops[hit]
-    if len(shared_owner) and np.bincount(shared_owner).max() > 1:
-        return None
     last_bit = start_s + bits / caps  # alone on every constraint it crosses (inf cap: at once)
+    if len(owner) and hit.any() and np.bincount(owner[hit]).max() > 1:
+        nested = _nested(owner, hops, coef, hit, caps, capacity)
+        if nested is None:
+            return None
+        flows, group, group_coef, group_capacity, outer = nested
+        last_bit[flows] = nested_last_bit_times(
+            start_s[flows], np.full(len(flows), bits), group, group_coef, group_capacity,
+            float(capacity[outer]))
+        hit &= ~np.isin(owner, flows)  # (the other flows: one binding constraint each)
+    shared_owner, shared_hop = owner[hit], hops[hit]
     if len(shared_owner):
         shared_coef = None if coef is None else coef[hit]
         order = np.argsort(shared_hop, kind="stable")
@@ -165,6 +181,49 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
                 float(capacity_bps[links[group[0]]]),
                 None if shared_coef is None else shared_coef[order[group]])
     return last_bit
+
+
+def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: np.ndarray,
+            caps: np.ndarray, capacity: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """Where some flows cross two binding constraints: the nested case of
+    :mod:`netsim.network.nested` (cells under one outer link direction), as (flows on the
+    outer constraint, each one's group, its coefficient there, each group's capacity, the
+    outer constraint), or None when the phase is not nested (then: events)."""
+    per_flow = np.bincount(owner[hit], minlength=len(caps))
+    if per_flow.max() > 2:
+        return None
+    two = per_flow[owner] == 2
+    pair_hops = hops[hit & two]
+    outer = int(np.bincount(pair_hops).argmax())
+    n_two = int((per_flow == 2).sum())
+    on_outer = hops == outer
+    if int((on_outer & two).sum()) != n_two:  # some pair does not include the outer one
+        return None
+    a = np.ones(len(hops)) if coef is None else coef
+    if np.any(a[on_outer] != 1.0):  # the outer constraint must be a link direction
+        return None
+    inner_at = hit & two & ~on_outer
+    inner = np.unique(hops[inner_at])
+    single = hit & (per_flow[owner] == 1)
+    if np.isin(hops[single], inner).any():  # an inner constraint's flow misses the outer one
+        return None
+    # each member's rate on its route but the outer link is what its cell gives it alone
+    # (cap x coef = capacity): the outer link's own capacity never caps below its share
+    members, inner_hop = owner[inner_at], hops[inner_at]
+    own_cap = np.full(len(caps), np.inf)
+    np.minimum.at(own_cap, owner[~on_outer], capacity[hops[~on_outer]] / a[~on_outer])
+    if np.any(own_cap[members] * a[inner_at]
+              < capacity[inner_hop] * (1.0 - CAPACITY_TOLERANCE)):
+        return None
+    direct = owner[single & on_outer]
+    flows = np.concatenate([members, direct])
+    group = np.concatenate([np.searchsorted(inner, inner_hop),
+                            len(inner) + np.arange(len(direct))])
+    group_coef = np.concatenate([a[inner_at], np.ones(len(direct))])
+    group_capacity = np.concatenate([capacity[inner],
+                                     np.minimum(own_cap[direct], capacity[outer])])
+    return flows, group, group_coef, group_capacity, outer
 
 
 def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,

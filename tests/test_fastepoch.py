@@ -143,14 +143,22 @@ def _two_tier(n):
             "training": {"target_loss": 1e-9, "deadline_s": 1e9, "max_epochs": 2}}
 
 
-def test_routes_crossing_two_binding_links_run_as_events(monkeypatch):
-    scenario = resolve_scenario(load_scenario(_two_tier(4)), 0)
+@pytest.mark.parametrize("nested", [True, False])
+def test_routes_crossing_two_binding_links_nested_in_arrays_else_events(monkeypatch, nested):
+    """The backhaul and the aggregator's link both bind. Nested (each device's backhaul is its
+    bottleneck: netsim.network.nested) the epoch plays in arrays; with one device on a slower
+    link of its own, the backhaul's members no longer share one rate: events."""
+    data = _two_tier(4)
+    if not nested:
+        data["links"][3]["bandwidth_bps"] = 2e6  # d0's own link, below the backhaul's share
+    scenario = resolve_scenario(load_scenario(data), 0)
     world = World(scenario, np.random.default_rng(0))
     rows = np.array([world.devices.index[f"d{i}"] for i in range(4)])
     down, up = RouteTable.of(world._down), RouteTable.of(world._up)
     capacity = np.asarray(world.topology.capacity_bps)
-    assert play_plain_epoch(0.0, rows, np.ones(4), 8e6, down, up, capacity) is None
-    fast, slow = _both_paths(monkeypatch, scenario, played_fast=False)  # handed over
+    played = play_plain_epoch(0.0, rows, np.ones(4), 8e6, down, up, capacity)
+    assert (played is not None) == nested
+    fast, slow = _both_paths(monkeypatch, scenario, played_fast=nested)
     _assert_same_tables(fast, slow)
 
 

@@ -204,9 +204,10 @@ def cell_scenario(kind="wifi", rates=(8e7, 8e7, 2.4e7, 5.4e7), backhaul="1 Gbit/
                                                   "contention_loss_per_flow": 0.01})])
 @pytest.mark.parametrize("backhaul", ["1 Gbit/s", "60 Mbit/s"])
 def test_fast_path_and_events_give_the_same_tables_on_a_cell(monkeypatch, kind, extra, backhaul):
-    # arrays where every flow crosses one binding constraint; a binding backhaul behind a
-    # binding cell, or a cell past its contention onset, needs the events
-    arrays = not extra and backhaul == "1 Gbit/s"
+    # arrays where every flow crosses one binding constraint, or a binding backhaul over a
+    # binding cell (nested: netsim.network.nested); a cell past its contention onset needs
+    # the events
+    arrays = not extra
     fast, slow = _both_paths(monkeypatch, cell_scenario(kind, backhaul=backhaul, **extra),
                              played_fast=arrays)
     _assert_same_tables(fast, slow)
@@ -214,7 +215,8 @@ def test_fast_path_and_events_give_the_same_tables_on_a_cell(monkeypatch, kind, 
 
 @pytest.mark.parametrize(("n", "per_cell", "fibre_bps", "arrays"), [
     (200, 16, None, True),   # the cells' caps exceed the fibre, the cells cannot fill it
-    (60, 8, 5e7, False),     # a fibre the cells do fill: two binding constraints, events
+    (60, 8, 5e7, True),      # a fibre the cells do fill: nested (netsim.network.nested)
+    (120, 8, 3e8, True),     # the fibre binds some cells, others bind themselves
 ])
 def test_generated_networks_with_media_give_the_event_engines_tables(monkeypatch, n, per_cell,
                                                                      fibre_bps, arrays):
@@ -342,8 +344,8 @@ def test_energy_categories_sum_and_radio_energy_is_comm_energy():
 @pytest.mark.parametrize("backhaul", ["1 Gbit/s", "60 Mbit/s"])
 def test_estimate_epoch_is_the_simulated_epoch_on_a_cell(monkeypatch, kind, extra, backhaul):
     """On every cell, also where the fast path hands the epoch to the event engine (a
-    binding backhaul behind a binding cell, a contended cell): there the estimate is the
-    fluid replay, and still the simulated epoch."""
+    contended cell): there the estimate is the fluid replay, and still the simulated epoch.
+    A binding backhaul over a binding cell is nested: arrays (netsim.network.nested)."""
     data = cell_scenario(kind, backhaul=backhaul, **extra)
     scenario = resolve_scenario(load_scenario(data), 0)
     table = build_device_table(scenario)
@@ -353,7 +355,7 @@ def test_estimate_epoch_is_the_simulated_epoch_on_a_cell(monkeypatch, kind, extr
     real = costs.replay
     monkeypatch.setattr(costs, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
     est = estimate_epoch(table, scenario.model, 0, samples)
-    assert bool(replays) == (bool(extra) or backhaul == "60 Mbit/s")
+    assert bool(replays) == bool(extra)
     run = netsim.simulate(data, "fedavg-all", seed=0)
     first = run.epochs.iloc[0]
     assert est.time_s == pytest.approx(first.end_s - first.start_s, rel=1e-9)

@@ -26,9 +26,9 @@ The rules, one place for every path:
   (netsim.network.playback, netsim.fastepoch) plays it forward without events.
 - :func:`fair_share`: the equal rate of the sharing flows of one constraint;
   :func:`level_share` and :func:`rebalance_move`: the rule by which water-filling is kept
-  incrementally as flows come and go (the flow network's groups and the array playback
-  both restore it with these, each over its own bookkeeping: objects in heaps there, arrays
-  and index heaps here).
+  incrementally as flows come and go (the flow network's groups, the array playback and the
+  nested playback of cells under one link, netsim.network.nested, all restore it with these,
+  each over its own bookkeeping).
 - :func:`medium_budget`: a Wi-Fi cell's air-time budget with n active flows (contention).
 
 :data:`CAPACITY_TOLERANCE` decides every tie of a rate with a capacity or a share, in every

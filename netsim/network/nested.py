@@ -1,0 +1,234 @@
+"""Max-min fair sharing of nested constraints played forward without events: groups (cells)
+under one shared outer constraint (the aggregator's link).
+
+The epoch fast path (:mod:`netsim.fastepoch`) uses this where a phase's flows cross two
+constraints that can bind, nested: each flow crosses at most one *inner* constraint (a cell's
+air time, or a backhaul) and the outer one, every flow of an inner constraint crosses the same
+outer one with coefficient 1 (a link direction), and each flow's standalone rate is what its
+inner constraint gives it alone (``cap x coef = inner capacity``: the cell is its bottleneck).
+Then (netsim's derivation from progressive filling) the members of one inner constraint always
+run at one rate: the inner level ``capacity / sum of the members' coefficients`` (no member's
+cap lies below it: ``capacity / sum >= capacity / own coef = cap``), unless the outer level is
+lower. The outer constraint sees each group as one entity of weight ``n`` (its members present,
+coefficient 1 each) capped at its inner level, and water-fills those entities: the group's
+members run at ``min(inner level, outer level)``. Flows crossing only the outer constraint are
+groups of one, capped at their standalone rate. This is the water-filling of
+:mod:`netsim.network.sharing` (:func:`level_share`, :func:`rebalance_move`) over groups whose
+caps change as members come and go, with one virtual clock per group (bits served per member)
+and one for the outer share; the flow network reaches the same rates by progressive filling
+(tests/test_media.py checks the two against each other and against the fluid replay).
+
+Cost: O(log g) heap work per start and finish for g groups, plus the rebalance's moves.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
+from netsim.network.sharing import level_share, rebalance_move, water_filling
+
+_INF = float("inf")
+_IDLE, _SHARING, _CAPPED = 0, 1, 2
+
+
+def nested_together(bits: float, group: np.ndarray, coef: np.ndarray,
+                    group_capacity: np.ndarray, outer_capacity: float) -> np.ndarray:
+    """Seconds each flow takes when every flow starts at once with ``bits`` bits (the epoch's
+    downloads): a group's members share its level and finish together, so the outer
+    constraint is one weighted water-filling over the groups present."""
+    n_groups = len(group_capacity)
+    n = np.bincount(group, minlength=n_groups).astype(float)
+    weight = np.bincount(group, weights=coef, minlength=n_groups)
+    present = n > 0
+    level = np.full(n_groups, np.inf)
+    level[present] = group_capacity[present] / weight[present]
+    rate = np.full(n_groups, np.inf)
+    rate[present] = water_filling(level[present], outer_capacity, n[present])
+    return bits / rate[group]
+
+
+def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarray,
+                          coef: np.ndarray, group_capacity: np.ndarray,
+                          outer_capacity: float) -> np.ndarray:
+    """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` with
+    ``bits[j]`` bits in group ``group[j]`` (its inner constraint, or a group of its own) with
+    coefficient ``coef[j]`` there; ``group_capacity``: each group's capacity (a cell's air-time
+    budget, a link's bit/s; a group of one: its flow's standalone rate with coefficient 1);
+    ``outer_capacity``: the shared outer constraint's bit/s. See the module for when this is
+    the max-min allocation."""
+    m = len(start_s)
+    out = np.empty(m)
+    if m == 0:
+        return out
+    if np.all(start_s == start_s[0]) and np.all(bits == bits[0]):
+        return start_s + nested_together(float(bits[0]), group, coef, group_capacity,
+                                         outer_capacity)
+    order = np.argsort(start_s, kind="stable")
+    starts = start_s[order].tolist()
+    sizes = bits[order].tolist()
+    grp = group[order].tolist()
+    wts = coef[order].tolist()
+    gcap = np.asarray(group_capacity, dtype=float).tolist()
+    n_groups = len(gcap)
+    finished = [0.0] * m
+    # per group: members present, their coefficients summed, level, mode, clock, stamp
+    count = [0] * n_groups
+    wsum = [0.0] * n_groups
+    level = [_INF] * n_groups
+    mode = [_IDLE] * n_groups
+    gclock = [0.0] * n_groups  # idle or capped: the group's clock at gtime (bits per member)
+    gtime = [0.0] * n_groups
+    offset = [0.0] * n_groups  # sharing: the group's clock minus the outer clock
+    stamp = [0] * n_groups
+    members: list[list[tuple[float, int]]] = [[] for _ in range(n_groups)]  # (target, flow)
+    # the outer constraint: sharing groups (rate = share) and capped ones (rate = level)
+    sh_level: list[tuple[float, int, int]] = []   # min-heap (level, stamp, group)
+    cp_level: list[tuple[float, int, int]] = []   # max-heap (-level, stamp, group)
+    sh_due: list[tuple[float, int, int]] = []     # (next target - offset: outer clock, ...)
+    cp_due: list[tuple[float, int, int]] = []     # (time of the next finish (s), ...)
+    n_sharing, w_sharing, capped_load = 0, 0.0, 0.0
+    outer = 0.0        # the outer clock: bits served per sharing member
+    share = _INF
+    now = starts[0]
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    def clock_of(g: int) -> float:
+        if mode[g] == _SHARING:
+            return outer + offset[g]
+        if mode[g] == _CAPPED:
+            return gclock[g] + level[g] * (now - gtime[g])
+        return gclock[g]
+
+    def detach(g: int) -> None:
+        """Take group g out of the outer sets, its clock settled at ``now``."""
+        nonlocal n_sharing, w_sharing, capped_load
+        c = clock_of(g)
+        if mode[g] == _SHARING:
+            n_sharing -= 1
+            w_sharing = w_sharing - count[g] if n_sharing else 0.0
+        elif mode[g] == _CAPPED:
+            capped_load -= count[g] * level[g]
+        mode[g] = _IDLE
+        gclock[g], gtime[g] = c, now
+        stamp[g] += 1
+
+    def to_capped(g: int) -> None:
+        nonlocal capped_load
+        mode[g] = _CAPPED
+        stamp[g] += 1
+        capped_load += count[g] * level[g]
+        heappush(cp_level, (-level[g], stamp[g], g))
+        rest = members[g][0][0] - gclock[g]
+        heappush(cp_due, (now + (rest if rest > 0.0 else 0.0) / level[g], stamp[g], g))
+
+    def to_sharing(g: int) -> None:
+        nonlocal n_sharing, w_sharing
+        mode[g] = _SHARING
+        stamp[g] += 1
+        offset[g] = gclock[g] - outer
+        n_sharing += 1
+        w_sharing += count[g]
+        heappush(sh_level, (level[g], stamp[g], g))
+        heappush(sh_due, (members[g][0][0] - offset[g], stamp[g], g))
+
+    def attach(g: int) -> None:
+        """Put group g back with its new members: capped, the rebalance moves it if needed."""
+        if not count[g]:
+            wsum[g], level[g] = 0.0, _INF
+            return
+        level[g] = gcap[g] / wsum[g]
+        if n_sharing and level[g] >= share:
+            to_sharing(g)
+        else:
+            to_capped(g)
+
+    def rebalance() -> float:
+        while True:
+            s = level_share(outer_capacity, capped_load, w_sharing, n_sharing)
+            while sh_level and sh_level[0][1] != stamp[sh_level[0][2]]:
+                heappop(sh_level)
+            while cp_level and cp_level[0][1] != stamp[cp_level[0][2]]:
+                heappop(cp_level)
+            move = rebalance_move(s, sh_level[0][0] if sh_level else None,
+                                  -cp_level[0][0] if cp_level else None)
+            if move < 0:
+                g = heappop(sh_level)[2]
+                detach(g)
+                to_capped(g)
+            elif move > 0:
+                g = heappop(cp_level)[2]
+                detach(g)
+                to_sharing(g)
+            else:
+                return s if n_sharing else _INF
+
+    def finish(g: int, reached: float) -> None:
+        """Group g's members whose targets are reached leave (at least the first: it is
+        due); g is detached and its clock settled."""
+        detach(g)
+        heap = members[g]
+        target, k = heappop(heap)
+        while True:
+            finished[k] = now
+            count[g] -= 1
+            wsum[g] -= wts[k]
+            if not heap or heap[0][0] > reached:
+                break
+            target, k = heappop(heap)
+
+    nxt = 0
+    while True:
+        # the next instant: a start, a sharing group's or a capped group's next finish
+        at = starts[nxt] if nxt < m else _INF
+        while sh_due and sh_due[0][1] != stamp[sh_due[0][2]]:
+            heappop(sh_due)
+        if sh_due and share > 0.0:
+            t = now + (sh_due[0][0] - outer) / share
+            if t < at:
+                at = t
+        while cp_due and cp_due[0][1] != stamp[cp_due[0][2]]:
+            heappop(cp_due)
+        if cp_due and cp_due[0][0] < at:
+            at = cp_due[0][0]
+        if at == _INF:
+            break
+        if n_sharing and at > now:
+            outer += share * (at - now)
+        now = at
+        touched: list[int] = []
+        if n_sharing:
+            reached = outer + (outer if outer > 1.0 else 1.0) * _TOL
+            while sh_due and (sh_due[0][1] != stamp[sh_due[0][2]] or sh_due[0][0] <= reached):
+                key, st, g = heappop(sh_due)
+                if st == stamp[g]:
+                    off = offset[g]
+                    finish(g, reached + off)
+                    touched.append(g)
+        limit = now * (1.0 + 1e-12) + 1e-12
+        while cp_due and (cp_due[0][1] != stamp[cp_due[0][2]] or cp_due[0][0] <= limit):
+            _, st, g = heappop(cp_due)
+            if st == stamp[g]:
+                c = clock_of(g)
+                finish(g, c + (c if c > 1.0 else 1.0) * _TOL)
+                touched.append(g)
+        while nxt < m and starts[nxt] <= now:
+            k = nxt
+            nxt += 1
+            g = grp[k]
+            if mode[g] != _IDLE:
+                detach(g)
+            touched.append(g)
+            if not count[g]:
+                gclock[g], gtime[g] = 0.0, now
+            heappush(members[g], (gclock[g] + sizes[k], k))
+            count[g] += 1
+            wsum[g] += wts[k]
+        for g in dict.fromkeys(touched):
+            if mode[g] == _IDLE:
+                attach(g)
+        share = rebalance()
+    out[order] = finished
+    return out
