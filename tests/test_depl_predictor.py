@@ -143,3 +143,27 @@ def test_depl_cuts_its_plan_to_the_shortest_prefix_that_keeps_pi():
     target = resolved.training.target_loss
     assert depl.success_probability(depl.plan, pred, target) >= 0.9
     assert depl.success_probability(depl.plan, pred, target, k - 1) < 0.9
+
+
+def test_every_spread_follows_the_plans_level_as_the_analytic_one():
+    """On the digits MLP (run spread fitted to grow as the loss falls), the planned pi-quantile
+    at a state is mean x exp(z sigma(state)) for every spread source: analytic z = Phi^-1(pi),
+    Monte Carlo the same up to sampling error, empirical the measured shape's z; the factor
+    over the mean is not one constant."""
+    from netsim.engine import resolve_scenario
+    from netsim.policy import make_policy
+
+    sc = resolve_scenario(load_scenario("experiments/depl/scenarios/costly.yaml"), 0)
+    base = DistributionalPredictor(sc.model, sc.training).base
+    states = [(0, base.samples_for(0, 0.6)), (0, base.samples_for(0, 0.22))]
+    levels = {}
+    for spread in ("analytic", "montecarlo", "empirical"):
+        policy = make_policy("depl", {"spread": spread, "target_probability": 0.9})
+        goal = policy.goal(sc, policy.predictor(sc))
+        levels[spread] = [goal.level(v, n) / base.mean_of(v, n) for v, n in states]
+    a = levels["analytic"]
+    assert a[1] != pytest.approx(a[0], rel=1e-3)  # the spread moves with the level
+    assert levels["montecarlo"] == pytest.approx(a, rel=0.01)
+    e = levels["empirical"]
+    assert math.log(e[1]) / math.log(e[0]) == pytest.approx(math.log(a[1]) / math.log(a[0]),
+                                                            rel=1e-9)

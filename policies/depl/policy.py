@@ -4,7 +4,9 @@ full-model, never-switch).
 All plan offline in ``reset`` with :func:`~policies.depl.planner.plan_training` and follow
 the plan: epoch ``k`` runs the plan's variant on its cluster. DepL (``replan``, default) is
 online: it tracks the training state, estimates the run's noise offset from the observed
-losses and re-plans when the rest of its plan no longer meets pi given them. When the plan is
+losses, follows its plan while the world follows its model, and re-plans when the world
+departs from it (dropouts, re-placed epochs, losses beyond ``band_sigmas``) and the rest of
+its plan no longer meets pi given the observations (docs/depl.md, "Online"). When the plan is
 spent without the engine having seen the target, the policy stops (status ``target_missed``,
 reason "plan complete ..."); when no plan exists, it stops before the first epoch with the
 planner's reason ("infeasible before training: ..."). A planned member that is unavailable at
@@ -68,9 +70,15 @@ class DepLParams(BaseModel):
     switch_cost_j: extra energy per model switch (J).
     epoch_budget_s: time budget of one epoch (s); default deadline_s / max_epochs.
     margin: relative lowering of L* (depl-margin only).
-    replan: online (default): after each epoch, re-plan from the tracked training state when
-        the rest of the plan no longer reaches L* with probability pi given the observed
-        losses (the run's noise offset estimated from them); false follows the offline plan.
+    replan: online (default): follow the plan while the world follows the model, and re-plan
+        from the tracked training state when it departs from it and the rest of the plan no
+        longer reaches L* with probability pi given the observed losses; false follows the
+        offline plan.
+    band_sigmas: online, the observed losses depart from the model when the run's noise
+        offset estimated from them lies more than ``band_sigmas`` of its spread above zero
+        (worse than any plausible draw); dropouts and re-placed epochs are departures too.
+        0 re-plans whenever the losses come out worse than planned (aiming at certainty, the
+        rule before 0.4).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -87,6 +95,7 @@ class DepLParams(BaseModel):
     epoch_budget_s: Annotated[float, Field(gt=0)] | None = None
     margin: Annotated[float, Field(ge=0, lt=1)] = 0.1
     replan: bool = True
+    band_sigmas: Annotated[float, Field(ge=0, le=10)] = 3.0
 
 
 def target_probability(params: DepLParams, scenario: Scenario) -> float:
@@ -132,10 +141,14 @@ class DepL:
         pi = target_probability(self.params, scenario)
         goal = Goal(scenario.training.target_loss, math.exp(pred.spread.quantile(pi)),
                     f"{pi:g}-quantile")
-        if self.params.spread == "analytic":  # the spread at each state (level, variant)
-            z, base = float(ndtri(pi)), pred.base
-            goal = dataclasses.replace(goal, level=lambda v, n: base.quantile_of(v, n, z))
-        return goal
+        # the spread at each state (level, variant): the model's sigma there times the
+        # spread's pi-quantile in its own standard deviations (analytic: Phi^-1(pi); Monte
+        # Carlo: that up to sampling error; empirical: the measured shape's)
+        spread = pred.spread
+        z = float(ndtri(pi)) if spread.draws is None or spread.sigma <= 0 \
+            else spread.quantile(pi) / spread.sigma
+        base = pred.base
+        return dataclasses.replace(goal, level=lambda v, n: base.quantile_of(v, n, z))
 
     def variant_sets(self, n_variants: int) -> list[list[int] | None]:
         """The variant sets to plan with (None = all, switches allowed); cheapest wins."""
@@ -243,6 +256,7 @@ class DepL:
         self._tracker = RunTracker(self._pred.base)
         self.replans = 0
         self._last: tuple[int, np.ndarray] | None = None  # last epoch: variant, samples
+        self._re_placed = False  # the last epoch ran on another cluster than planned
 
     # -- online (netsim's formalization) --------------------------------------------------
     @property
@@ -265,6 +279,25 @@ class DepL:
         m, v = self.offset_posterior()
         return first_passage_probability(means, obs.training.target_loss, m, v, sigmas,
                                          self._pred.sigma_epoch)
+
+    def _departure(self, dropped: list[int]) -> str:
+        """Why the world departs from the model DepL planned with, or "" while it follows it
+        (netsim's formalization): participants dropped out, the last epoch was re-placed, or
+        the run's noise offset estimated from the observed losses lies more than
+        ``band_sigmas`` of its spread above zero. While the world follows the model, the
+        conditional success probability of the plan moves with the noise and averages to the
+        plan's own (at least pi): re-planning then would aim every run at certainty and spend
+        energy the promise does not ask for."""
+        if dropped:
+            return f"{len(dropped)} participants of the last epoch dropped out"
+        if self._re_placed:
+            return "the last epoch was re-placed"
+        m, v = self.offset_posterior()
+        spread = math.sqrt(max(1.0 - v, 0.0))  # the offset estimate's own spread under the model
+        if m > self.params.band_sigmas * spread:
+            return (f"losses worse than the model: run offset {m:.2f} against a spread of "
+                    f"{spread:.2f}")
+        return ""
 
     def _replan(self, obs: Observation) -> Plan:
         """A plan from the tracked state for P(reach L* | observations) >= pi."""
@@ -302,14 +335,18 @@ class DepL:
             return Decision(stop=True, reason=self.plan.reason, variant=0)
         dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
+        departure = ""
         if (self.params.replan and self.chance_constrained and obs.epoch > 0
-                and self.params.spread != "empirical"
-                and self._rest_probability(obs) < target_probability(self.params,
-                                                                     self._scenario)):
-            fresh = self._replan(obs)
-            if fresh.feasible:
-                self._run_plan, self._k0 = fresh, obs.epoch
-                self.replans += 1
+                and self.params.spread != "empirical"):
+            departure = self._departure(dropped)
+            if departure and self._rest_probability(obs) < target_probability(
+                    self.params, self._scenario):
+                fresh = self._replan(obs)
+                if fresh.feasible:
+                    self._run_plan, self._k0 = fresh, obs.epoch
+                    self.replans += 1
+                else:
+                    departure = ""
         plan, k = self._run_plan, obs.epoch - self._k0
         if k >= len(plan.variants):
             return Decision(stop=True, variant=0, reason=(
@@ -318,8 +355,11 @@ class DepL:
                 f"{plan.final_level:.4g}, loss {obs.loss:.4g})"))
         cluster = plan.clusters[k]
         samples, why = cluster.samples, ""
+        self._re_placed = False
         if dropped:
             why = f"{len(dropped)} participants of the last epoch dropped out"
+        elif departure:
+            why = f"re-planned: {departure}"
         if not obs.available[cluster.members].all():
             offline = int((~obs.available[cluster.members]).sum())
             again = self._replace(obs, cluster)
@@ -329,6 +369,7 @@ class DepL:
                     f"{obs.model.variants[cluster.variant].name!r} variant "
                     f"({offline} of its {len(cluster.members)} planned members offline)"))
             samples = again
+            self._re_placed = True
             why = "; ".join(filter(None, [why, f"{offline} planned members offline: epoch "
                                          f"re-placed among the available devices"]))
         ids = obs.devices.ids
