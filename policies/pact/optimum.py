@@ -35,7 +35,7 @@ from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor
 from policies.pact.candidates import coefficients
-from policies.pact.planner import Plan, PlannedEpoch
+from policies.pact.planner import Plan, PlannedEpoch, Planner
 from policies.pact.policy import observation_problem
 from policies.pact.problem import PlanningProblem, replay_states
 
@@ -94,8 +94,30 @@ def check_linear(problem: PlanningProblem) -> None:
                                  "weights do not model")
 
 
-def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan:
+def milp_energy(problem: PlanningProblem, plan: Plan) -> float:
+    """A plan's energy (J) in the MILP's linear cost model (the objective its cutoffs and
+    bounds are in): per epoch, each participant's fixed and per-sample energy plus the idle
+    power of every device over the epoch's duration, the slowest participant's transfer and
+    compute plus the aggregation of every update."""
+    total = 0.0
+    for ep in plan.epochs:
+        c = coefficients(problem, ep.variant)
+        pos = {int(i): j for j, i in enumerate(c.idx)}
+        at = np.array([pos[i] for i in ep.participants])
+        d = np.array([float(s) for s in ep.participants.values()])
+        duration = float(np.max(c.transfer_s[at] + c.s_per_sample[at] * d)) + c.agg_s * len(at)
+        total += float(np.sum(c.fixed_j[at] + c.j_per_sample[at] * d)) + c.idle_w * duration
+    return total
+
+
+def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0,
+                  incumbent: Plan | None = None) -> Plan:
     """The minimum-energy plan of ``problem`` (infeasible Plan with a reason if none).
+
+    ``incumbent``: a feasible plan known beforehand (PACT's own): its energy is every MILP's
+    cutoff from the start, and it is the answer when no MILP finds a cheaper plan, so the
+    reference is never worse than it. When every MILP then proves that no cheaper plan exists,
+    the incumbent is optimal (``status`` "optimal", ``source`` "incumbent").
 
     ``plan.info`` says what was proven: ``status`` "optimal" (within ``MIP_REL_GAP``), or
     "time_limit" when HiGHS stopped at ``time_limit_s`` on some MILP: then the plan is the
@@ -114,6 +136,9 @@ def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan
     v_s = problem.start.variant
     allowed = [v for v in sorted(problem.variants) if v_s is None or v >= v_s]
     best: Plan | None = None
+    if incumbent is not None and incumbent.feasible and incumbent.epochs:
+        best = Plan(**{**incumbent.__dict__, "info": {
+            "milp_j": milp_energy(problem, incumbent), "source": "incumbent"}})
     bounds: list[float] = []  # lower bounds of MILPs stopped at the time limit
     for v_last in allowed[::-1]:  # compressed first: usually cheap, a cutoff for the rest
         n_star = problem.target_samples(v_last)
@@ -135,7 +160,7 @@ def solve_optimum(problem: PlanningProblem, time_limit_s: float = 120.0) -> Plan
                     planning_s=time.perf_counter() - t0)
     milp_j = float(best.info["milp_j"])
     bound = min([milp_j, *bounds])
-    info = {**best.info, "status": "time_limit" if bounds else "optimal",
+    info = {"source": "milp", **best.info, "status": "time_limit" if bounds else "optimal",
             "bound_j": bound, "gap": (milp_j - bound) / milp_j if milp_j > 0 else 0.0}
     return Plan(**{**best.__dict__, "planning_s": time.perf_counter() - t0, "info": info})
 
@@ -256,10 +281,12 @@ def _plan_from(problem: PlanningProblem, used: list[int], dev: np.ndarray,
 
 
 class OptimumParams(BaseModel):
-    """time_limit_s: HiGHS time limit per MILP (s)."""
+    """time_limit_s: HiGHS time limit per MILP (s); incumbent_epsilon: the accuracy of the
+    PACT plan that seeds the search as its incumbent (0: none)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     time_limit_s: float = Field(default=120.0, gt=0)
+    incumbent_epsilon: float = Field(default=0.025, ge=0, le=1)
 
 
 @register("pact-optimum", "exact optimum of PACT's planning problem (MILP, HiGHS); small "
@@ -282,7 +309,10 @@ class PactOptimum:
             problem = observation_problem(obs, self._predictor, None, False)
             # an instance it cannot solve exactly raises: the run is recorded as failed with
             # the reason, never as a result (a 0 J "target_missed")
-            self._plan = solve_optimum(problem, self.params.time_limit_s)
+            # PACT's own plan is the incumbent: the reference is never worse than PACT
+            incumbent = Planner(self.params.incumbent_epsilon).plan(problem) \
+                if self.params.incumbent_epsilon > 0 else None
+            self._plan = solve_optimum(problem, self.params.time_limit_s, incumbent)
         plan = self._plan
         if not plan.feasible:
             return Decision(stop=True, reason=f"pact-optimum: {plan.reason}")
