@@ -335,7 +335,7 @@ class DepL:
             return Decision(stop=True, reason=self.plan.reason, variant=0)
         dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
-        departure = ""
+        replanned = ""  # why DepL re-planned before this epoch ("" if it did not)
         if (self.params.replan and self.chance_constrained and obs.epoch > 0
                 and self.params.spread != "empirical"):
             departure = self._departure(dropped)
@@ -345,8 +345,7 @@ class DepL:
                 if fresh.feasible:
                     self._run_plan, self._k0 = fresh, obs.epoch
                     self.replans += 1
-                else:
-                    departure = ""
+                    replanned = departure
         plan, k = self._run_plan, obs.epoch - self._k0
         if k >= len(plan.variants):
             return Decision(stop=True, variant=0, reason=(
@@ -358,8 +357,8 @@ class DepL:
         self._re_placed = False
         if dropped:
             why = f"{len(dropped)} participants of the last epoch dropped out"
-        elif departure:
-            why = f"re-planned: {departure}"
+        elif replanned:
+            why = f"re-planned: {replanned}"
         if not obs.available[cluster.members].all():
             offline = int((~obs.available[cluster.members]).sum())
             again = self._replace(obs, cluster)
