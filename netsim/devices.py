@@ -15,7 +15,7 @@ import numpy as np
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.network.topology import Radio
-from netsim.scenario.loading import ResolvedNetwork
+from netsim.scenario.network import ResolvedNetwork
 from netsim.scenario.schema import DeviceSpec, Scenario
 
 

@@ -47,7 +47,7 @@ from netsim.policy import (
     validate_decision,
 )
 from netsim.results.recorder import Recorder
-from netsim.scenario.loading import ResolvedNetwork, resolve_network
+from netsim.scenario.network import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.simclock import fire_after
 from netsim.training.models import resolve_model

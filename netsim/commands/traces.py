@@ -151,7 +151,7 @@ def generate_command(args: argparse.Namespace) -> int:
 def _warn_never_online(scenario: Scenario, seed: int, availability: pd.DataFrame) -> None:
     """Say which devices were never online in the horizon: a trace lists only devices with
     an interval, and a device it does not list is always online when replayed."""
-    from netsim.scenario.loading import resolve_network
+    from netsim.scenario.network import resolve_network
 
     net = resolve_network(scenario, seed)
     listed = set(availability["device"]) if len(availability) else set()

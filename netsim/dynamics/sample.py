@@ -14,7 +14,7 @@ import pandas as pd
 
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.network import Topology
-from netsim.scenario.loading import ResolvedNetwork, resolve_network
+from netsim.scenario.network import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import Scenario
 
 MAX_BANDWIDTH_ROWS = 5_000_000

@@ -170,14 +170,14 @@ def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarr
         due); g is detached and its clock settled."""
         detach(g)
         heap = members[g]
-        target, k = heappop(heap)
+        k = heappop(heap)[1]
         while True:
             finished[k] = now
             count[g] -= 1
             wsum[g] -= wts[k]
             if not heap or heap[0][0] > reached:
                 break
-            target, k = heappop(heap)
+            k = heappop(heap)[1]
 
     nxt = 0
     while True:
@@ -202,10 +202,9 @@ def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarr
         if n_sharing:
             reached = outer + (outer if outer > 1.0 else 1.0) * _TOL
             while sh_due and (sh_due[0][1] != stamp[sh_due[0][2]] or sh_due[0][0] <= reached):
-                key, st, g = heappop(sh_due)
+                _, st, g = heappop(sh_due)
                 if st == stamp[g]:
-                    off = offset[g]
-                    finish(g, reached + off)
+                    finish(g, reached + offset[g])  # (the group's clock is outer + offset)
                     touched.append(g)
         limit = now * (1.0 + 1e-12) + 1e-12
         while cp_due and (cp_due[0][1] != stamp[cp_due[0][2]] or cp_due[0][0] <= limit):

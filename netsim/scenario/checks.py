@@ -301,7 +301,7 @@ def _generated_ids(spec_json: str, seed: int
                    ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """Device ids and link ends of a generated network (cached: a sweep validates each of
     its runs' scenarios, and generating a large network takes a while)."""
-    from netsim.scenario.loading import generated_network
+    from netsim.scenario.network import generated_network
 
     net = generated_network(GenerateSpec.model_validate_json(spec_json), seed)
     return tuple(d.id for d in net.devices), tuple((x.a, x.b) for x in net.links)

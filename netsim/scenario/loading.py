@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 from pydantic import ValidationError
 
 from netsim.scenario.checks import cross_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
-from netsim.scenario.generator import generate_network, generated_media
-from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec, Scenario
+from netsim.scenario.network import (  # noqa: F401  (re-exported: their home before 0.4)
+    ResolvedNetwork,
+    generated_network,
+    resolve_network,
+)
+from netsim.scenario.schema import Scenario
 from netsim.units import unit_warnings
 from netsim.yamlio import YamlLimitError, read_text, safe_load
 
@@ -202,48 +205,6 @@ def load_scenario(source: str | Path | dict[str, Any] | Scenario,
 def check(scenario: Scenario) -> list[Problem]:
     """Cross-field problems of a schema-valid scenario (empty list when it is fine)."""
     return validate_data(scenario).problems
-
-
-@dataclass(frozen=True)
-class ResolvedNetwork:
-    """The concrete network of a run: devices, links (network nodes implied) and aggregator."""
-
-    devices: list[DeviceSpec]
-    links: list[LinkSpec]
-    aggregator: str
-    media: list[MediumSpec] = field(default_factory=list)
-
-    @property
-    def node_ids(self) -> list[str]:
-        """Device ids first (in order), then network nodes in order of first appearance."""
-        ids = [d.id for d in self.devices]
-        known = set(ids)
-        for link in self.links:
-            for end in (link.a, link.b):
-                if end not in known:
-                    known.add(end)
-                    ids.append(end)
-        return ids
-
-
-def generated_network(spec: GenerateSpec, seed: int, power_states: bool = False
-                      ) -> ResolvedNetwork:
-    """A generated network: from ``spec.seed`` or else ``seed`` (the run's); devices get
-    their class's power_sleep_w and battery_j with ``power_states``."""
-    gen_seed = spec.seed if spec.seed is not None else seed
-    rng = np.random.default_rng(np.random.SeedSequence([gen_seed, 0x6E6574]))
-    devices, links, agg = generate_network(spec, rng, power_states=power_states)
-    return ResolvedNetwork(devices, links, agg, generated_media(links))
-
-
-def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
-    """The scenario's network; generated ones from ``generate.seed`` or else the run's seed
-    (with power states, sleep power and batteries, when the scenario has dynamics)."""
-    if scenario.generate is None:
-        return ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
-                               str(scenario.aggregator), list(scenario.media))
-    return generated_network(scenario.generate, seed,
-                             power_states=scenario.dynamics is not None)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:
