@@ -1,0 +1,72 @@
+"""Digests of the result tables of the built-in and experiment scenarios (tests/data/
+golden_tables.json): what tests/test_golden_tables.py compares against, so work on the
+engine's internals (issue 26: fleets in arrays) is seen to change no table.
+
+Regenerate only for a change that is meant to change results (say why in the changelog):
+``python tests/golden_tables.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+import netsim
+from netsim.scenario.loading import scenario_data
+
+HERE = Path(__file__).parent
+GOLDEN = HERE / "data" / "golden_tables.json"
+ROOT = HERE.parent
+VOLATILE = {"wall_s"}  # wall-clock columns
+VOLATILE_INFO = {"planning_s"}  # wall-clock keys of a decision's info
+
+
+def _cases() -> dict[str, tuple[dict, str, int, dict]]:
+    """name -> (scenario mapping, policy, seed, params)."""
+    default = scenario_data("default")
+    big = copy.deepcopy(default)
+    big["generate"]["n_devices"] = 300
+    private = copy.deepcopy(default)
+    private["generate"]["shared_media"] = False
+    churn = scenario_data(str(ROOT / "experiments" / "dynamics" / "churn.yaml"))
+    out = {}
+    for pol, params in (("fedavg-all", {}), ("random-k", {"k": 5}), ("pact", {})):
+        for seed in (0, 1):
+            out[f"default/{pol}/{seed}"] = (default, pol, seed, params)
+    out["two-phones/fedavg-all/0"] = (scenario_data("two-phones"), "fedavg-all", 0, {})
+    out["generated-300/random-k/0"] = (big, "random-k", 0, {"k": 50})
+    out["private/fedavg-all/0"] = (private, "fedavg-all", 0, {})
+    out["churn/random-k/0"] = (churn, "random-k", 0, {"k": 10})
+    out["churn/fedavg-all/1"] = (churn, "fedavg-all", 1, {})
+    return out
+
+
+def table_digest(frame: pd.DataFrame) -> str:
+    """A digest of a table's content (columns sorted, wall-clock columns left out)."""
+    cols = sorted(c for c in frame.columns if c not in VOLATILE)
+    frame = frame[cols].copy()
+    if "info" in frame:
+        frame["info"] = [json.dumps({k: v for k, v in json.loads(i).items()
+                                     if k not in VOLATILE_INFO}, sort_keys=True)
+                         if isinstance(i, str) and i else i for i in frame["info"]]
+    text = frame.to_json(orient="split", double_precision=15, default_handler=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digests() -> dict[str, dict[str, str]]:
+    """Per case, the digest of each table."""
+    out = {}
+    for name, (sc, pol, seed, params) in _cases().items():
+        res = netsim.simulate(sc, pol, seed=seed, params=params)
+        out[name] = {t: table_digest(getattr(res, t)) for t in ("runs", "epochs", "devices")}
+    return out
+
+
+if __name__ == "__main__":
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")
