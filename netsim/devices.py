@@ -15,7 +15,9 @@ import numpy as np
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.network.topology import Radio
-from netsim.scenario.network import ResolvedNetwork
+from netsim.network.tree import TreeTopology
+from netsim.scenario.fleet import Fleet, FleetLinks
+from netsim.scenario.network import network_of
 from netsim.scenario.schema import DeviceSpec, Scenario
 
 
@@ -53,7 +55,7 @@ class DeviceTable:
     capacity_bps: np.ndarray | None = field(default=None, repr=False, compare=False)
     """Capacity of every constraint of the topology, indexed by the routes' hops: directed
     links (bit/s), then shared media (air-time budgets; netsim.network.topology)."""
-    radios: tuple[Radio, ...] = field(default=(), repr=False, compare=False)
+    radios: Sequence[Radio] = field(default=(), repr=False, compare=False)
     """The topology's radios (the routes' ``radios`` index them; netsim.network.radio)."""
     n_nodes: int = field(default=0, repr=False, compare=False)
     """Nodes of the topology (devices, then network nodes): the radios' node indices."""
@@ -87,10 +89,59 @@ class DeviceTable:
 
 
 def scenario_topology(scenario: Scenario) -> Topology:
-    """The topology of a *resolved* scenario: its links and media, devices first."""
-    net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
-                          str(scenario.aggregator), list(scenario.media))
+    """The topology of a *resolved* scenario: its links and media, devices first (a generated
+    fleet's in arrays, :func:`fleet_topology`)."""
+    net = network_of(scenario)
+    if net.fleet is not None:
+        return fleet_topology(net.fleet, net.links)
     return Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))
+
+
+def fleet_topology(fleet: Fleet, links: Sequence | None = None) -> TreeTopology:
+    """The topology of a generated fleet, in arrays (:class:`netsim.network.tree.TreeTopology`):
+    the aggregator the root, the core router its child, cells under the core, devices under
+    their cells."""
+    n_dev = fleet.n_devices
+    core = n_dev
+    cell_node = n_dev + 1 + np.arange(len(fleet.cell_ids))
+    owner = fleet.link_owner
+    n_links = len(owner)
+    is_access = owner > 0
+    is_backhaul = owner < 0
+    row = np.where(is_access, owner, 0)
+    k = np.maximum(row - 1, 0)                       # generated device's position
+    cell = np.where(is_access, fleet.device_cell[k], np.where(is_backhaul, -owner - 1, 0))
+    link_a = np.where(is_access, row, np.where(is_backhaul, cell_node[cell] if len(cell_node)
+                                               else 0, fleet.ids.index(fleet.aggregator_id)))
+    link_b = np.where(is_access, cell_node[cell] if len(cell_node) else 0, core)
+    const = {f: np.where(is_backhaul, fleet.backhaul[f], fleet.fibre[f])
+             for f in ("bandwidth_bps", "latency_s", "energy_j_per_bit")}
+    bandwidth = np.where(is_access, fleet.access_bps[k], const["bandwidth_bps"])
+    latency = np.where(is_access, fleet.access_latency_s[k], const["latency_s"])
+    j_per_bit = np.where(is_access, fleet.access_j_per_bit[k], const["energy_j_per_bit"])
+    medium = np.where(is_access, fleet.cell_medium[cell] if len(cell_node) else -1, -1)
+    radio = {f: np.zeros(n_links) for f in ("rx_energy_j_per_bit", "radio_power_w", "tail_s",
+                                             "tail_power_w")}
+    kind_of_cell = np.array(fleet.cell_kind, dtype=object)
+    for kind, figures in fleet.access_radio.items():
+        on = is_access & (medium >= 0)
+        on &= kind_of_cell[cell] == kind if len(cell_node) else False
+        for f, value in figures.items():
+            radio[f][on] = value
+    parent = np.full(n_dev + 1 + len(cell_node), -1, dtype=np.intp)
+    parent_link = np.full(len(parent), -1, dtype=np.intp)
+    access = np.flatnonzero(is_access)
+    parent[row[access]] = cell_node[cell[access]]
+    parent_link[row[access]] = access
+    backhaul = np.flatnonzero(is_backhaul)
+    parent[cell_node[cell[backhaul]]] = core
+    parent_link[cell_node[cell[backhaul]]] = backhaul
+    root = fleet.ids.index(fleet.aggregator_id)
+    parent[core], parent_link[core] = root, 0
+    return TreeTopology(fleet.node_ids, n_dev, root, parent, parent_link, link_a, link_b,
+                        bandwidth, latency, j_per_bit, radio["rx_energy_j_per_bit"],
+                        radio["radio_power_w"], radio["tail_s"], radio["tail_power_w"],
+                        medium, fleet.media, links if links is not None else FleetLinks(fleet))
 
 
 def onset_flows(topology: Topology) -> np.ndarray | None:
@@ -122,6 +173,9 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
     agg = str(scenario.aggregator)
     if topology is None:
         topology = scenario_topology(scenario)
+    fleet = network_of(scenario).fleet
+    if fleet is not None and isinstance(topology, TreeTopology):
+        return _fleet_table(fleet, topology)
     n = len(devices)
     cols = {k: np.zeros(n) for k in ("down_bps", "down_latency_s", "down_j_per_bit",
                                      "up_bps", "up_latency_s", "up_j_per_bit")}
@@ -156,3 +210,33 @@ def build_device_table(scenario: Scenario, topology: Topology | None = None) -> 
         n_nodes=len(topology.node_ids),
         **cols,
     )
+
+
+def _fleet_table(fleet: Fleet, topology: TreeTopology) -> DeviceTable:
+    """The device table of a generated fleet, from its arrays and the tree's routes in one
+    pass (the same figures :func:`build_device_table` computes route by route)."""
+    routes = topology.root_routes()
+    tables = {}
+    for name in ("down", "up"):
+        r = routes[name]
+        tables[name] = RouteTable(r["route_id"], r["cap_bps"], r["latency_s"], r["hop_start"],
+                                  r["hops"], r["rate_ref"], (), r["radio_start"],
+                                  r["radio_ids"])
+    agg = fleet.ids.index(fleet.aggregator_id)
+    cols = {}
+    for name in ("down", "up"):
+        r = routes[name]
+        cols[f"{name}_bps"] = r["cap_bps"].copy()
+        cols[f"{name}_latency_s"] = r["latency_s"].copy()
+        cols[f"{name}_j_per_bit"] = r["j_per_bit"].copy()
+    return DeviceTable(
+        ids=tuple(fleet.ids), aggregator=agg,
+        flop_per_s=fleet.flop_per_s.copy(), memory_bytes=fleet.memory_bytes.copy(),
+        power_busy_w=fleet.power_busy_w.copy(), power_idle_w=fleet.power_idle_w.copy(),
+        samples=fleet.samples.copy(), availability=np.ones(fleet.n_devices),
+        device_class=tuple(fleet.device_class),
+        index={d: i for i, d in enumerate(fleet.ids)},
+        down_routes=tables["down"], up_routes=tables["up"],
+        capacity_bps=np.array(topology.constraint_capacity, dtype=float),
+        onset_flows=onset_flows(topology), contention_loss=contention_loss(topology),
+        radios=topology.radios, n_nodes=len(topology.node_ids), **cols)

@@ -71,8 +71,9 @@ class EnergyMeter:
         Power drawn while computing and otherwise, per node (W).
     """
 
-    def __init__(self, power_busy_w: Sequence[float], power_idle_w: Sequence[float],
-                 power_sleep_w: Sequence[float] | None = None) -> None:
+    def __init__(self, power_busy_w: Sequence[float] | np.ndarray,
+                 power_idle_w: Sequence[float] | np.ndarray,
+                 power_sleep_w: Sequence[float] | np.ndarray | None = None) -> None:
         """``power_sleep_w``: per node, power while online and not selected (W), NaN where the
         node has none (then that time is idle time, the static world's rule); None: NaN for
         every node."""

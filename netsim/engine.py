@@ -47,7 +47,7 @@ from netsim.policy import (
     validate_decision,
 )
 from netsim.results.recorder import Recorder
-from netsim.scenario.network import ResolvedNetwork, resolve_network
+from netsim.scenario.network import ResolvedNetwork, network_of, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.simclock import fire_after
 from netsim.training.models import resolve_model
@@ -57,8 +57,10 @@ from netsim.training.progress import EpochProgress
 def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
     """The scenario with its network made explicit and its model a full spec (for policies)."""
     net = resolve_network(scenario, seed)
+    fleet = net.fleet is not None  # a generated fleet keeps its arrays (lazy sequences)
     return scenario.model_copy(update={
-        "devices": tuple(net.devices), "links": tuple(net.links), "aggregator": net.aggregator,
+        "devices": net.devices if fleet else tuple(net.devices),
+        "links": net.links if fleet else tuple(net.links), "aggregator": net.aggregator,
         "media": tuple(net.media), "generate": None, "model": resolve_model(scenario.model)})
 
 
@@ -95,21 +97,20 @@ class World:
         self.scenario = scenario
         self.fast_epochs = fast_epochs
         self.model: ModelSpec = scenario.model  # type: ignore[assignment]
-        net = ResolvedNetwork(list(scenario.devices or []), list(scenario.links or []),
-                              str(scenario.aggregator), list(scenario.media))
-        self.node_ids = net.node_ids
-        n_dev = len(net.devices)
-        pad = [0.0] * (len(self.node_ids) - n_dev)
+        net = network_of(scenario)
         self.env = simpy.Environment()
         self.topology = scenario_topology(scenario)
-        agg_row = [d.id for d in net.devices].index(net.aggregator)
-        sleep = [math.nan if d.power_sleep_w is None or i == agg_row else d.power_sleep_w
-                 for i, d in enumerate(net.devices)]
-        self.meter = EnergyMeter([d.power_busy_w for d in net.devices] + pad,
-                                 [d.power_idle_w for d in net.devices] + pad,
-                                 sleep + [math.nan] * len(pad))
-        self.network = FlowNetwork(self.env, self.topology, self.meter)
+        self.node_ids = self.topology.node_ids
         self.devices: DeviceTable = build_device_table(scenario, self.topology)
+        n_dev = self.devices.n
+        agg_row = self.devices.aggregator
+        pad = np.zeros(len(self.node_ids) - n_dev)
+        sleep = _sleep_powers(net)
+        sleep[agg_row] = math.nan
+        self.meter = EnergyMeter(np.concatenate([self.devices.power_busy_w, pad]),
+                                 np.concatenate([self.devices.power_idle_w, pad]),
+                                 np.concatenate([sleep, np.full(len(pad), math.nan)]))
+        self.network = FlowNetwork(self.env, self.topology, self.meter)
         self.dynamics = Dynamics(scenario.dynamics, net.devices, net.links, agg_row,
                                  self.topology.capacity_bps,
                                  dynamics_seed or run_streams(int(scenario.seed))[3])
@@ -130,10 +131,10 @@ class World:
         self.measured = {k: _read_only_view(v) for k, v in self._measured.items()}
         """Per device, the speed and throughputs measured in the last epoch it took part in
         (FLOP/s, bit/s; NaN before): read-only views of the world's arrays."""
-        self._flops = [float(x) for x in self.devices.flop_per_s]
+        self._flops = self.devices.flop_per_s.tolist()
         agg_id = net.aggregator  # each device's routes from and to the aggregator, by index
-        self._down = [self.topology.route(agg_id, d) for d in self.devices.ids]
-        self._up = [self.topology.route(d, agg_id) for d in self.devices.ids]
+        self._down = _RoutesByRow(self.topology, agg_id, self.devices.ids, to_device=True)
+        self._up = _RoutesByRow(self.topology, agg_id, self.devices.ids, to_device=False)
         self._agg_id = net.aggregator
         self._agg = self.devices.aggregator
         self._rng = availability_rng
@@ -170,8 +171,8 @@ class World:
     def _own_charges(self) -> np.ndarray:
         """Per device, the J/bit its own upload costs itself (the links it sends on)."""
         out = np.zeros(self.devices.n)
-        for i, route in enumerate(self._up):
-            out[i] = sum(e for sender, e in route.charges if sender == i)
+        for i in range(self.devices.n):
+            out[i] = sum(e for sender, e in self._up[i].charges if sender == i)
         return out
 
     def battery_left_j(self, now_s: float | None = None) -> np.ndarray:
@@ -536,6 +537,32 @@ class World:
         self.meter.set_idle(i, env.now)
         if dev != head and act_bytes > 0:
             yield self.network.transfer(dev, head, act_bytes)
+
+
+class _RoutesByRow:
+    """Each device's route from (``to_device``) or to the aggregator, by device row, built
+    when first asked for (a fleet of a million asks for its participants' only)."""
+
+    def __init__(self, topology, agg_id: str, ids: tuple[str, ...], to_device: bool) -> None:
+        self._topology, self._agg, self._ids, self._down = topology, agg_id, ids, to_device
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, row: int):
+        if not 0 <= row < len(self._ids):
+            raise IndexError(row)
+        if self._down:
+            return self._topology.route(self._agg, self._ids[row])
+        return self._topology.route(self._ids[row], self._agg)
+
+
+def _sleep_powers(net: ResolvedNetwork) -> np.ndarray:
+    """Each device's ``power_sleep_w`` (W; NaN: none)."""
+    if net.fleet is not None:
+        return net.fleet.power_sleep_w.copy()
+    return np.array([math.nan if d.power_sleep_w is None else d.power_sleep_w
+                     for d in net.devices], dtype=float)
 
 
 def _read_only_view(array: np.ndarray) -> np.ndarray:

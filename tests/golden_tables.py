@@ -45,15 +45,33 @@ def _cases() -> dict[str, tuple[dict, str, int, dict]]:
     return out
 
 
+SIGNIFICANT = 12  # digits compared: sums regrouped (a fleet's running totals) move the 16th
+
+
+def _rounded(value):
+    """Floats to SIGNIFICANT digits, inside lists, dicts and JSON text too."""
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT}g}") if value == value else "nan"
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _rounded(value.tolist())
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in sorted(value.items()) if k not in VOLATILE_INFO}
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return _rounded(json.loads(value))
+        except ValueError:
+            return value
+    return value
+
+
 def table_digest(frame: pd.DataFrame) -> str:
-    """A digest of a table's content (columns sorted, wall-clock columns left out)."""
+    """A digest of a table's content (columns sorted, wall-clock columns left out, floats
+    to SIGNIFICANT digits)."""
     cols = sorted(c for c in frame.columns if c not in VOLATILE)
-    frame = frame[cols].copy()
-    if "info" in frame:
-        frame["info"] = [json.dumps({k: v for k, v in json.loads(i).items()
-                                     if k not in VOLATILE_INFO}, sort_keys=True)
-                         if isinstance(i, str) and i else i for i in frame["info"]]
-    text = frame.to_json(orient="split", double_precision=15, default_handler=str)
+    rows = [[_rounded(v) for v in row] for row in frame[cols].itertuples(index=False)]
+    text = json.dumps([cols, rows], default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

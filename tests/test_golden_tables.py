@@ -27,5 +27,5 @@ def test_the_digest_sees_a_changed_value(name):
     sc, pol, seed, params = _cases()[name]
     res = netsim.simulate(sc, pol, seed=seed, params=params)
     before = table_digest(res.devices)
-    res.devices.loc[0, "energy_idle_j"] *= 1 + 1e-12
+    res.devices.loc[0, "energy_idle_j"] *= 1 + 1e-9  # (digests compare 12 digits)
     assert table_digest(res.devices) != before

@@ -25,6 +25,7 @@ from netsim.dynamics.bandwidth import (
     LognormalCapacity,
     TraceCapacity,
 )
+from netsim.scenario.fleet import fleet_of
 from netsim.scenario.schema import DeviceSpec, DynamicsSpec, LinkSpec
 
 
@@ -71,9 +72,14 @@ class Dynamics:
         self._slowdown = compute.straggler_slowdown if compute is not None else 1.0
         self._compute_rng = np.random.default_rng(compute_seed)
         self._n = n
-        self.batteries = Batteries(
-            np.array([np.nan if d.battery_j is None else d.battery_j for d in devices]),
-            np.array([d.battery_min_fraction for d in devices]))
+        fleet = fleet_of(devices)
+        if fleet is not None:  # a generated fleet: its arrays (min fraction: the default)
+            self.batteries = Batteries(fleet.battery_j.copy(), np.full(
+                n, DeviceSpec.model_fields["battery_min_fraction"].default))
+        else:
+            self.batteries = Batteries(
+                np.array([np.nan if d.battery_j is None else d.battery_j for d in devices]),
+                np.array([d.battery_min_fraction for d in devices]))
         self.batteries.capacity_j[aggregator] = np.nan  # (ours: the aggregator is mains powered)
 
     @staticmethod
@@ -90,11 +96,14 @@ class Dynamics:
             return TraceSessions(read_availability_trace(a.trace), ids, a.repeat)
         from netsim.dynamics.catalog import session_lengths
 
-        defaults = [session_lengths(d.device_class) for d in devices]
-        on = np.array([a.mean_online_s if a.mean_online_s is not None else x[0]
-                       for x in defaults])
-        off = np.array([a.mean_offline_s if a.mean_offline_s is not None else x[1]
-                        for x in defaults])
+        fleet = fleet_of(devices)
+        classes = fleet.device_class if fleet is not None else [d.device_class for d in devices]
+        first: dict[str | None, int] = {}
+        code = np.array([first.setdefault(c, len(first)) for c in classes], dtype=np.intp)
+        table = np.array([session_lengths(c) for c in first], dtype=float).reshape(-1, 2)
+        on = table[code, 0] if a.mean_online_s is None else np.full(len(code), a.mean_online_s)
+        off = table[code, 1] if a.mean_offline_s is None else np.full(len(code),
+                                                                      a.mean_offline_s)
         always = np.zeros(len(devices), dtype=bool)
         always[aggregator] = True
         return MarkovSessions(on, off, a.diurnal_amplitude, always, seed)

@@ -45,7 +45,7 @@ class TransferLedger:
         # transfers started since the last settle(): route ids and sizes (bytes)
         self.booked_routes: list[int] = []
         self.booked_bytes: list[float] = []
-        self._indexed_routes = 0
+        self._slot: dict[int, int] = {}  # route id -> its row in the arrays below
         self._route_first_sender = self._route_receiver = np.zeros(0, dtype=np.intp)
         self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
         self._charge_sender = np.zeros(0, dtype=np.intp)
@@ -85,9 +85,12 @@ class TransferLedger:
         one a transfer-by-transfer loop would give."""
         if not self.booked_routes:
             return
-        if len(self.topology.routes) > self._indexed_routes:
-            self._index_routes()
-        r = np.array(self.booked_routes, dtype=np.intp)
+        slot = self._slot
+        new = [rid for rid in dict.fromkeys(self.booked_routes) if rid not in slot]
+        if new:
+            self._index_routes(new)
+        r = np.fromiter((slot[rid] for rid in self.booked_routes), dtype=np.intp,
+                        count=len(self.booked_routes))
         size = np.array(self.booked_bytes, dtype=float)
         self.booked_routes.clear()  # (in place: the network holds their append methods)
         self.booked_bytes.clear()
@@ -111,23 +114,37 @@ class TransferLedger:
                 np.add.at(self._medium_airtime_s,
                           self._direction_medium[self._air_direction[air]], seconds)
 
-    def _index_routes(self) -> None:
-        """Arrays over the topology's routes: first sender, receiver, charges (flattened)."""
-        routes = self.topology.routes
-        self._route_first_sender = np.array([r.senders[0] if r.senders else r.receiver
-                                             for r in routes], dtype=np.intp)
-        self._route_receiver = np.array([r.receiver for r in routes], dtype=np.intp)
+    def _index_routes(self, ids: list[int]) -> None:
+        """Add the routes ``ids`` (not indexed yet) to the arrays: first sender, receiver,
+        charges and air time (flattened); only routes that carried a transfer are indexed."""
+        routes = [self.topology.routes[i] for i in ids]
+        base = len(self._slot)
+        for k, rid in enumerate(ids):
+            self._slot[rid] = base + k
         n_charges = np.array([len(r.charges) for r in routes], dtype=np.intp)
-        self._route_n_charges = n_charges
-        self._route_charge_start = np.cumsum(n_charges) - n_charges
-        self._charge_sender = np.array([s for r in routes for s, _ in r.charges], dtype=np.intp)
-        self._charge_j_per_bit = np.array([e for r in routes for _, e in r.charges], dtype=float)
         n_air = np.array([len(r.airtime) for r in routes], dtype=np.intp)
-        self._route_n_air = n_air
-        self._route_air_start = np.cumsum(n_air) - n_air
-        self._air_station = np.array([s for r in routes for s, _ in r.airtime], dtype=np.intp)
-        self._air_direction = np.array([d for r in routes for _, d in r.airtime], dtype=np.intp)
-        self._indexed_routes = len(routes)
+        charge_base, air_base = len(self._charge_sender), len(self._air_station)
+
+        def grow(old: np.ndarray, new: list, dtype) -> np.ndarray:
+            return np.concatenate([old, np.array(new, dtype=dtype)])
+
+        self._route_first_sender = grow(self._route_first_sender, [
+            r.senders[0] if r.senders else r.receiver for r in routes], np.intp)
+        self._route_receiver = grow(self._route_receiver, [r.receiver for r in routes], np.intp)
+        self._route_n_charges = np.concatenate([self._route_n_charges, n_charges])
+        self._route_charge_start = np.concatenate([self._route_charge_start,
+                                                   charge_base + np.cumsum(n_charges) - n_charges])
+        self._charge_sender = grow(self._charge_sender,
+                                   [x for r in routes for x, _ in r.charges], np.intp)
+        self._charge_j_per_bit = grow(self._charge_j_per_bit,
+                                      [e for r in routes for _, e in r.charges], float)
+        self._route_n_air = np.concatenate([self._route_n_air, n_air])
+        self._route_air_start = np.concatenate([self._route_air_start,
+                                                air_base + np.cumsum(n_air) - n_air])
+        self._air_station = grow(self._air_station, [x for r in routes for x, _ in r.airtime],
+                                 np.intp)
+        self._air_direction = grow(self._air_direction,
+                                   [d for r in routes for _, d in r.airtime], np.intp)
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,

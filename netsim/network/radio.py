@@ -33,46 +33,51 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsim.energy import EnergyMeter
-from netsim.network.topology import Radio
+from netsim.network.topology import Radio, RadioSet
 
 _NEVER = -float("inf")
 
 
 class RadioMeter:
-    """The radios of one network and the energy they draw (charged to ``meter``)."""
+    """The radios of one network and the energy they draw (charged to ``meter``).
+
+    The figures are read from the radios' arrays and the state is kept only for radios that
+    have been used (a meter over a million radios costs nothing until they transfer)."""
 
     def __init__(self, radios: Sequence[Radio], meter: EnergyMeter) -> None:
-        self.radios = list(radios)
+        self.radios = RadioSet.of(radios)
         self.meter = meter
-        n = len(self.radios)
-        self._active = [0] * n           # transfers in progress
-        self._since = [0.0] * n          # start of the current busy period (s)
-        self._period_end = [_NEVER] * n  # latest arrival seen in the current period (s)
-        self._last_end = [_NEVER] * n    # end of the last finished period (s)
-        self._power_w = np.array([x.power_w for x in self.radios], dtype=float)
-        self._tail_s = np.array([x.tail_s for x in self.radios], dtype=float)
-        self._tail_w = np.array([x.tail_power_w for x in self.radios], dtype=float)
-        self._node = np.array([x.node for x in self.radios], dtype=np.intp)
+        self._active: dict[int, int] = {}        # transfers in progress
+        self._since: dict[int, float] = {}       # start of the current busy period (s)
+        self._period_end: dict[int, float] = {}  # latest arrival seen in the current period
+        self._last_end: dict[int, float] = {}    # end of the last finished period (s)
+        self._power_w = self.radios.power_w
+        self._tail_s = self.radios.tail_s
+        self._tail_w = self.radios.tail_power_w
+        self._node = self.radios.node
 
     def __bool__(self) -> bool:
-        return bool(self.radios)
+        return len(self.radios) > 0
 
     def start(self, radio_ids: Sequence[int], now_s: float) -> None:
         """A transfer on each radio of ``radio_ids`` starts at ``now_s`` (s)."""
+        active = self._active
         for r in radio_ids:
-            if self._active[r] == 0:
-                radio, last = self.radios[r], self._last_end[r]
+            if active.get(r, 0) == 0:
+                last = self._last_end.get(r, _NEVER)
                 since = now_s
                 if last > _NEVER:
+                    tail_s = float(self._tail_s[r])
                     if now_s < last:  # (an arrival booked ahead of this start: one period)
                         since = last
-                        cut = radio.tail_s
+                        cut = tail_s
                     else:
-                        cut = max(radio.tail_s - (now_s - last), 0.0)
-                    if cut > 0.0 and radio.tail_power_w > 0.0:
-                        self.meter.add_radio(radio.node, -cut * radio.tail_power_w)
+                        cut = max(tail_s - (now_s - last), 0.0)
+                    tail_w = float(self._tail_w[r])
+                    if cut > 0.0 and tail_w > 0.0:
+                        self.meter.add_radio(int(self._node[r]), -cut * tail_w)
                 self._since[r], self._period_end[r] = since, since
-            self._active[r] += 1
+            active[r] = active.get(r, 0) + 1
 
     def end(self, radio_ids: Sequence[int], arrival_s: float) -> None:
         """A transfer on each radio of ``radio_ids`` arrives at ``arrival_s`` (s)."""
@@ -81,10 +86,11 @@ class RadioMeter:
                 self._period_end[r] = arrival_s
             self._active[r] -= 1
             if self._active[r] == 0:
-                radio, since, until = self.radios[r], self._since[r], self._period_end[r]
-                joules = radio.power_w * (until - since) + radio.tail_power_w * radio.tail_s
+                since, until = self._since[r], self._period_end[r]
+                joules = float(self._power_w[r]) * (until - since) \
+                    + float(self._tail_w[r]) * float(self._tail_s[r])
                 if joules > 0.0:
-                    self.meter.add_radio(radio.node, joules)
+                    self.meter.add_radio(int(self._node[r]), joules)
                 self._last_end[r] = until
 
     def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:
@@ -112,14 +118,14 @@ class RadioMeter:
         r = owner[opens]  # one entry per busy period, in radio then time order
         first = np.ones(len(r), dtype=bool)
         first[1:] = r[1:] != r[:-1]
-        if any(self._active[k] for k in r[first].tolist()):
+        if any(self._active.get(k, 0) for k in r[first].tolist()):
             raise ValueError("RadioMeter.play: a transfer is in progress on one of the radios")
         since, until = times[opens], times[closes]
         power, tail_s, tail_w = self._power_w[r], self._tail_s[r], self._tail_w[r]
         # the end of the period before each one on its radio (-inf: none)
         before = np.empty(len(r))
         before[1:] = until[:-1]
-        before[first] = [self._last_end[k] for k in r[first].tolist()]
+        before[first] = [self._last_end.get(k, _NEVER) for k in r[first].tolist()]
         had = before > _NEVER
         ahead = had & (since < before)  # (an arrival booked ahead of this start: one period)
         since = np.where(ahead, before, since)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
 
 import networkx as nx
+import numpy as np
 
 
 class LinkLike(Protocol):
@@ -66,6 +67,47 @@ class Radio:
     power_w: float
     tail_s: float
     tail_power_w: float
+
+
+class RadioSet(Sequence[Radio]):
+    """Radios held as arrays (one entry per radio): a :class:`Radio` is built when asked for.
+
+    What a topology of a million devices keeps instead of a million objects; read-only."""
+
+    def __init__(self, node: np.ndarray, link: np.ndarray, power_w: np.ndarray,
+                 tail_s: np.ndarray, tail_power_w: np.ndarray) -> None:
+        self.node = np.asarray(node, dtype=np.intp)
+        self.link = np.asarray(link, dtype=np.intp)
+        self.power_w = np.asarray(power_w, dtype=float)
+        self.tail_s = np.asarray(tail_s, dtype=float)
+        self.tail_power_w = np.asarray(tail_power_w, dtype=float)
+        for a in (self.node, self.link, self.power_w, self.tail_s, self.tail_power_w):
+            a.setflags(write=False)
+
+    @classmethod
+    def of(cls, radios: Sequence[Radio]) -> RadioSet:
+        """The set of ``radios`` (a RadioSet is returned as it is)."""
+        if isinstance(radios, RadioSet):
+            return radios
+        return cls(np.array([r.node for r in radios], dtype=np.intp),
+                   np.array([r.link for r in radios], dtype=np.intp),
+                   np.array([r.power_w for r in radios], dtype=float),
+                   np.array([r.tail_s for r in radios], dtype=float),
+                   np.array([r.tail_power_w for r in radios], dtype=float))
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    @overload
+    def __getitem__(self, i: int) -> Radio: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Radio]: ...
+
+    def __getitem__(self, i: int | slice) -> Radio | list[Radio]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return Radio(int(self.node[i]), int(self.link[i]), float(self.power_w[i]),
+                     float(self.tail_s[i]), float(self.tail_power_w[i]))
 
 
 @dataclass(frozen=True)

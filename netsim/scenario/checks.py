@@ -56,7 +56,10 @@ def _field(obj: Any, key: str) -> Any:
 
 
 def _as_list(raw: Any) -> list[Any]:
-    return list(raw) if isinstance(raw, list | tuple) else []
+    """A list, tuple or other sequence (a resolved fleet's lazy devices) as a list."""
+    if isinstance(raw, str | bytes | dict):
+        return []
+    return list(raw) if isinstance(raw, list | tuple | Sequence) else []
 
 
 def resolved_model(raw: Any) -> ModelSpec | None:

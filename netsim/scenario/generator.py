@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec
+from netsim.scenario.fleet import Fleet, FleetDevices, FleetLinks
+from netsim.scenario.schema import GenerateSpec, LinkSpec, MediumSpec
 from netsim.yamlio import safe_load
 
 AGGREGATOR_ID = "aggregator"
@@ -39,7 +40,10 @@ def edge_catalog() -> dict[str, dict[str, Any]]:
     return safe_load(text)
 
 
-def _shares_to_counts(shares: dict[str, float], n: int, rng: np.random.Generator) -> list[str]:
+def _shares_to_codes(shares: dict[str, float], n: int, rng: np.random.Generator
+                     ) -> tuple[list[str], np.ndarray]:
+    """The names with a positive share (sorted) and a shuffled label code per entry: counts
+    in proportion to the shares, the remainder drawn with the shares as probabilities."""
     names = sorted(k for k, v in shares.items() if v > 0)
     p = np.array([shares[k] for k in names], dtype=float)
     counts = np.floor(p / p.sum() * n).astype(int)
@@ -47,84 +51,141 @@ def _shares_to_counts(shares: dict[str, float], n: int, rng: np.random.Generator
     if remainder:
         extra = rng.choice(len(names), size=remainder, replace=True, p=p / p.sum())
         np.add.at(counts, extra, 1)
-    labels = np.repeat(np.array(names, dtype=object), counts)
+    labels = np.repeat(np.arange(len(names)), counts)
     rng.shuffle(labels)
-    return [str(x) for x in labels]
-
-
-def _power_states(cls: dict[str, Any], jitter: float) -> dict[str, float]:
-    """A device's power_sleep_w (W, jittered) and battery_j (J) from its class, where given."""
-    out: dict[str, float] = {}
-    if cls.get("power_sleep_w") is not None:
-        out["power_sleep_w"] = float(cls["power_sleep_w"]) * jitter
-    if cls.get("battery_j") is not None:
-        out["battery_j"] = float(cls["battery_j"])
-    return out
+    return names, labels
 
 
 def generate_network(
     spec: GenerateSpec, rng: np.random.Generator, power_states: bool = False
-) -> tuple[list[DeviceSpec], list[LinkSpec], str]:
-    """Devices, links and the aggregator id of a generated network (deterministic in ``rng``).
+) -> tuple[FleetDevices, FleetLinks, str]:
+    """Devices, links and the aggregator id of a generated network (deterministic in ``rng``):
+    read-only sequences over :func:`generate_fleet`'s arrays."""
+    fleet = generate_fleet(spec, rng, power_states)
+    return FleetDevices(fleet), FleetLinks(fleet), AGGREGATOR_ID
+
+
+def generate_fleet(spec: GenerateSpec, rng: np.random.Generator,
+                   power_states: bool = False) -> Fleet:
+    """A generated network as arrays (:class:`netsim.scenario.fleet.Fleet`), deterministic in
+    ``rng``; no Python object per device.
 
     ``power_states``: give devices their class's ``power_sleep_w`` and ``battery_j`` (for
     scenarios with dynamics); the rest of the network is the same either way.
     """
     catalog = edge_catalog()
     classes, access = catalog["device_classes"], catalog["access_links"]
-    kinds = _shares_to_counts(spec.mix, spec.n_devices, rng)
-    link_kinds = _shares_to_counts(spec.access, spec.n_devices, rng)
     n = spec.n_devices
+    class_names, kind_code = _shares_to_codes(spec.mix, n, rng)
+    access_names, access_code = _shares_to_codes(spec.access, n, rng)
     flops_jitter = rng.lognormal(0.0, _COMPUTE_SIGMA, n)
     power_jitter = rng.lognormal(0.0, _POWER_SIGMA, n)
     bw_jitter = rng.lognormal(0.0, _BANDWIDTH_SIGMA, n)
     samples = np.maximum(
         1, np.round(spec.samples_mean * rng.lognormal(0.0, spec.samples_spread, n))
-    ).astype(int) if spec.samples_mean > 0 else np.zeros(n, dtype=int)
+    ).astype(np.int64) if spec.samples_mean > 0 else np.zeros(n, dtype=np.int64)
     mem_pick = rng.random(n)
 
+    def per_class(field: str) -> np.ndarray:
+        return np.array([_number(classes[c].get(field)) for c in class_names], dtype=float)
+
     agg = classes[spec.aggregator_class]
-    devices = [DeviceSpec(
-        id=AGGREGATOR_ID, flop_per_s=agg["flop_per_s"], memory_bytes=agg["memory_bytes"][-1],
-        power_busy_w=agg["power_busy_w"], power_idle_w=agg["power_idle_w"], samples=0,
-        device_class=spec.aggregator_class, **(_power_states(agg, 1.0) if power_states else {}))]
-    backhaul = access[spec.backhaul]
-    fibre = access["fibre"]
-    links = [LinkSpec(a=AGGREGATOR_ID, b=CORE_ID, bandwidth_bps=fibre["bandwidth_bps"],
-                      latency_s=fibre["latency_s"], energy_j_per_bit=fibre["energy_j_per_bit"],
-                      link_type="fibre")]
-    cell_fill: dict[str, tuple[str, int]] = {}
-    cell_count: dict[str, int] = {}
+    n_mem = np.array([len(classes[c]["memory_bytes"]) for c in class_names])
+    mem_table = np.full((len(class_names), int(n_mem.max(initial=1))), np.nan)
+    for k, c in enumerate(class_names):
+        mem_table[k, :n_mem[k]] = classes[c]["memory_bytes"]
+    memory = mem_table[kind_code, (mem_pick * n_mem[kind_code]).astype(np.intp)]
+    jittered = {f: per_class(f)[kind_code] * power_jitter
+                for f in ("power_busy_w", "power_idle_w")}
+    sleep = np.full(n + 1, np.nan)
+    battery = np.full(n + 1, np.nan)
+    if power_states:
+        sleep[1:] = per_class("power_sleep_w")[kind_code] * power_jitter
+        battery[1:] = per_class("battery_j")[kind_code]
+        sleep[0] = _number(agg.get("power_sleep_w"))
+        battery[0] = _number(agg.get("battery_j"))
+
+    def with_agg(value: float, rest: np.ndarray) -> np.ndarray:
+        return np.concatenate([[float(value)], rest])
+
     width = len(str(n))
-    for i in range(n):
-        cls = classes[kinds[i]]
-        dev_id = f"{kinds[i]}-{i:0{width}d}"
-        mems = cls["memory_bytes"]
-        devices.append(DeviceSpec(
-            id=dev_id, flop_per_s=cls["flop_per_s"] * flops_jitter[i],
-            memory_bytes=mems[int(mem_pick[i] * len(mems))],
-            power_busy_w=cls["power_busy_w"] * power_jitter[i],
-            power_idle_w=cls["power_idle_w"] * power_jitter[i],
-            samples=int(samples[i]), device_class=kinds[i],
-            **(_power_states(cls, float(power_jitter[i])) if power_states else {})))
-        kind = link_kinds[i]
-        cell, used = cell_fill.get(kind, ("", spec.devices_per_cell))
-        if used >= spec.devices_per_cell:
-            cell_count[kind] = cell_count.get(kind, 0) + 1
-            cell = f"{kind}-cell-{cell_count[kind]}"
-            used = 0
-            links.append(LinkSpec(a=cell, b=CORE_ID, bandwidth_bps=backhaul["bandwidth_bps"],
-                                  latency_s=backhaul["latency_s"],
-                                  energy_j_per_bit=backhaul["energy_j_per_bit"],
-                                  link_type=spec.backhaul))
-        cell_fill[kind] = (cell, used + 1)
-        typ = access[kind]
-        radio = {k: typ[k] for k in _RADIO_FIELDS if k in typ} \
-            if spec.shared_media and typ.get("medium") else {}
-        links.append(LinkSpec(a=dev_id, b=cell, bandwidth_bps=typ["bandwidth_bps"] * bw_jitter[i],
-                              latency_s=typ["latency_s"], energy_j_per_bit=typ["energy_j_per_bit"],
-                              link_type=kind, medium=cell if radio else None, **radio))
-    return devices, links, AGGREGATOR_ID
+    ids = [AGGREGATOR_ID] + [f"{class_names[c]}-{i:0{width}d}"
+                             for i, c in enumerate(kind_code.tolist())]
+    device_class = [spec.aggregator_class] + [class_names[c] for c in kind_code.tolist()]
+
+    # cells: per access type, a new cell every devices_per_cell devices of that type
+    rank = _rank_within(access_code, len(access_names))
+    opens = rank % spec.devices_per_cell == 0
+    opened_before = np.cumsum(opens) - opens           # cells opened by earlier devices
+    cell_of_opener = np.flatnonzero(opens)              # the device opening each cell
+    n_cells = len(cell_of_opener)
+    # a device's cell: the latest cell of its type opened at or before it
+    cell_number = rank // spec.devices_per_cell        # within its type (0-based)
+    key = access_code.astype(np.int64) * (n + 1) + cell_number
+    cell_key = key[cell_of_opener]
+    device_cell = np.searchsorted(np.sort(cell_key), key)
+    order = np.argsort(cell_key, kind="stable")
+    device_cell = order[device_cell]
+    cell_kind = [access_names[c] for c in access_code[cell_of_opener].tolist()]
+    cell_ids = [f"{kind}-cell-{num + 1}" for kind, num in
+                zip(cell_kind, cell_number[cell_of_opener].tolist(), strict=True)]
+    access_link = 1 + np.arange(n) + opened_before + opens
+    link_owner = np.zeros(1 + n + n_cells, dtype=np.int64)
+    link_owner[access_link] = np.arange(1, n + 1)
+    link_owner[access_link[cell_of_opener] - 1] = -(np.arange(n_cells) + 1)
+
+    radio_of = {kind: {k: float(access[kind][k]) for k in _RADIO_FIELDS if k in access[kind]}
+                for kind in access_names
+                if spec.shared_media and access[kind].get("medium")}
+    radio_of = {k: v for k, v in radio_of.items() if v}
+    cell_medium = np.full(n_cells, -1, dtype=np.int64)
+    media: list[MediumSpec] = []
+    for ci, kind in enumerate(cell_kind):
+        if kind in radio_of:
+            cell_medium[ci] = len(media)
+            media.append(MediumSpec(id=cell_ids[ci], kind=access[kind]["medium"]))
+    typ = {f: np.array([float(access[k][f]) for k in access_names])
+           for f in ("bandwidth_bps", "latency_s", "energy_j_per_bit")}
+    backhaul, fibre = access[spec.backhaul], access["fibre"]
+    return Fleet(
+        ids=ids, device_class=device_class,
+        flop_per_s=with_agg(agg["flop_per_s"], per_class("flop_per_s")[kind_code] * flops_jitter),
+        memory_bytes=with_agg(agg["memory_bytes"][-1], memory),
+        power_busy_w=with_agg(agg["power_busy_w"], jittered["power_busy_w"]),
+        power_idle_w=with_agg(agg["power_idle_w"], jittered["power_idle_w"]),
+        samples=np.concatenate([[0], samples]).astype(np.int64),
+        power_sleep_w=sleep, battery_j=battery,
+        cell_ids=cell_ids, cell_kind=cell_kind, cell_medium=cell_medium, media=media,
+        device_cell=device_cell, access_link=access_link,
+        access_bps=typ["bandwidth_bps"][access_code] * bw_jitter,
+        access_latency_s=typ["latency_s"][access_code],
+        access_j_per_bit=typ["energy_j_per_bit"][access_code],
+        access_radio=radio_of,
+        access_figures={k: {"latency_s": float(access[k]["latency_s"]),
+                            "energy_j_per_bit": float(access[k]["energy_j_per_bit"])}
+                        for k in access_names},
+        backhaul={"bandwidth_bps": float(backhaul["bandwidth_bps"]),
+                  "latency_s": float(backhaul["latency_s"]),
+                  "energy_j_per_bit": float(backhaul["energy_j_per_bit"]),
+                  "link_type": spec.backhaul},
+        fibre={"bandwidth_bps": float(fibre["bandwidth_bps"]),
+               "latency_s": float(fibre["latency_s"]),
+               "energy_j_per_bit": float(fibre["energy_j_per_bit"])},
+        link_owner=link_owner, core_id=CORE_ID, aggregator_id=AGGREGATOR_ID)
+
+
+def _number(value: Any) -> float:
+    """A catalog figure as a float (NaN for null)."""
+    return np.nan if value is None else float(value)
+
+
+def _rank_within(code: np.ndarray, n_codes: int) -> np.ndarray:
+    """Each entry's position among the earlier entries of its code (0, 1, ...)."""
+    out = np.empty(len(code), dtype=np.int64)
+    for c in range(n_codes):
+        at = np.flatnonzero(code == c)
+        out[at] = np.arange(len(at))
+    return out
 
 
 _RADIO_FIELDS = ("rx_energy_j_per_bit", "radio_power_w", "tail_s", "tail_power_w")

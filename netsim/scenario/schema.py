@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_validator,
+)
 
 from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, Joules, JoulesPerBit, Seconds, Watts
 
@@ -212,7 +221,7 @@ class TrainingSpec(_Strict):
 class GenerateSpec(_Strict):
     """A seeded heterogeneous edge network (see :mod:`netsim.scenario.generator`)."""
 
-    n_devices: Annotated[int, Field(ge=1, le=200_000)]
+    n_devices: Annotated[int, Field(ge=1, le=10_000_000)]
     mix: dict[str, Annotated[float, NonNegativeF]] = Field(
         default_factory=lambda: {"phone": 0.5, "sbc": 0.2, "jetson": 0.15, "laptop": 0.15}
     )
@@ -315,6 +324,15 @@ class Scenario(_Strict):
     training: TrainingSpec
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     dynamics: DynamicsSpec | None = None
+
+    @field_serializer("devices", "links", mode="wrap")
+    def _sequences_as_tuples(self, value: Any, handler: SerializerFunctionWrapHandler,
+                             info: SerializationInfo) -> Any:
+        """A resolved generated fleet holds its devices and links as lazy sequences
+        (netsim.scenario.fleet): serialised as the tuples they stand for."""
+        if value is not None and not isinstance(value, tuple):
+            value = tuple(value)
+        return handler(value)
 
     @model_validator(mode="after")
     def _network_given_once(self) -> Scenario:

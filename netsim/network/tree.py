@@ -1,0 +1,291 @@
+"""A topology whose links form a tree, held in arrays: routes follow parent pointers.
+
+What a generated fleet of a million devices runs on (:func:`netsim.devices.fleet_topology`):
+the same constraints, stations, radios and :class:`~netsim.network.topology.Route` objects as
+:class:`~netsim.network.topology.Topology` gives for the same links (a tree has one path
+between two nodes, so minimum latency picks it), without a graph or a Python object per link.
+Routes are built when first asked for. The route from the root to device row r has id
+``2 r`` and the one back ``2 r + 1``; any other route gets the next id after ``2 x devices``.
+:meth:`TreeTopology.root_routes` gives every device's pair as arrays in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import overload
+
+import numpy as np
+
+from netsim.network.topology import MediumLike, RadioSet, Route, Topology
+
+
+class TreeTopology(Topology):
+    """A tree of full-duplex links in arrays (see the module docstring).
+
+    ``parent[v]``: v's parent node (-1 at the root), ``parent_link[v]`` the link joining them;
+    per link: ends ``link_a``/``link_b`` (node indices), ``bandwidth_bps``, ``latency_s``,
+    ``energy_j_per_bit``, ``rx_energy_j_per_bit``, radio figures and ``link_medium`` (its index
+    in ``media``, -1: private). ``links``: the links as objects (a lazy sequence is fine: only
+    asked for by index). The first ``n_devices`` nodes are devices; ``root`` is a device.
+    """
+
+    def __init__(self, node_ids: list[str], n_devices: int, root: int, parent: np.ndarray,
+                 parent_link: np.ndarray, link_a: np.ndarray, link_b: np.ndarray,
+                 bandwidth_bps: np.ndarray, latency_s: np.ndarray,
+                 energy_j_per_bit: np.ndarray, rx_energy_j_per_bit: np.ndarray,
+                 radio_power_w: np.ndarray, tail_s: np.ndarray, tail_power_w: np.ndarray,
+                 link_medium: np.ndarray, media: Sequence[MediumLike], links: Sequence) -> None:
+        self.node_ids = node_ids
+        self.index = {v: i for i, v in enumerate(node_ids)}
+        self.links = links  # type: ignore[assignment]
+        self.media = list(media)
+        self.n_devices = n_devices
+        self.root = root
+        self.parent = np.asarray(parent, dtype=np.intp)
+        self.parent_link = np.asarray(parent_link, dtype=np.intp)
+        self.link_a, self.link_b = np.asarray(link_a, np.intp), np.asarray(link_b, np.intp)
+        self.bandwidth_bps = np.asarray(bandwidth_bps, dtype=float)
+        self.latency_s = np.asarray(latency_s, dtype=float)
+        self.energy_j_per_bit = np.asarray(energy_j_per_bit, dtype=float)
+        self.rx_energy_j_per_bit = np.asarray(rx_energy_j_per_bit, dtype=float)
+        n_links = len(self.link_a)
+        bw = np.repeat(self.bandwidth_bps, 2)
+        self.capacity_bps = bw.tolist()
+        n_dir = 2 * n_links
+        # media: constraints after the link directions (wifi one, cellular two)
+        kinds = [m.kind for m in self.media]
+        width = np.array([1 if k == "wifi" else 2 for k in kinds], dtype=np.intp)
+        first = n_dir + np.cumsum(width) - width
+        self.constraint_medium = np.repeat(np.arange(len(kinds)), width).tolist()
+        medium = np.asarray(link_medium, dtype=np.intp)
+        member = medium >= 0
+        station = np.where(self.link_a < n_devices, self.link_a, self.link_b)
+        if np.any(member & (station >= n_devices)):
+            bad = int(np.flatnonzero(member & (station >= n_devices))[0])
+            raise ValueError(f"links[{bad}].medium: a member link needs a device end")
+        first_pad, width_pad = np.append(first, -1), np.append(width, 1)  # (no media: -1)
+        c = np.where(member, first_pad[medium], -1)
+        cellular = member & (width_pad[medium] == 2)
+        up, down = c, np.where(cellular, c + 1, c)
+        station_is_a = station == self.link_a
+        self._member_station = np.where(member, station, -1)
+        self._member_ab = np.where(station_is_a, up, down)   # constraint a -> b
+        self._member_ba = np.where(station_is_a, down, up)   # constraint b -> a
+        self.direction_medium = np.repeat(np.where(member, medium, -1), 2).tolist()
+        # radios: per link with radio power or a tail, one per device end (a, then b)
+        has_radio = (radio_power_w > 0.0) | ((tail_s > 0.0) & (tail_power_w > 0.0))
+        a_dev, b_dev = self.link_a < n_devices, self.link_b < n_devices
+        ends = np.where(has_radio, a_dev.astype(np.intp) + b_dev, 0)
+        self._radio_first = np.cumsum(ends) - ends
+        self._radio_count = ends
+        owner = np.repeat(np.arange(n_links), ends)
+        second = np.arange(len(owner)) - self._radio_first[owner]  # 0: first end of its link
+        node = np.where(a_dev[owner] & (second == 0), self.link_a[owner], self.link_b[owner])
+        self.radios = RadioSet(  # type: ignore[assignment]
+            node, owner, np.asarray(radio_power_w, float)[owner],
+            np.asarray(tail_s, float)[owner], np.asarray(tail_power_w, float)[owner])
+        self.constraint_capacity = self.capacity_bps + [1.0] * len(self.constraint_medium)
+        self.route_cache: dict[tuple[str, str], Route] = {}
+        self.routes = _TreeRoutes(self)  # type: ignore[assignment]
+        self._extra: list[Route] = []
+        self._depth = _depths(self.parent, root)
+
+    def connected(self, a: str, b: str) -> bool:
+        """Whether a route exists between nodes a and b (in a tree: both exist)."""
+        return a in self.index and b in self.index
+
+    def _path(self, src: int, dst: int) -> list[int]:
+        """Node indices from src to dst along the tree."""
+        up, down = [src], [dst]
+        a, b = src, dst
+        depth = self._depth
+        while depth[a] > depth[b]:
+            a = int(self.parent[a])
+            up.append(a)
+        while depth[b] > depth[a]:
+            b = int(self.parent[b])
+            down.append(b)
+        while a != b:
+            a, b = int(self.parent[a]), int(self.parent[b])
+            up.append(a)
+            down.append(b)
+        return up + down[-2::-1]
+
+    def route(self, src: str, dst: str) -> Route:
+        """The (cached) route from src to dst: the same object the graph topology builds.
+
+        Raises
+        ------
+        KeyError
+            If either node is unknown.
+        """
+        key = (src, dst)
+        cached = self.route_cache.get(key)
+        if cached is not None:
+            return cached
+        if src not in self.index or dst not in self.index:
+            raise KeyError(f"unknown node in route {src!r} -> {dst!r}")
+        s, d = self.index[src], self.index[dst]
+        if s == self.root and d < self.n_devices:
+            rid = 2 * d
+        elif d == self.root and s < self.n_devices:
+            rid = 2 * s + 1
+        else:
+            rid = 2 * self.n_devices + len(self._extra)
+        route = self._build(self._path(s, d), rid)
+        self.route_cache[key] = route
+        if rid >= 2 * self.n_devices:
+            self._extra.append(route)
+        return route
+
+    def _build(self, nodes: list[int], rid: int) -> Route:
+        """The route along ``nodes`` (as :meth:`Topology.route` builds it)."""
+        hops, senders, epb, refs = [], [], [], []
+        airtime: list[tuple[int, int]] = []
+        radios: list[int] = []
+        charges: list[tuple[int, float]] = []
+        bottleneck, latency = float("inf"), 0.0
+        for u, v in zip(nodes, nodes[1:], strict=False):
+            link = int(self.parent_link[v] if self.parent[v] == u else self.parent_link[u])
+            hop = 2 * link if int(self.link_a[link]) == u else 2 * link + 1
+            j_per_bit = float(self.energy_j_per_bit[link])
+            hops.append(hop)
+            refs.append(-1)
+            senders.append(u)
+            epb.append(j_per_bit)
+            charges.append((u, j_per_bit))
+            station = int(self._member_station[link])
+            if station >= 0:
+                hops.append(int(self._member_ab[link] if hop == 2 * link
+                                else self._member_ba[link]))
+                refs.append(hop)
+                airtime.append((station, hop))
+            rx = float(self.rx_energy_j_per_bit[link])
+            if rx > 0.0 and v < self.n_devices:
+                charges.append((v, rx))
+            first, count = int(self._radio_first[link]), int(self._radio_count[link])
+            radios += range(first, first + count)
+            bps = float(self.bandwidth_bps[link])
+            if bps < bottleneck:
+                bottleneck = bps
+            latency += float(self.latency_s[link])
+        names = self.node_ids
+        return Route(tuple(names[x] for x in nodes), tuple(hops), tuple(senders), tuple(epb),
+                     bottleneck, latency, nodes[-1], tuple(charges), rid,
+                     tuple(refs) if airtime else (), tuple(airtime), tuple(radios))
+
+    def root_routes(self) -> dict[str, dict[str, np.ndarray]]:
+        """Every device's route from the root (``down``) and back (``up``) as arrays, in one
+        pass: per direction ``route_id``, ``cap_bps`` (the bottleneck, inf without hops),
+        ``latency_s``, ``j_per_bit`` (the route's charges summed), ``hop_start``/``hops``/
+        ``rate_ref`` and ``radio_start``/``radio_ids`` (CSR, rows = device rows), the same
+        figures :meth:`route` builds one by one, summed in the same order."""
+        n = self.n_devices
+        rows = np.arange(n)
+        chain = [rows]
+        while True:  # ancestors, until every chain has reached the root
+            nxt = np.where(chain[-1] >= 0, self.parent[np.maximum(chain[-1], 0)], -1)
+            nxt = np.where(chain[-1] == self.root, -1, nxt)
+            if not (nxt >= 0).any():
+                break
+            chain.append(nxt)
+        edges = []  # per level: (child, parent, link, valid)
+        for k in range(len(chain) - 1):
+            child, par = chain[k], chain[k + 1]
+            ok = (child >= 0) & (par >= 0)
+            link = np.where(ok, self.parent_link[np.maximum(child, 0)], -1)
+            edges.append((child, par, link, ok))
+        out = {}
+        for name, order, upward in (("down", edges[::-1], False), ("up", edges, True)):
+            hop_cols, ref_cols, radio_cols = [], [], []
+            cap = np.full(n, np.inf)
+            latency = np.zeros(n)
+            j_per_bit = np.zeros(n)
+            for child, par, link, ok in order:
+                lk = np.maximum(link, 0)
+                sender = child if upward else par
+                receiver = par if upward else child
+                forward = self.link_a[lk] == sender
+                hop = np.where(ok, 2 * lk + np.where(forward, 0, 1), -1)
+                member = ok & (self._member_station[lk] >= 0)
+                med = np.where(member, np.where(forward, self._member_ab[lk],
+                                                self._member_ba[lk]), -1)
+                hop_cols += [hop, med]
+                ref_cols += [np.full(n, -1), np.where(member, hop, -1)]
+                bw = np.where(ok, self.bandwidth_bps[lk], np.inf)
+                cap = np.minimum(cap, bw)
+                latency = np.where(ok, latency + self.latency_s[lk], latency)
+                j_per_bit = np.where(ok, j_per_bit + self.energy_j_per_bit[lk], j_per_bit)
+                rx = self.rx_energy_j_per_bit[lk]
+                charged = ok & (rx > 0.0) & (receiver < n) & (receiver >= 0)
+                j_per_bit = np.where(charged, j_per_bit + rx, j_per_bit)
+                first, count = self._radio_first[lk], np.where(ok, self._radio_count[lk], 0)
+                radio_cols += [np.where(count > 0, first, -1), np.where(count > 1, first + 1, -1)]
+            out[name] = {"route_id": 2 * rows + (1 if upward else 0), "cap_bps": cap,
+                         "latency_s": latency, "j_per_bit": j_per_bit,
+                         **_csr(np.stack(hop_cols, axis=1), np.stack(ref_cols, axis=1),
+                                "hop_start", "hops", "rate_ref"),
+                         **_csr(np.stack(radio_cols, axis=1), None, "radio_start",
+                                "radio_ids", "")}
+        return out
+
+    def route_by_id(self, rid: int) -> Route:
+        """The route with id ``rid`` (built if needed)."""
+        if rid >= 2 * self.n_devices:
+            return self._extra[rid - 2 * self.n_devices]
+        row, back = divmod(rid, 2)
+        root, dev = self.node_ids[self.root], self.node_ids[row]
+        return self.route(dev, root) if back else self.route(root, dev)
+
+
+class _TreeRoutes(Sequence[Route]):
+    """A tree topology's routes by id, built when asked for."""
+
+    def __init__(self, topology: TreeTopology) -> None:
+        self._topology = topology
+
+    def __len__(self) -> int:
+        return 2 * self._topology.n_devices + len(self._topology._extra)
+
+    @overload
+    def __getitem__(self, i: int) -> Route: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Route]: ...
+
+    def __getitem__(self, i: int | slice) -> Route | list[Route]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._topology.route_by_id(i)
+
+
+def _csr(cols: np.ndarray, refs: np.ndarray | None, start_name: str, values_name: str,
+         refs_name: str) -> dict[str, np.ndarray]:
+    """Rows of ``cols`` (-1: absent) in CSR form, row-major (each row's order kept), with
+    the parallel ``refs``."""
+    mask = cols >= 0
+    start = np.zeros(len(cols) + 1, dtype=np.intp)
+    np.cumsum(mask.sum(axis=1), out=start[1:])
+    out = {start_name: start, values_name: cols[mask].astype(np.intp)}
+    if refs is not None:
+        out[refs_name] = refs[mask].astype(np.intp)
+    return out
+
+
+def _depths(parent: np.ndarray, root: int) -> np.ndarray:
+    """Each node's depth below ``root`` (the root 0); every node must reach the root."""
+    depth = np.full(len(parent), -1, dtype=np.intp)
+    depth[root] = 0
+    todo = depth < 0
+    for _ in range(len(parent)):
+        if not todo.any():
+            break
+        p = parent[todo]
+        known = (p >= 0) & (depth[np.maximum(p, 0)] >= 0)
+        idx = np.flatnonzero(todo)[known]
+        depth[idx] = depth[parent[idx]] + 1
+        todo[idx] = False
+    if todo.any():
+        raise ValueError(f"node {int(np.flatnonzero(todo)[0])} is not connected to the root")
+    return depth
