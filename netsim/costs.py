@@ -50,19 +50,48 @@ class EpochEstimate:
         return self.energy_compute_j + self.energy_comm_j + self.energy_idle_j
 
 
+def participant_times(table: DeviceTable, model: ModelSpec, variant: int, rows: np.ndarray,
+                      samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per participant (device ``rows[k]`` training ``samples[k]`` samples, > 0): the time of
+    its download and upload alone on its routes (s), its compute time (s) and the per-bit
+    energy of both transfers (J). The one formula of an epoch's contention-free costs."""
+    bits = 8.0 * model.model_bytes(variant)
+    transfer = bits / table.down_bps[rows] + table.down_latency_s[rows] \
+        + bits / table.up_bps[rows] + table.up_latency_s[rows]
+    compute = samples * model.flop_per_sample(variant) / table.flop_per_s[rows]
+    comm = bits * (table.down_j_per_bit[rows] + table.up_j_per_bit[rows])
+    return transfer, compute, comm
+
+
 def device_epoch_times(table: DeviceTable, model: ModelSpec, variant: int,
                        samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-device (transfer_s, compute_s, comm_j) for the given samples (0 = not taking part).
+    """Per-device (transfer_s, compute_s, comm_j) for the given samples (0 = not taking part):
+    :func:`participant_times` over the devices with samples, 0 elsewhere.
 
     transfer_s is download + upload time; comm_j the energy of both transfers.
     """
-    bits = 8.0 * model.model_bytes(variant)
-    active = samples > 0
-    transfer = np.where(active, bits / table.down_bps + table.down_latency_s
-                        + bits / table.up_bps + table.up_latency_s, 0.0)
-    compute = samples * model.flop_per_sample(variant) / table.flop_per_s
-    comm = np.where(active, bits * (table.down_j_per_bit + table.up_j_per_bit), 0.0)
+    samples = np.asarray(samples, dtype=float)
+    rows = np.flatnonzero(samples > 0)
+    transfer, compute, comm = np.zeros(len(samples)), np.zeros(len(samples)), \
+        np.zeros(len(samples))
+    transfer[rows], compute[rows], comm[rows] = participant_times(table, model, variant, rows,
+                                                                  samples[rows])
     return transfer, compute, comm
+
+
+def aggregation_s(table: DeviceTable, model: ModelSpec, variant: int, updates: int) -> float:
+    """How long the aggregator averages ``updates`` updates of ``variant`` (s)."""
+    return model.aggregation_flop(variant, updates) / float(table.flop_per_s[table.aggregator])
+
+
+def contention_free_time_s(table: DeviceTable, model: ModelSpec, variant: int,
+                           rows: np.ndarray, samples: np.ndarray) -> float:
+    """An epoch's duration with every transfer alone on its route (s), participants ``rows``
+    with ``samples``: a lower bound of the engine's, at a cost that follows the participants
+    (:func:`estimate_epoch`'s time on a table without routes)."""
+    transfer, compute, _ = participant_times(table, model, variant, rows, samples)
+    return float((transfer + compute).max(initial=0.0)) \
+        + aggregation_s(table, model, variant, len(rows))
 
 
 def constraint_seconds(table: DeviceTable, model: ModelSpec, variant: int,
@@ -153,7 +182,7 @@ def estimate_epochs(table: DeviceTable, model: ModelSpec,
             comm = comm + (scratch.snapshot(0.0).radio_j[: table.n] - before)
         n_part = int(np.count_nonzero(samples))
         agg = table.aggregator
-        agg_s = model.aggregation_flop(variant, n_part) / table.flop_per_s[agg]
+        agg_s = aggregation_s(table, model, variant, n_part)
         time_s = float(finish.max(initial=0.0)) + agg_s
         busy = compute.copy()
         busy[agg] += agg_s

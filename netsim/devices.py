@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -80,12 +81,15 @@ class DeviceTable:
         """Number of devices (aggregator included)."""
         return len(self.ids)
 
-    @property
+    @cached_property
     def trainers(self) -> np.ndarray:
-        """Indices of devices that can train (hold samples), aggregator excluded."""
+        """Indices of devices that can train (hold samples), aggregator excluded (read-only;
+        computed once: a fleet's scan, not one per epoch)."""
         mask = self.samples > 0
         mask[self.aggregator] = False
-        return np.flatnonzero(mask)
+        out = np.flatnonzero(mask)
+        out.setflags(write=False)
+        return out
 
 
 def scenario_topology(scenario: Scenario) -> Topology:

@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import simpy
 
-from netsim.costs import estimate_epoch
+from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable, build_device_table, scenario_topology
 from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.dynamics.world import Dynamics, run_streams
-from netsim.energy import EnergyMeter, EnergySnapshot
+from netsim.energy import EnergyMeter, EnergySnapshot, EnergyTotals
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.fastepoch import PlainEpoch, RouteTable, book_radios, play_plain_epoch, route_caps
 from netsim.gcpause import relaxed_gc
@@ -66,14 +66,14 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
 
 @dataclass(frozen=True)
 class EpochOutcome:
-    """What one executed epoch cost: its interval (s) and the energy it used, per node; in a
+    """What one executed epoch cost: its interval (s) and the energy it used by category; in a
     changing world also whose updates counted (``counted``: device -> samples, clusters by
     head; None: every participant's), who dropped out or was late, and the energy each of
     those drew in the epoch (``wasted_j_by_row``: device row -> J)."""
 
     start_s: float
     end_s: float
-    energy: EnergySnapshot
+    energy: EnergyTotals
     counted: dict[str, int] | None = None
     dropped: tuple[str, ...] = ()
     late: tuple[str, ...] = ()
@@ -149,14 +149,21 @@ class World:
         self._airtime_read = np.zeros(len(self.topology.media))
 
     def airtime_by_medium(self) -> dict[str, float]:
-        """Air time used on each medium since the last call (s), by medium id: what the
-        recorder stores per epoch (``epochs.airtime_by_medium_s``); empty without media."""
+        """Air time used since the last call (s), by medium id, for the media used (the
+        others used none): what the recorder stores per epoch (``epochs.airtime_by_medium_s``,
+        where every medium is listed); empty without media."""
         if not len(self._airtime_read):
             return {}
         now = self.network.ledger.airtime_by_medium_s
         used = now - self._airtime_read
         self._airtime_read = now
-        return {m.id: float(x) for m, x in zip(self.topology.media, used, strict=True)}
+        media = self.topology.media
+        return {media[k].id: float(used[k]) for k in np.flatnonzero(used).tolist()}
+
+    @property
+    def media_ids(self) -> list[str]:
+        """The shared media's ids, in the topology's order."""
+        return [m.id for m in self.topology.media]
 
     @property
     def now_s(self) -> float:
@@ -252,7 +259,7 @@ class World:
             return self._run_changing_epoch(decision)
         env, model, v = self.env, self.model, decision.variant
         start = env.now
-        before = self.meter.snapshot(start)
+        before = self.meter.totals(start)  # (running sums: a static epoch visits no idle node)
         model_bytes = model.model_bytes(v)
         flop_per_sample = model.flop_per_sample(v)
         if not (self.fast_epochs and decision.participants and not decision.clusters
@@ -261,7 +268,7 @@ class World:
             self._run_events(decision, model_bytes, flop_per_sample)
         self._aggregate(v, len(decision.participants) + len(decision.clusters))
         end = env.now
-        return EpochOutcome(start, end, self.meter.snapshot(end) - before)
+        return EpochOutcome(start, end, self.meter.totals(end) - before)
 
     def _aggregate(self, variant: int, updates: int) -> None:
         """The aggregator averages ``updates`` updates now (busy for their FLOP)."""
@@ -295,8 +302,7 @@ class World:
         if self._tables is None:
             t = self.devices  # built by build_device_table, routes included
             assert t.down_routes is not None and t.up_routes is not None and t.capacity_bps is not None
-            self._tables = (t.down_routes, t.up_routes, t.capacity_bps,
-                            np.asarray(self._flops, dtype=float))
+            self._tables = (t.down_routes, t.up_routes, t.capacity_bps, t.flop_per_s)
         down, up, capacity, flops = self._tables
         n, index = len(decision.participants), self.devices.index
         rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
@@ -332,7 +338,7 @@ class World:
         before = self._wait_from or self.meter.snapshot(start)  # (a wait belongs to the epoch)
         self._wait_from = None
         nbytes, fps = model.model_bytes(v), model.flop_per_sample(v)
-        flops = np.asarray(self._flops, dtype=float)
+        flops = self.devices.flop_per_s
         if dyn.varies_compute:
             flops = flops * dyn.compute_factors()
         n, index = len(decision.participants), self.devices.index
@@ -374,7 +380,7 @@ class World:
         energy = self.meter.snapshot(end) - before
         wasted_rows = [index[d] for d in dropped + late]
         node_j = energy.node_j
-        return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
+        return EpochOutcome(start, end, energy.totals(), counted, tuple(dropped), tuple(late),
                             {r: float(node_j[r]) for r in wasted_rows})
 
     def _tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
@@ -623,11 +629,11 @@ def _ends_after(world: World, table: DeviceTable, decision: Decision, epoch: int
     bound of the engine's, already passes it), or None when it may."""
     if decision.clusters or not decision.participants:
         return None
-    samples = np.zeros(table.n)
     n, index = len(decision.participants), table.index
-    samples[np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)] = \
-        np.fromiter(decision.participants.values(), dtype=float, count=n)
-    end = world.now_s + estimate_epoch(table, world.model, decision.variant, samples).time_s
+    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+    end = world.now_s + contention_free_time_s(table, world.model, decision.variant, rows,
+                                               samples)
     if end <= training.deadline_s * (1.0 + 1e-9):
         return None
     return _late_message(epoch, end, training)
@@ -651,7 +657,7 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         resolved = resolve_scenario(scenario, seed)
         world = World(resolved, avail_rng, fast_epochs=fast_epochs, dynamics_seed=streams[3])
         training = resolved.training
-        recorder.start(world.node_ids, world.devices)
+        recorder.start(world.node_ids, world.devices, world.media_ids)
         backend = _make_backend(resolved, loss_rng)
         policy.reset(resolved, policy_rng)
         history = [backend.initial_loss()]

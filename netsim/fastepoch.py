@@ -152,9 +152,10 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     owner, hops, refs = owner_hops
     media = bool(len(refs)) and bool(refs.max() >= 0)
     coef = hop_coefficients(refs, capacity_bps) if media else None
-    if onset_flows is not None and len(hops) \
-            and np.any(np.bincount(hops, minlength=len(onset_flows)) > onset_flows):
-        return None
+    if onset_flows is not None and len(hops):
+        crossed, flows_on = np.unique(hops, return_counts=True)
+        if np.any(flows_on > onset_flows[crossed]):
+            return None
     capacity = np.asarray(capacity_bps, dtype=float)
     binding = can_bind(owner, hops, coef, caps, capacity)
     hit = binding[hops]
@@ -270,9 +271,7 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
     there); else the epoch needs the event engine.
     """
     down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
-    used = np.zeros(len(capacity_bps), dtype=bool)
-    used[down_hops[1]] = True
-    both = used[up_hops[1]]
+    both = np.isin(up_hops[1], down_hops[1])  # (sets of the hops crossed: work follows them)
     start = np.full(len(rows), float(now_s))
     last_bit = play_phase(start, rows, down, bits, capacity_bps, down_hops, onset_flows)
     if last_bit is None:
@@ -280,13 +279,14 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
     arrival = last_bit + down.latency_s[rows]
     trained = arrival + compute_s
     if both.any():  # constraints of both phases: the downloads there end before uploads start
-        shared = np.zeros(len(capacity_bps), dtype=bool)
-        shared[up_hops[1][both]] = True
-        on_down, on_up = shared[down_hops[1]], shared[up_hops[1]]
-        last_down = np.full(len(capacity_bps), -np.inf)
-        np.maximum.at(last_down, down_hops[1][on_down], last_bit[down_hops[0][on_down]])
-        first_up = np.full(len(capacity_bps), np.inf)
-        np.minimum.at(first_up, up_hops[1][on_up], trained[up_hops[0][on_up]])
+        shared = np.unique(up_hops[1][both])
+        on_down, on_up = np.isin(down_hops[1], shared), np.isin(up_hops[1], shared)
+        last_down = np.full(len(shared), -np.inf)
+        np.maximum.at(last_down, np.searchsorted(shared, down_hops[1][on_down]),
+                      last_bit[down_hops[0][on_down]])
+        first_up = np.full(len(shared), np.inf)
+        np.minimum.at(first_up, np.searchsorted(shared, up_hops[1][on_up]),
+                      trained[up_hops[0][on_up]])
         if np.any(last_down > first_up):
             return None
     if uploads_under is not None and len(rows):

@@ -28,6 +28,25 @@ def trainers_that_fit(obs: Observation, variant: int = 0) -> np.ndarray:
     return idx[obs.devices.memory_bytes[idx] >= need]
 
 
+class FitMemo:
+    """:func:`trainers_that_fit` per variant, remembered while the world hands the same
+    availability array (a static world gives the same read-only array every epoch): a fleet
+    of a million is scanned once, not every epoch. One per policy instance (per run)."""
+
+    def __init__(self) -> None:
+        self._available: np.ndarray | None = None
+        self._fits: dict[int, np.ndarray] = {}
+
+    def __call__(self, obs: Observation, variant: int = 0) -> np.ndarray:
+        if obs.available is not self._available or obs.available.flags.writeable:
+            self._available, self._fits = obs.available, {}
+        if variant not in self._fits:
+            fits = trainers_that_fit(obs, variant)
+            fits.setflags(write=False)
+            self._fits[variant] = fits
+        return self._fits[variant]
+
+
 def nobody_can_train(obs: Observation, variant: int = 0) -> Decision:
     """The stop decision of a baseline when no device can train this epoch, with the reason."""
     t = obs.devices.trainers
@@ -62,12 +81,13 @@ def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
 class FedAvgAll:
     def __init__(self, params: NoParams) -> None:
         self.name, self.params = "fedavg-all", params
+        self._fits = FitMemo()
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        pass
+        self._fits = FitMemo()
 
     def decide(self, obs: Observation) -> Decision:
-        idx = trainers_that_fit(obs)
+        idx = self._fits(obs)
         if not len(idx):
             return nobody_can_train(obs)
         return Decision(participants=all_samples(obs, idx), variant=0)
@@ -84,13 +104,15 @@ class KParams(BaseModel):
 class RandomK:
     def __init__(self, params: KParams) -> None:
         self.name, self.params = "random-k", params
+        self._fits = FitMemo()
         self._rng = np.random.default_rng(0)
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._fits = FitMemo()
         self._rng = rng
 
     def decide(self, obs: Observation) -> Decision:
-        idx = trainers_that_fit(obs)
+        idx = self._fits(obs)
         if not len(idx):
             return nobody_can_train(obs)
         idx = at_most(self._rng, idx, self.params.k)
@@ -120,13 +142,15 @@ class Overselect:
 
     def __init__(self, params: OverselectParams) -> None:
         self.name, self.params = "overselect", params
+        self._fits = FitMemo()
         self._rng = np.random.default_rng(0)
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._fits = FitMemo()
         self._rng = rng
 
     def decide(self, obs: Observation) -> Decision:
-        idx = trainers_that_fit(obs)
+        idx = self._fits(obs)
         if not len(idx):
             return nobody_can_train(obs)
         k = self.params.k
@@ -142,12 +166,13 @@ class Overselect:
 class FastestK:
     def __init__(self, params: KParams) -> None:
         self.name, self.params = "fastest-k", params
+        self._fits = FitMemo()
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        pass
+        self._fits = FitMemo()
 
     def decide(self, obs: Observation) -> Decision:
-        idx = trainers_that_fit(obs)
+        idx = self._fits(obs)
         if not len(idx):
             return nobody_can_train(obs)
         transfer, compute, _ = device_epoch_times(obs.devices, obs.model, 0, obs.devices.samples)

@@ -45,8 +45,13 @@ class Batteries:
 
     @property
     def any(self) -> bool:
-        """Whether some device runs on a battery."""
-        return bool(np.any(~np.isnan(self.capacity_j)))
+        """Whether some device runs on a battery (computed once the capacities are read-only,
+        as the changing world leaves them)."""
+        if self.capacity_j.flags.writeable:
+            return bool(np.any(~np.isnan(self.capacity_j)))
+        if getattr(self, "_any", None) is None:
+            self._any = bool(np.any(~np.isnan(self.capacity_j)))
+        return bool(self._any)
 
 
 class Dynamics:
@@ -81,6 +86,7 @@ class Dynamics:
                 np.array([np.nan if d.battery_j is None else d.battery_j for d in devices]),
                 np.array([d.battery_min_fraction for d in devices]))
         self.batteries.capacity_j[aggregator] = np.nan  # (ours: the aggregator is mains powered)
+        self.batteries.capacity_j.setflags(write=False)  # (set once: ``any`` is computed once)
 
     @staticmethod
     def _sessions(spec: DynamicsSpec | None, devices: Sequence[DeviceSpec], aggregator: int,

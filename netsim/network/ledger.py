@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from netsim.energy import EnergyMeter
+from netsim.network.tree import route_books_of
 
 if TYPE_CHECKING:
     from netsim.network.topology import Topology
@@ -108,7 +109,9 @@ class TransferLedger:
                 ends = np.cumsum(counts)
                 air = np.repeat(self._route_air_start[r] - (ends - counts), counts) \
                     + np.arange(int(ends[-1]))
-                rate = np.asarray(self.capacity, dtype=float)[self._air_direction[air]]
+                capacity = self.capacity  # (a list the network changes in place)
+                rate = np.array([capacity[d] for d in self._air_direction[air].tolist()],
+                                dtype=float)
                 seconds = np.repeat(8.0 * size, counts) / rate
                 np.add.at(self._airtime_s, self._air_station[air], seconds)
                 np.add.at(self._medium_airtime_s,
@@ -116,35 +119,28 @@ class TransferLedger:
 
     def _index_routes(self, ids: list[int]) -> None:
         """Add the routes ``ids`` (not indexed yet) to the arrays: first sender, receiver,
-        charges and air time (flattened); only routes that carried a transfer are indexed."""
-        routes = [self.topology.routes[i] for i in ids]
+        charges and air time (flattened); only routes that carried a transfer are indexed
+        (a fleet's topology gives them as arrays, :meth:`TreeTopology.route_books`)."""
+        books_of = getattr(self.topology, "route_books", None)
+        books = books_of(ids) if books_of is not None \
+            else route_books_of([self.topology.routes[i] for i in ids])
         base = len(self._slot)
         for k, rid in enumerate(ids):
             self._slot[rid] = base + k
-        n_charges = np.array([len(r.charges) for r in routes], dtype=np.intp)
-        n_air = np.array([len(r.airtime) for r in routes], dtype=np.intp)
+        n_charges, n_air = books["charge_count"], books["air_count"]
         charge_base, air_base = len(self._charge_sender), len(self._air_station)
-
-        def grow(old: np.ndarray, new: list, dtype) -> np.ndarray:
-            return np.concatenate([old, np.array(new, dtype=dtype)])
-
-        self._route_first_sender = grow(self._route_first_sender, [
-            r.senders[0] if r.senders else r.receiver for r in routes], np.intp)
-        self._route_receiver = grow(self._route_receiver, [r.receiver for r in routes], np.intp)
-        self._route_n_charges = np.concatenate([self._route_n_charges, n_charges])
-        self._route_charge_start = np.concatenate([self._route_charge_start,
-                                                   charge_base + np.cumsum(n_charges) - n_charges])
-        self._charge_sender = grow(self._charge_sender,
-                                   [x for r in routes for x, _ in r.charges], np.intp)
-        self._charge_j_per_bit = grow(self._charge_j_per_bit,
-                                      [e for r in routes for _, e in r.charges], float)
-        self._route_n_air = np.concatenate([self._route_n_air, n_air])
-        self._route_air_start = np.concatenate([self._route_air_start,
-                                                air_base + np.cumsum(n_air) - n_air])
-        self._air_station = grow(self._air_station, [x for r in routes for x, _ in r.airtime],
-                                 np.intp)
-        self._air_direction = grow(self._air_direction,
-                                   [d for r in routes for _, d in r.airtime], np.intp)
+        cat = np.concatenate
+        self._route_first_sender = cat([self._route_first_sender, books["first_sender"]])
+        self._route_receiver = cat([self._route_receiver, books["receiver"]])
+        self._route_n_charges = cat([self._route_n_charges, n_charges])
+        self._route_charge_start = cat([self._route_charge_start,
+                                        charge_base + np.cumsum(n_charges) - n_charges])
+        self._charge_sender = cat([self._charge_sender, books["charge_node"]])
+        self._charge_j_per_bit = cat([self._charge_j_per_bit, books["charge_j_per_bit"]])
+        self._route_n_air = cat([self._route_n_air, n_air])
+        self._route_air_start = cat([self._route_air_start, air_base + np.cumsum(n_air) - n_air])
+        self._air_station = cat([self._air_station, books["air_station"]])
+        self._air_direction = cat([self._air_direction, books["air_direction"]])
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,

@@ -181,7 +181,18 @@ def can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
     since their load on g fits in its capacity: a cell of stations of rates r_i puts at most
     ``max r_i`` bit/s on its backhaul. The bound holds for every feasible allocation, so a
     constraint it clears never saturates and max-min fairness is the same without it.
-    Repeated while it clears constraints (at most ``passes`` times)."""
+    Repeated while it clears constraints (at most ``passes`` times). The work follows the
+    constraints the flows cross, not every constraint of the network."""
+    crossed, local = np.unique(hops, return_inverse=True)
+    out = np.zeros(len(capacity), dtype=bool)
+    out[crossed] = _can_bind(owner, local.astype(np.intp), coef, cap_bps,
+                             np.asarray(capacity, dtype=float)[crossed], passes)
+    return out
+
+
+def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
+              cap_bps: np.ndarray, capacity: np.ndarray, passes: int) -> np.ndarray:
+    """:func:`can_bind` over constraints numbered 0.. (those the flows cross)."""
     n_constraints = len(capacity)
     a = np.ones(len(hops)) if coef is None else coef
     load = a * cap_bps[owner]

@@ -198,6 +198,7 @@ class TreeTopology(Topology):
         out = {}
         for name, order, upward in (("down", edges[::-1], False), ("up", edges, True)):
             hop_cols, ref_cols, radio_cols = [], [], []
+            charge_node, charge_j, air_station, air_dir = [], [], [], []
             cap = np.full(n, np.inf)
             latency = np.zeros(n)
             j_per_bit = np.zeros(n)
@@ -219,6 +220,10 @@ class TreeTopology(Topology):
                 rx = self.rx_energy_j_per_bit[lk]
                 charged = ok & (rx > 0.0) & (receiver < n) & (receiver >= 0)
                 j_per_bit = np.where(charged, j_per_bit + rx, j_per_bit)
+                charge_node += [np.where(ok, sender, -1), np.where(charged, receiver, -1)]
+                charge_j += [self.energy_j_per_bit[lk], rx]
+                air_station += [np.where(member, self._member_station[lk], -1)]
+                air_dir += [hop]
                 first, count = self._radio_first[lk], np.where(ok, self._radio_count[lk], 0)
                 radio_cols += [np.where(count > 0, first, -1), np.where(count > 1, first + 1, -1)]
             out[name] = {"route_id": 2 * rows + (1 if upward else 0), "cap_bps": cap,
@@ -226,7 +231,44 @@ class TreeTopology(Topology):
                          **_csr(np.stack(hop_cols, axis=1), np.stack(ref_cols, axis=1),
                                 "hop_start", "hops", "rate_ref"),
                          **_csr(np.stack(radio_cols, axis=1), None, "radio_start",
-                                "radio_ids", "")}
+                                "radio_ids", ""),
+                         **_csr(np.stack(charge_node, axis=1), np.stack(charge_j, axis=1),
+                                "charge_start", "charge_node", "charge_j_per_bit"),
+                         **_csr(np.stack(air_station, axis=1), np.stack(air_dir, axis=1),
+                                "air_start", "air_station", "air_direction")}
+            first = np.full(n, -1)
+            if len(order):
+                first = np.where(order[0][3], order[0][0] if upward else order[0][1], -1)
+            out[name]["first_sender"] = np.where(first >= 0, first, rows)  # (no hop: itself)
+            out[name]["receiver"] = np.full(n, self.root) if upward else rows
+        self._root_books = {**out, "both": {  # down's entries, then up's (gathered by id)
+            k: np.concatenate([out["down"][k], out["up"][k]])
+            for k in ("charge_node", "charge_j_per_bit", "air_station", "air_direction")}}
+        return out
+
+    def route_books(self, ids: list[int]) -> dict[str, np.ndarray]:
+        """What the ledger books per route, for routes ``ids`` (in order): first sender,
+        receiver, charges (node, J/bit) and air time (station, link direction) in CSR form
+        (``*_count`` per route): gathered from :meth:`root_routes`' arrays, or built from the
+        routes themselves where one is not a device's route to or from the root."""
+        books = getattr(self, "_root_books", None)
+        rid = np.asarray(ids, dtype=np.intp)
+        if books is None or not len(rid) or rid.max() >= 2 * self.n_devices:
+            return route_books_of([self.routes[i] for i in ids])
+        row, up = rid // 2, rid % 2 == 1
+        d, u = books["down"], books["up"]
+        out = {"first_sender": np.where(up, u["first_sender"][row], d["first_sender"][row]),
+               "receiver": np.where(up, u["receiver"][row], d["receiver"][row])}
+        for start, a, b in (("charge_start", "charge_node", "charge_j_per_bit"),
+                            ("air_start", "air_station", "air_direction")):
+            offset = len(d[a])
+            first = np.where(up, offset + u[start][row], d[start][row])
+            count = np.where(up, u[start][row + 1] - u[start][row],
+                             d[start][row + 1] - d[start][row])
+            at = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(count.sum())
+            out[start.replace("start", "count")] = count
+            out[a] = books["both"][a][at]
+            out[b] = books["both"][b][at]
         return out
 
     def route_by_id(self, rid: int) -> Route:
@@ -260,6 +302,20 @@ class _TreeRoutes(Sequence[Route]):
         return self._topology.route_by_id(i)
 
 
+def route_books_of(routes: Sequence[Route]) -> dict[str, np.ndarray]:
+    """:meth:`TreeTopology.route_books` of route objects (any topology's)."""
+    return {
+        "first_sender": np.array([r.senders[0] if r.senders else r.receiver for r in routes],
+                                 dtype=np.intp),
+        "receiver": np.array([r.receiver for r in routes], dtype=np.intp),
+        "charge_count": np.array([len(r.charges) for r in routes], dtype=np.intp),
+        "charge_node": np.array([x for r in routes for x, _ in r.charges], dtype=np.intp),
+        "charge_j_per_bit": np.array([e for r in routes for _, e in r.charges], dtype=float),
+        "air_count": np.array([len(r.airtime) for r in routes], dtype=np.intp),
+        "air_station": np.array([x for r in routes for x, _ in r.airtime], dtype=np.intp),
+        "air_direction": np.array([d for r in routes for _, d in r.airtime], dtype=np.intp)}
+
+
 def _csr(cols: np.ndarray, refs: np.ndarray | None, start_name: str, values_name: str,
          refs_name: str) -> dict[str, np.ndarray]:
     """Rows of ``cols`` (-1: absent) in CSR form, row-major (each row's order kept), with
@@ -269,7 +325,7 @@ def _csr(cols: np.ndarray, refs: np.ndarray | None, start_name: str, values_name
     np.cumsum(mask.sum(axis=1), out=start[1:])
     out = {start_name: start, values_name: cols[mask].astype(np.intp)}
     if refs is not None:
-        out[refs_name] = refs[mask].astype(np.intp)
+        out[refs_name] = refs[mask] if refs.dtype.kind == "f" else refs[mask].astype(np.intp)
     return out
 
 

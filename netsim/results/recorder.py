@@ -67,6 +67,7 @@ class Recorder:
         self._plan_status = ""
         self._dropouts: dict[int, int] = {}
         self._wasted: dict[int, float] = {}
+        self._media_ids: list[str] = []
 
     @property
     def last_accuracy(self) -> float | None:
@@ -75,8 +76,9 @@ class Recorder:
             return None
         return float(self._epochs[-1]["accuracy"])
 
-    def start(self, node_ids: list[str], devices) -> None:
-        """The run's nodes (devices first, then network nodes)."""
+    def start(self, node_ids: list[str], devices, media_ids: list[str] | None = None) -> None:
+        """The run's nodes (devices first, then network nodes) and shared media."""
+        self._media_ids = list(media_ids or [])
         self._node_ids = list(node_ids)
         self._row = {d: i for i, d in enumerate(self._node_ids)}
         self._classes = list(devices.device_class) + [None] * (len(node_ids) - devices.n)
@@ -85,10 +87,11 @@ class Recorder:
     def epoch(self, epoch: int, outcome, step, decision, model,
               airtime_by_medium: dict[str, float] | None = None) -> None:
         """Record one finished epoch; ``airtime_by_medium``: the air time (s) each shared
-        medium was used in it, by medium id."""
+        medium was used in it, by medium id (media left out used none; the table lists every
+        medium, filled in by :meth:`tables`, so an epoch's cost follows what it used)."""
         e = outcome.energy
-        compute, comm, idle = float(e.compute_j.sum()), float(e.communication_j.sum()), float(e.idle_j.sum())
-        sleep = float(e.sleep_j.sum())
+        compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
+        sleep = e.sleep_j
         self.energy_j += compute + comm + idle + sleep
         ids = list(decision.participants) + [d for c in decision.clusters for d in c.devices]
         samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
@@ -115,7 +118,7 @@ class Recorder:
             "dropped": len(outcome.dropped), "late": len(outcome.late),
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
-            "airtime_by_medium_s": json.dumps(airtime_by_medium or {}, sort_keys=True),
+            "airtime_by_medium_s": dict(airtime_by_medium or {}),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -165,10 +168,20 @@ class Recorder:
             "plan_status": self._plan_status,
         }
 
+    def _airtime_json(self, used: dict[str, float] | str) -> str:
+        """An epoch's air time as JSON over every medium (0 where it used none)."""
+        if isinstance(used, str):
+            return used
+        full = dict.fromkeys(self._media_ids, 0.0)
+        full.update(used)
+        return json.dumps(full, sort_keys=True)
+
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """(runs, epochs, devices) DataFrames of this run."""
         runs = pd.DataFrame([self._run])
-        epochs = pd.DataFrame(self._epochs) if self._epochs else _empty_epochs()
+        epochs = pd.DataFrame([{**row, "airtime_by_medium_s": self._airtime_json(
+            row["airtime_by_medium_s"])} for row in self._epochs]) if self._epochs \
+            else _empty_epochs()
         devices = self._devices if self._devices is not None else pd.DataFrame(columns=DEVICE_COLUMNS)
         return runs, epochs, devices
 

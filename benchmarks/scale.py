@@ -1,0 +1,107 @@
+"""Fleets of a million: setup per device, the cost of an epoch of 100 participants as the
+fleet grows, with markov sessions, and peak memory (issue 26's targets).
+
+Each measurement runs in a fresh process (its peak memory is its own): the built-in default
+scenario's generator with ``n_devices`` devices, random-k with k = 100, the surrogate loss
+(target out of reach, so every epoch runs). Setup is generating, validating and building the
+world (topology, device table, meters); an epoch's cost is the median wall time between the
+ends of consecutive epochs (the policy's choice included). Printed as ratios against the
+10,000-device fleet measured in the same run (the machine is shared and noisy).
+
+    python benchmarks/scale.py                  # 10k, 100k, 1M; about 2 minutes
+    python benchmarks/scale.py --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+EPOCHS = 30
+K = 100
+
+
+def scenario(n: int, markov: bool) -> dict:
+    """The default scenario with ``n`` generated devices (markov sessions if asked)."""
+    from netsim.scenario.loading import scenario_data
+
+    sc = copy.deepcopy(scenario_data("default"))
+    sc["generate"]["n_devices"] = n
+    sc["generate"]["devices_per_cell"] = 32
+    sc["training"].update(target_loss=0.01, max_epochs=EPOCHS, deadline_s=1e9)
+    if markov:
+        sc["dynamics"] = {"availability": {"model": "markov"}}
+    return sc
+
+
+def measure(n: int, markov: bool) -> dict:
+    """One fleet in this process: setup (s), per-epoch wall times (s), peak RSS (bytes)."""
+    import netsim
+    from netsim.engine import World, resolve_scenario
+    from netsim.scenario.loading import load_scenario
+
+    netsim.simulate(scenario(100, markov), "random-k", seed=0, params={"k": 10})  # warm up
+    sc = scenario(n, markov)
+    t0 = time.perf_counter()
+    resolved = resolve_scenario(load_scenario(sc), 0)
+    World(resolved, np.random.default_rng(0))
+    setup_s = time.perf_counter() - t0
+    stamps: list[float] = []
+    t1 = time.perf_counter()
+    res = netsim.simulate(sc, "random-k", seed=0, params={"k": K},
+                          progress=lambda epoch, now: stamps.append(time.perf_counter()))
+    total_s = time.perf_counter() - t1
+    epochs = np.diff(np.array(stamps))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    run = res.runs.iloc[0]
+    return {"n": n, "markov": markov, "setup_s": setup_s, "epoch_s": float(np.median(epochs)),
+            "epochs": int(run["epochs"]), "run_s": total_s, "peak_bytes": int(peak),
+            "status": str(run["status"]), "devices_rows": len(res.devices)}
+
+
+def in_child(n: int, markov: bool) -> dict:
+    """:func:`measure` in a fresh interpreter (its own peak memory)."""
+    out = subprocess.run([sys.executable, __file__, "--child", str(n), str(int(markov))],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(int(args.child[0]), bool(int(args.child[1])))))
+        return
+    sizes = [int(x) for x in args.sizes.split(",")]
+    rows = {}
+    for n in sizes:
+        for markov in (False, True):
+            rows[(n, markov)] = r = in_child(n, markov)
+            print(f"  {n:>9,} devices {'markov' if markov else 'static':6s}: setup "
+                  f"{r['setup_s']:7.2f} s ({1e6 * r['setup_s'] / n:5.2f} us/device), epoch "
+                  f"{1e3 * r['epoch_s']:7.2f} ms, peak {r['peak_bytes'] / 2**30:5.2f} GiB, "
+                  f"{r['epochs']} epochs, run {r['run_s']:.1f} s", flush=True)
+    ref = rows[(sizes[0], False)]
+    big = sizes[-1]
+    print(f"ratios against the {sizes[0]:,}-device static fleet (same run):")
+    for n in sizes[1:]:
+        print(f"  epoch at {n:,} / at {sizes[0]:,}, static: "
+              f"{rows[(n, False)]['epoch_s'] / ref['epoch_s']:.2f}x (target <= 2x at 1M)")
+    print(f"  epoch with markov sessions / static at {big:,}: "
+          f"{rows[(big, True)]['epoch_s'] / rows[(big, False)]['epoch_s']:.2f}x (target <= 3x)")
+    print(f"  setup at {big:,}: {1e6 * rows[(big, False)]['setup_s'] / big:.2f} us/device "
+          f"(target <= 10); peak memory {rows[(big, False)]['peak_bytes'] / 2**30:.2f} GiB "
+          f"static, {rows[(big, True)]['peak_bytes'] / 2**30:.2f} GiB markov (target <= 6)")
+
+
+if __name__ == "__main__":
+    main()
