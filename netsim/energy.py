@@ -129,15 +129,38 @@ class EnergyMeter:
         self._communication_total_j = 0.0
         self._radio_total_j = 0.0
         self._idle_w_total = float(self.power_idle_w.sum())
+        self._has_sleep = ~np.isnan(self.power_sleep_w)
+        self._nosleep_idle_w = float(self.power_idle_w[~self._has_sleep].sum())
+        self._sleep_w_total = float(np.nan_to_num(self.power_sleep_w).sum())
+        self._selected_idle_j = 0.0   # selected time x idle power, nodes with a sleep power
+        self._selected_sleep_j = 0.0  # selected time x sleep power, the same nodes
+        # nodes with a sleep power whose selected time may exceed their online time (their
+        # sleep is clamped at 0): those selected since they were last seen not to
+        self._maybe_over: set[int] = set()
+        self._online_of: Callable[[np.ndarray, float], np.ndarray] | None = None
+        self._weighted: Callable[[float], tuple[float, float]] | None = None
 
-    def track_online(self, online_s: Callable[[float], np.ndarray]) -> None:
+    def track_online(self, online_s: Callable[[float], np.ndarray],
+                     online_of: Callable[[np.ndarray, float], np.ndarray] | None = None,
+                     weighted: Callable[[float], tuple[float, float]] | None = None) -> None:
         """Read each node's online time up to an instant from ``online_s(now_s)`` (s, array
-        over nodes); without it every node is online for the whole run."""
-        self._online_s = online_s
+        over nodes); without it every node is online for the whole run. ``online_of(rows,
+        now_s)``: the same for some nodes only; ``weighted(now_s)``: the online time summed
+        over the nodes weighted by idle power (those without a sleep power) and by sleep
+        power (those with one), W x s: then :meth:`totals` and :meth:`node_j_of` need not
+        visit every node."""
+        self._online_s, self._online_of, self._weighted = online_s, online_of, weighted
 
     def add_selected(self, nodes: np.ndarray, seconds: np.ndarray) -> None:
         """Nodes ``nodes`` were selected (took part in an epoch) for ``seconds`` (s) more."""
         np.add.at(self._selected_s, nodes, seconds)
+        if self._sleeps:
+            nodes = np.asarray(nodes, dtype=np.intp)
+            sleeper = self._has_sleep[nodes]
+            self._maybe_over.update(nodes[sleeper].tolist())
+            secs = np.asarray(seconds, dtype=float)[sleeper]
+            self._selected_idle_j += float(np.dot(secs, self.power_idle_w[nodes[sleeper]]))
+            self._selected_sleep_j += float(np.dot(secs, self.power_sleep_w[nodes[sleeper]]))
 
     def _add_busy(self, node: int, seconds: float) -> None:
         self._busy_s[node] += seconds
@@ -241,11 +264,13 @@ class EnergyMeter:
                               self._radio_j.copy())
 
     def totals(self, now_s: float) -> EnergyTotals:
-        """Energy by category summed over every node from 0 to ``now_s`` (s), the sums of
-        :meth:`snapshot`'s arrays. Without online tracking or sleep powers (a static world)
-        they come from running sums and the nodes computing now, never visiting every node:
-        idle energy is ``now x (idle power of all nodes) - busy x idle power``."""
-        if self._online_s is not None or self._sleeps:
+        """Energy by category summed over every node from 0 to ``now_s`` (s): the sums of
+        :meth:`snapshot`'s arrays, from running sums and the nodes computing now, never
+        visiting every node. Idle energy is the online time weighted by idle power (nodes
+        without a sleep power; ``now x`` their idle power when everyone is always online)
+        plus the selected time of nodes with one, minus busy time x idle power; sleep energy
+        the online time weighted by sleep power minus their selected time x sleep power."""
+        if self._online_s is not None and self._weighted is None:
             return self.snapshot(now_s).totals()
         for settle in self._settlers:
             settle()
@@ -254,5 +279,55 @@ class EnergyMeter:
             extra = max(now_s - since, 0.0)
             compute += extra * float(self.power_busy_w[i])
             busy_idle += extra * float(self.power_idle_w[i])
+        if self._weighted is not None:
+            online_idle, online_sleep = self._weighted(now_s)
+        else:
+            online_idle, online_sleep = now_s * self._nosleep_idle_w, now_s * self._sleep_w_total
+        sleep = 0.0
+        if self._sleeps:
+            sleep = online_sleep - self._selected_sleep_j + self._sleep_clamped_j(now_s)
         return EnergyTotals(now_s, compute, self._communication_total_j,
-                            now_s * self._idle_w_total - busy_idle, 0.0, self._radio_total_j)
+                            online_idle + self._selected_idle_j - busy_idle, sleep,
+                            self._radio_total_j)
+
+    def _sleep_clamped_j(self, now_s: float) -> float:
+        """What the clamp of sleep time at 0 adds back (J): nodes selected for longer than
+        they were online. Online time only grows, so a node found without excess leaves the
+        set until it is selected again (readings come in time order, as the engine's)."""
+        if not self._maybe_over:
+            return 0.0
+        rows = np.fromiter(self._maybe_over, dtype=np.intp, count=len(self._maybe_over))
+        online = now_s if self._online_s is None else (
+            self._online_of(rows, now_s) if self._online_of is not None
+            else self._online_s(now_s)[rows])
+        over = np.maximum(self._selected_s[rows] - online, 0.0)
+        self._maybe_over.difference_update(rows[over <= 0.0].tolist())
+        return float(np.dot(over, np.nan_to_num(self.power_sleep_w[rows])))
+
+    def node_j_of(self, rows: np.ndarray, now_s: float) -> np.ndarray:
+        """:meth:`snapshot`'s ``node_j`` for nodes ``rows`` only (J): the same formulas."""
+        rows = np.asarray(rows, dtype=np.intp)
+        for settle in self._settlers:
+            settle()
+        busy = self._busy_s[rows].copy()
+        for k, r in enumerate(rows.tolist()):
+            since = self._busy_since.get(r)
+            if since is not None:
+                busy[k] += max(now_s - since, 0.0)
+        if self._online_s is None:
+            online: float | np.ndarray = now_s
+        elif self._online_of is not None:
+            online = self._online_of(rows, now_s)
+        else:
+            online = self._online_s(now_s)[rows]
+        idle_w = self.power_idle_w[rows]
+        if not self._sleeps:
+            idle = np.maximum(online - busy, 0.0) * idle_w
+            sleep = np.zeros(len(rows))
+        else:
+            has = self._has_sleep[rows]
+            selected = self._selected_s[rows]
+            idle = np.maximum(np.where(has, selected, online) - busy, 0.0) * idle_w
+            sleep = np.where(has, np.maximum(online - selected, 0.0)
+                             * np.nan_to_num(self.power_sleep_w[rows]), 0.0)
+        return busy * self.power_busy_w[rows] + self._communication_j[rows] + idle + sleep

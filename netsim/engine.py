@@ -125,7 +125,23 @@ class World:
         self.tracks_online = not self.dynamics.timeline.static or self.dynamics.batteries.any
         """Whether devices can be offline (sessions, or a battery that empties)."""
         if self.tracks_online:
-            self.meter.track_online(self._online_time_s)
+            timeline = self.dynamics.timeline
+            has_sleep = ~np.isnan(sleep)
+            timeline.track("idle", np.where(has_sleep, 0.0, self.devices.power_idle_w))
+            timeline.track("sleep", np.where(has_sleep, np.nan_to_num(sleep), 0.0))
+            self.meter.track_online(self._online_time_s, timeline.online_time_of,
+                                    lambda t: (timeline.weighted_s("idle", t),
+                                               timeline.weighted_s("sleep", t)))
+        # batteries: which are low, and until when none can cross a threshold (s): a
+        # device's power while not taking part is at most max(idle, sleep), so only those
+        # whose margin may be used up, and those that took part, are checked each epoch
+        cap = self.dynamics.batteries.capacity_j
+        self._low = np.zeros(n_dev, dtype=bool)
+        self._p_max = np.maximum(self.devices.power_idle_w, np.nan_to_num(sleep))
+        with np.errstate(divide="ignore", invalid="ignore"):  # (full at 0: the margin to low)
+            margin_s = cap * (1.0 - self.dynamics.batteries.min_fraction) / self._p_max
+        self._check_at = np.where(np.isnan(cap), math.inf,
+                                  np.where(self._p_max > 0.0, margin_s, math.inf))
         nan = np.full(n_dev, np.nan)
         self._measured = {"flop_per_s": nan.copy(), "down_bps": nan.copy(), "up_bps": nan.copy()}
         self.measured = {k: _read_only_view(v) for k, v in self._measured.items()}
@@ -177,8 +193,15 @@ class World:
 
     def _own_charges(self) -> np.ndarray:
         """Per device, the J/bit its own upload costs itself (the links it sends on)."""
-        out = np.zeros(self.devices.n)
-        for i in range(self.devices.n):
+        n = self.devices.n
+        books = getattr(self.topology, "_root_books", None)
+        if books is not None:  # a fleet's routes as arrays (netsim.network.tree)
+            up = books["up"]
+            owner = np.repeat(np.arange(n), np.diff(up["charge_start"]))
+            own = up["charge_node"] == owner
+            return np.bincount(owner[own], weights=up["charge_j_per_bit"][own], minlength=n)
+        out = np.zeros(n)
+        for i in range(n):
             out[i] = sum(e for sender, e in self._up[i].charges if sender == i)
         return out
 
@@ -196,13 +219,39 @@ class World:
         dyn = self.dynamics
         dyn.timeline.advance(now)
         if dyn.batteries.any:
-            left = self.battery_left_j(now)
-            for d in np.flatnonzero((left <= 0.0) & dyn.timeline.online):
-                dyn.timeline.kill(int(d), now)  # (a sleeping device's empty battery is noticed
-                # at the next epoch's start: netsim's formalization)
+            self._check_batteries(now)
         if not dyn.capacity.static:
             dyn.capacity.forget_before(now)
             self._set_capacities(dyn.capacity.at(now))
+
+    def _battery_left_of(self, rows: np.ndarray, now_s: float) -> np.ndarray:
+        """What the batteries of devices ``rows`` hold at ``now_s`` (J; NaN: mains), >= 0."""
+        cap = self.dynamics.batteries.capacity_j[rows]
+        return np.maximum(cap - self.meter.node_j_of(rows, now_s), 0.0)
+
+    def _check_batteries(self, now: float) -> None:
+        """Take offline the devices whose battery is empty now and mark those below their
+        ``battery_min_fraction`` (they do not volunteer), checking only devices that took part
+        since their last check or whose margin at the highest power they draw while not taking
+        part may be used up (:attr:`_check_at`)."""
+        b, timeline = self.dynamics.batteries, self.dynamics.timeline
+        rows = np.flatnonzero(self._check_at <= now)
+        if not len(rows):
+            return
+        left = self._battery_left_of(rows, now)
+        for d in rows[(left <= 0.0) & timeline.online[rows]].tolist():
+            timeline.kill(d, now)  # (a sleeping device's empty battery is noticed at the next
+            # epoch's start: netsim's formalization)
+        floor = b.min_fraction[rows] * b.capacity_j[rows]
+        low = left < floor
+        self._low[rows] = low
+        margin = np.where(low, left, left - floor)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait = np.where(self._p_max[rows] > 0.0, margin / self._p_max[rows], math.inf)
+        # empty and offline: taken offline for good when it next comes online (checked again
+        # every epoch until then); killed: never again
+        self._check_at[rows] = np.where(timeline._killed[rows], math.inf,
+                                        np.where(left <= 0.0, now, now + wait))
 
     def wait_for_someone(self, available: np.ndarray, deadline_s: float) -> bool:
         """When no device that holds samples is available and sessions will change before
@@ -210,9 +259,9 @@ class World:
         sleep, the aggregator idles) and return True; else False (netsim's rule: the world
         waits rather than the policy being asked to choose among nobody)."""
         timeline = self.dynamics.timeline
-        if timeline.static or available[self.devices.trainers].any():
+        if timeline.static or _anyone(available, self.devices.trainers):
             return False
-        at = float(timeline.next_change_s.min(initial=math.inf))
+        at = timeline.next_change_at()
         if not at < deadline_s:
             return False
         if self._wait_from is None:
@@ -246,9 +295,7 @@ class World:
         if changing:
             available &= dyn.timeline.online
             if dyn.batteries.any:
-                b = dyn.batteries
-                low = self.battery_left_j() < b.min_fraction * b.capacity_j  # (NaN: False)
-                available &= ~low
+                available &= ~self._low  # (as of this epoch's start: begin_epoch)
         available.setflags(write=False)
         return available
 
@@ -335,8 +382,8 @@ class World:
         (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
         env, model, v, dyn = self.env, self.model, decision.variant, self.dynamics
         start = env.now
-        before = self._wait_from or self.meter.snapshot(start)  # (a wait belongs to the epoch)
-        self._wait_from = None
+        wait, self._wait_from = self._wait_from, None  # (a wait belongs to the epoch)
+        before = wait.totals() if wait is not None else self.meter.totals(start)
         nbytes, fps = model.model_bytes(v), model.flop_per_sample(v)
         flops = self.devices.flop_per_s
         if dyn.varies_compute:
@@ -344,11 +391,15 @@ class World:
         n, index = len(decision.participants), self.devices.index
         rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
         samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+        cluster_rows = [index[dev] for c in decision.clusters for dev in c.devices]
+        taking_part = np.unique(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]))
+        node_before = wait.node_j[taking_part] if wait is not None \
+            else self.meter.node_j_of(taking_part, start)
         compute_s = samples * fps / flops[rows]
         offline_at = dyn.timeline.next_change_s[rows]
         left = np.full(n, math.inf)
         if dyn.batteries.any:
-            left = np.nan_to_num(self.battery_left_j(start)[rows], nan=math.inf)
+            left = np.nan_to_num(self._battery_left_of(rows, start), nan=math.inf)
         deadline_at = start + decision.epoch_deadline_s if decision.epoch_deadline_s else math.inf
         keep = decision.keep_updates
         plan = None
@@ -373,15 +424,18 @@ class World:
         self._aggregate(v, n_kept)
         end = env.now
         selected = np.where(np.isnan(stopped), end, stopped) - start
-        cluster_rows = [index[dev] for c in decision.clusters for dev in c.devices]
         self.meter.add_selected(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]),
                                 np.concatenate([selected, np.full(len(cluster_rows), end - start)]))
         dyn.timeline.advance(end)
-        energy = self.meter.snapshot(end) - before
-        wasted_rows = [index[d] for d in dropped + late]
-        node_j = energy.node_j
-        return EpochOutcome(start, end, energy.totals(), counted, tuple(dropped), tuple(late),
-                            {r: float(node_j[r]) for r in wasted_rows})
+        energy = self.meter.totals(end) - before
+        # devices that took part: their batteries are checked at the next epoch's start
+        self._check_at[taking_part] = np.where(np.isnan(dyn.batteries.capacity_j[taking_part]),
+                                               math.inf, -math.inf)
+        wasted_rows = np.array([index[d] for d in dropped + late], dtype=np.intp)
+        wasted = self.meter.node_j_of(wasted_rows, end) \
+            - node_before[np.searchsorted(taking_part, wasted_rows)]
+        return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
+                            dict(zip(wasted_rows.tolist(), wasted.tolist(), strict=True)))
 
     def _tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
         """The routes to and from the aggregator with their standalone rates under ``caps``."""
@@ -543,6 +597,12 @@ class World:
         self.meter.set_idle(i, env.now)
         if dev != head and act_bytes > 0:
             yield self.network.transfer(dev, head, act_bytes)
+
+
+def _anyone(available: np.ndarray, rows: np.ndarray, first: int = 1024) -> bool:
+    """Whether any of ``rows`` is available (the first few looked at first: usually
+    someone is, and a fleet's million need not be gathered)."""
+    return bool(available[rows[:first]].any() or available[rows[first:]].any())
 
 
 class _RoutesByRow:

@@ -36,12 +36,20 @@ class FitMemo:
     def __init__(self) -> None:
         self._available: np.ndarray | None = None
         self._fits: dict[int, np.ndarray] = {}
+        self._can_hold: dict[int, np.ndarray] = {}  # per variant: mask of trainers with memory
 
     def __call__(self, obs: Observation, variant: int = 0) -> np.ndarray:
         if obs.available is not self._available or obs.available.flags.writeable:
             self._available, self._fits = obs.available, {}
         if variant not in self._fits:
-            fits = trainers_that_fit(obs, variant)
+            if variant not in self._can_hold:  # (the devices' memory does not change)
+                t = obs.devices.trainers
+                need = obs.model.model_bytes(variant) * obs.training.memory_overhead
+                mask = np.zeros(obs.devices.n, dtype=bool)
+                mask[t[obs.devices.memory_bytes[t] >= need]] = True
+                self._can_hold[variant] = mask
+            # (= trainers_that_fit, ascending as it is; two passes over booleans)
+            fits = np.flatnonzero(self._can_hold[variant] & obs.available)
             fits.setflags(write=False)
             self._fits[variant] = fits
         return self._fits[variant]

@@ -415,12 +415,19 @@ def _tables(source, policy, seed):
     return out
 
 
+# markov sessions draw from counter-based streams since 0.4 (a million devices cannot each
+# hold a generator): scenarios with them get other sessions, as the changelog says
+MARKOV_SINCE_0_4 = {"experiments/dynamics/churn.yaml"}
+
+
 def test_networks_without_media_give_the_tables_of_0_3_1():
     pinned = json.loads((Path(__file__).parent / "data" / "no_media_tables_0.3.1.json")
                         .read_text())["runs"]
     root = Path(__file__).parents[1]
     for key, want in pinned.items():
         source, policy = key.rsplit("/", 1)
+        if source in MARKOV_SINCE_0_4:  # its sessions' draws changed on purpose (issue 26)
+            continue
         if source in builtin_scenarios():
             data, seed = read_yaml(builtin_scenarios()[source]), 1
         else:

@@ -11,8 +11,9 @@ Sources of sessions (docs/dynamics.md):
   two means and the amplitude are the contract; the cosine and its phase are ours). Gaps are
   drawn by thinning. A device starts online with the stationary probability at t = 0,
   ``mean_online / (mean_online + mean_offline / (1 + A))``, and each first session's residual
-  length is exponential (memoryless). Every device has its own generator, spawned from the
-  dynamics stream by device index: its sessions do not depend on when the engine asks.
+  length is exponential (memoryless). Every device has its own stream of draws (counter-based,
+  keyed by the dynamics stream and the device index, netsim.dynamics.counter_rng): its
+  sessions do not depend on when the engine asks, nor on the other devices.
 - ``trace``: the online intervals of a trace file (devices not listed always online),
   repeated with the trace's span or held at its last state.
 
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from netsim.dynamics.counter_rng import stream_key, uniforms
 from netsim.dynamics.traces import AvailabilityTrace
 
 DAY_S = 86_400.0
@@ -51,6 +53,15 @@ class SessionSource:
         says what it holds (a seam between repetitions may change nothing)."""
         return not online, self.next_change_s(device, t_s, not online)
 
+    def transitions(self, devices: np.ndarray, t_s: np.ndarray,
+                    online: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`transition` of each device (distinct) at its change instant: (states from
+        then on, next changes (s))."""
+        out = [self.transition(int(d), float(t), bool(o))
+               for d, t, o in zip(devices, t_s, online, strict=True)]
+        return (np.array([x[0] for x in out], dtype=bool),
+                np.array([x[1] for x in out], dtype=float))
+
 
 class AlwaysOnline(SessionSource):
     """Every device online for the whole run."""
@@ -66,7 +77,9 @@ class MarkovSessions(SessionSource):
     """Markov on/off sessions with a diurnal cycle (see the module docstring).
 
     ``mean_online_s``, ``mean_offline_s``: per device (s); ``always``: devices that never go
-    offline (the aggregator); ``seed``: the dynamics stream's seed sequence.
+    offline (the aggregator); ``seed``: the dynamics stream's seed sequence. Draws are
+    counter-based (:mod:`netsim.dynamics.counter_rng`): device d's k-th draw is a function of
+    (seed, d, k), computed in arrays for every device that changes at once.
     """
 
     def __init__(self, mean_online_s: np.ndarray, mean_offline_s: np.ndarray,
@@ -76,42 +89,62 @@ class MarkovSessions(SessionSource):
         self.mean_offline_s = np.asarray(mean_offline_s, dtype=float)
         self.amplitude = float(diurnal_amplitude)
         self.always = np.asarray(always, dtype=bool)
-        self._seed = seed
-        self._rngs: dict[int, np.random.Generator] = {}
+        self._key = stream_key(np.random.SeedSequence(
+            seed.entropy, spawn_key=(*seed.spawn_key, 1)))
+        self._initial_key = stream_key(np.random.SeedSequence(
+            seed.entropy, spawn_key=(*seed.spawn_key, 0)))
+        self._draws = np.zeros(len(self.always), dtype=np.int64)
 
-    def _rng(self, device: int) -> np.random.Generator:
-        rng = self._rngs.get(device)
-        if rng is None:
-            rng = np.random.default_rng(np.random.SeedSequence(
-                self._seed.entropy, spawn_key=(*self._seed.spawn_key, 1, device)))
-            self._rngs[device] = rng
-        return rng
+    def _draw(self, devices: np.ndarray) -> np.ndarray:
+        """The next draw of each device (distinct), in (0, 1)."""
+        u = uniforms(self._key, devices, self._draws[devices])
+        self._draws[devices] += 1
+        return u
 
     def initial(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(np.random.SeedSequence(
-            self._seed.entropy, spawn_key=(*self._seed.spawn_key, 0)))
         on_mean, off_mean = self.mean_online_s, self.mean_offline_s / (1.0 + self.amplitude)
         p_online = on_mean / (on_mean + off_mean)
-        online = (rng.random(n) < p_online) | self.always
+        devices = np.arange(n)
+        online = (uniforms(self._initial_key, devices, np.zeros(n, dtype=np.int64))
+                  < p_online) | self.always
         change = np.full(n, _INF)
-        for d in np.flatnonzero(~self.always):
-            change[d] = self.next_change_s(int(d), 0.0, bool(online[d]))
+        moving = np.flatnonzero(~self.always)
+        change[moving] = self.next_changes(moving, np.zeros(len(moving)), online[moving])
         return online, change
 
+    def next_changes(self, devices: np.ndarray, t_s: np.ndarray,
+                     online: np.ndarray) -> np.ndarray:
+        """When each device (distinct), entering state ``online`` at ``t_s``, next changes (s):
+        an online session's exponential length; an offline gap by thinning against the
+        diurnal rate."""
+        devices = np.asarray(devices, dtype=np.intp)
+        out = np.full(len(devices), _INF)
+        moving = ~self.always[devices]
+        on = moving & np.asarray(online, dtype=bool)
+        if on.any():
+            d = devices[on]
+            out[on] = t_s[on] - self.mean_online_s[d] * np.log(self._draw(d))
+        pending = np.flatnonzero(moving & ~np.asarray(online, dtype=bool))
+        t = np.asarray(t_s, dtype=float)[pending].copy()
+        while len(pending):
+            d = devices[pending]
+            peak = (1.0 + self.amplitude) / self.mean_offline_s[d]  # thinning bound (1/s)
+            t = t - np.log(self._draw(d)) / peak
+            rate = (1.0 + self.amplitude * np.cos(2.0 * math.pi * t / DAY_S)) \
+                / self.mean_offline_s[d]
+            accept = self._draw(d) * peak <= rate
+            out[pending[accept]] = t[accept]
+            pending, t = pending[~accept], t[~accept]
+        return out
+
     def next_change_s(self, device: int, t_s: float, online: bool) -> float:
-        if self.always[device]:
-            return _INF
-        rng = self._rng(device)
-        if online:
-            return t_s + float(rng.exponential(self.mean_online_s[device]))
-        peak = (1.0 + self.amplitude) / self.mean_offline_s[device]  # thinning bound (1/s)
-        t = t_s
-        while True:
-            t += float(rng.exponential(1.0 / peak))
-            rate = (1.0 + self.amplitude * math.cos(2.0 * math.pi * t / DAY_S)) \
-                / self.mean_offline_s[device]
-            if rng.random() * peak <= rate:
-                return t
+        return float(self.next_changes(np.array([device]), np.array([t_s]),
+                                       np.array([online]))[0])
+
+    def transitions(self, devices: np.ndarray, t_s: np.ndarray,
+                    online: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        state = ~np.asarray(online, dtype=bool)
+        return state, self.next_changes(devices, np.asarray(t_s, dtype=float), state)
 
 
 class TraceSessions(SessionSource):
@@ -179,59 +212,122 @@ def _merged(series: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
 
 class AvailabilityTimeline:
     """Each device's online state over time, advanced monotonically with the engine's clock;
-    it records every online interval and each device's online time."""
+    it records every online interval and each device's online time.
+
+    Work follows the devices that change: the changes are kept in a queue (the first ones
+    sorted once, later ones in a heap), and advancing pops those due and draws their next
+    ones in arrays; nothing visits the whole fleet per step. Weighted online time (a power
+    per device, :meth:`track`) is kept as running sums, so the energy meter can read a
+    fleet's idle and sleep energy without visiting it."""
 
     def __init__(self, source: SessionSource, n: int) -> None:
         self.source = source
-        self.online, self.next_change_s = source.initial(n)
+        online, change = source.initial(n)
+        self.online = np.array(online, dtype=bool)
+        self.next_change_s = np.array(change, dtype=float)
         self._now = 0.0
         self._online_since = np.where(self.online, 0.0, np.nan)
         self._online_acc = np.zeros(n)
-        self._intervals: list[list[float]] = [[] for _ in range(n)]
+        self._closed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (device, start, end)
         self._killed = np.zeros(n, dtype=bool)
-        self._first_change = float(self.next_change_s.min(initial=_INF))
+        finite = np.flatnonzero(np.isfinite(self.next_change_s))
+        self._first = finite[np.argsort(self.next_change_s[finite], kind="stable")]
+        self._first_s = self.next_change_s[self._first]
+        self._at = 0                                  # first changes popped so far
+        self._heap: list[tuple[float, int]] = []      # later changes (time, device)
+        self._tracked: dict[str, tuple[np.ndarray, list[float]]] = {}
 
     @property
     def static(self) -> bool:
         """Whether nobody ever changes state (the always-online world)."""
         return isinstance(self.source, AlwaysOnline)
 
+    def track(self, name: str, weight: np.ndarray) -> None:
+        """Keep ``sum_i weight[i] x online time of i`` as running sums (:meth:`weighted_s`)."""
+        w = np.asarray(weight, dtype=float)
+        on = self.online
+        self._tracked[name] = (w, [float(np.dot(w, self._online_acc)), float(w[on].sum()),
+                                   float(np.dot(w[on], self._online_since[on]))])
+
+    def weighted_s(self, name: str, t_s: float) -> float:
+        """``sum_i weight[i] x online time of i from 0 to t_s`` (weight x s; :meth:`track`)."""
+        _, (acc, rate, since) = self._tracked[name]
+        return acc + rate * t_s - since
+
+    def _due(self, t_s: float) -> np.ndarray:
+        """Devices whose (live) next change is at or before ``t_s``, each once."""
+        out = []
+        k = int(np.searchsorted(self._first_s, t_s, side="right"))
+        if k > self._at:
+            cand, times = self._first[self._at:k], self._first_s[self._at:k]
+            out.append(cand[self.next_change_s[cand] == times])
+            self._at = k
+        heap, change = self._heap, self.next_change_s
+        popped = []
+        while heap and heap[0][0] <= t_s:
+            at, d = heapq.heappop(heap)
+            if change[d] == at:
+                popped.append(d)
+        if popped:
+            out.append(np.array(popped, dtype=np.intp))
+        if not out:
+            return np.zeros(0, dtype=np.intp)
+        return np.unique(np.concatenate(out)) if len(out) > 1 else out[0]
+
+    def next_change_at(self) -> float:
+        """The earliest change still to come (s; inf: none)."""
+        change = self.next_change_s
+        while self._at < len(self._first) and \
+                change[self._first[self._at]] != self._first_s[self._at]:
+            self._at += 1  # (stale: the device changed, or was killed)
+        while self._heap and change[self._heap[0][1]] != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        first = self._first_s[self._at] if self._at < len(self._first) else _INF
+        return float(min(first, self._heap[0][0] if self._heap else _INF))
+
     def advance(self, t_s: float) -> None:
-        """Apply every change up to and including ``t_s`` (s), in time order."""
+        """Apply every change up to and including ``t_s`` (s), each device's in time order."""
         if t_s < self._now:
             raise ValueError(f"the availability timeline cannot go back ({t_s} < {self._now})")
         self._now = t_s
-        if self._first_change > t_s:
-            return
+        due = self._due(t_s)
         change = self.next_change_s
-        due = [(float(change[d]), int(d)) for d in np.flatnonzero(change <= t_s)]
-        heapq.heapify(due)
-        while due:
-            at, d = heapq.heappop(due)
-            state, nxt = self.source.transition(d, at, bool(self.online[d]))
-            if state != self.online[d]:
-                self._toggle(d, at)
-            change[d] = nxt
-            if nxt <= t_s:
-                heapq.heappush(due, (nxt, d))
-        self._first_change = float(change.min(initial=_INF))
+        while len(due):
+            at = change[due]
+            state, nxt = self.source.transitions(due, at, self.online[due])
+            flip = state != self.online[due]
+            self._toggle(due[flip], at[flip])
+            change[due] = nxt
+            again = nxt <= t_s
+            later = ~again & np.isfinite(nxt)
+            for x, d in zip(nxt[later].tolist(), due[later].tolist(), strict=True):
+                heapq.heappush(self._heap, (x, d))
+            due = due[again]
 
-    def _toggle(self, d: int, at: float) -> None:
-        if self.online[d]:
-            self._online_acc[d] += at - self._online_since[d]
-            self._intervals[d] += [float(self._online_since[d]), at]
-            self._online_since[d] = np.nan
-        else:
-            self._online_since[d] = at
-        self.online[d] = not self.online[d]
+    def _toggle(self, devices: np.ndarray, at: np.ndarray) -> None:
+        """Devices ``devices`` (distinct) change state at ``at`` (s)."""
+        if not len(devices):
+            return
+        was = self.online[devices]
+        off, on = devices[was], devices[~was]
+        since = self._online_since[off]
+        end = at[was]
+        self._online_acc[off] += end - since
+        self._closed.append((off, since, end))
+        for w, sums in self._tracked.values():
+            sums[0] += float(np.dot(w[off], end - since))
+            sums[1] += float(w[on].sum() - w[off].sum())
+            sums[2] += float(np.dot(w[on], at[~was]) - np.dot(w[off], since))
+        self._online_since[off] = np.nan
+        self._online_since[on] = at[~was]
+        self.online[devices] = ~was
 
     def kill(self, d: int, t_s: float) -> None:
         """Device ``d`` goes offline at ``t_s`` (s, not before the last advance) for good."""
         if self.online[d]:
-            self._toggle(d, max(t_s, float(self._online_since[d])))
+            self._toggle(np.array([d]), np.array([max(t_s, float(self._online_since[d]))]))
         self.next_change_s[d] = _INF
         self._killed[d] = True
-        self._first_change = float(self.next_change_s.min(initial=_INF))
 
     def online_time_s(self, t_s: float) -> np.ndarray:
         """Each device's online time from 0 to ``t_s`` (s; ``t_s`` not before the last
@@ -239,12 +335,30 @@ class AvailabilityTimeline:
         running = np.where(self.online, t_s - np.nan_to_num(self._online_since), 0.0)
         return self._online_acc + running
 
+    def online_time_of(self, rows: np.ndarray, t_s: float) -> np.ndarray:
+        """:meth:`online_time_s` of devices ``rows`` only."""
+        on = self.online[rows]
+        running = np.where(on, t_s - np.nan_to_num(self._online_since[rows]), 0.0)
+        return self._online_acc[rows] + running
+
     def intervals_s(self, t_s: float) -> list[list[float]]:
         """Each device's online intervals up to ``t_s`` (s), flat: [start0, end0, ...]."""
+        n = len(self.online)
+        if self._closed:
+            dev = np.concatenate([c[0] for c in self._closed])
+            start = np.concatenate([c[1] for c in self._closed])
+            end = np.concatenate([c[2] for c in self._closed])
+        else:
+            dev, start, end = np.zeros(0, np.intp), np.zeros(0), np.zeros(0)
+        order = np.lexsort((start, dev))
+        dev, start, end = dev[order], start[order], end[order]
+        bounds = np.searchsorted(dev, np.arange(n + 1))
+        flat = np.stack([start, end], axis=1).ravel().tolist()
+        since = self._online_since.tolist()
         out = []
-        for d, closed in enumerate(self._intervals):
+        for d in range(n):
+            closed = flat[2 * bounds[d]:2 * bounds[d + 1]]
             if self.online[d]:
-                out.append(closed + [float(self._online_since[d]), t_s])
-            else:
-                out.append(list(closed))
+                closed = closed + [since[d], t_s]
+            out.append(closed)
         return out
