@@ -122,3 +122,24 @@ def test_energy_totals_and_battery_checks_are_those_over_the_whole_fleet(monkeyp
     assert res.epochs[["energy_compute_j", "energy_comm_j", "energy_idle_j",
                        "energy_sleep_j"]].to_numpy().sum() == pytest.approx(
         res.runs.iloc[0]["energy_j"], rel=1e-9)
+
+
+def test_a_fleet_of_100_000_runs_and_its_devices_table_is_whole():
+    """A generated fleet of 100,000 devices with markov sessions: the run completes, the
+    devices table has a row per device and network node, and its energies add up to the
+    run's."""
+    sc = copy.deepcopy(scenario_data("default"))
+    sc["generate"].update(n_devices=100_000, devices_per_cell=32)
+    sc["training"].update(max_epochs=5)
+    sc["dynamics"] = {"availability": {"model": "markov"}}
+    res = netsim.simulate(sc, "random-k", seed=0, params={"k": 100}, raise_errors=True)
+    run = res.runs.iloc[0]
+    assert run["epochs"] == 5 and len(res.epochs) == 5
+    assert (res.epochs["participants"] <= 100).all()
+    devices = res.devices
+    assert int((~devices["network_node"]).sum()) == 100_001  # devices and the aggregator
+    # the core router and the cells: per access type, one per 32 devices, the last partial
+    assert 1 + 100_000 / 32 <= int(devices["network_node"].sum()) <= 1 + 100_000 // 32 + 3
+    cats = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
+    assert devices[cats].to_numpy().sum() == pytest.approx(run["energy_j"], rel=1e-9)
+    assert res.epochs[cats].to_numpy().sum() == pytest.approx(run["energy_j"], rel=1e-9)

@@ -148,9 +148,9 @@ class Recorder:
                 "bytes_sent": net.bytes_sent, "bytes_received": net.bytes_received,
                 "energy_radio_j": snap.radio_j, "airtime_s": net.ledger.airtime_s,
                 "device_class": self._classes,
-                "network_node": [i >= self._n_devices for i in range(n)],
-                "dropouts": [self._dropouts.get(i, 0) for i in range(n)],
-                "energy_wasted_j": [self._wasted.get(i, 0.0) for i in range(n)],
+                "network_node": np.arange(n) >= self._n_devices,
+                "dropouts": _filled(n, self._dropouts, 0),
+                "energy_wasted_j": _filled(n, self._wasted, 0.0),
                 "energy_sleep_j": snap.sleep_j, "online_s": online,
                 "battery_end_j": battery, "online_intervals_s": intervals,
             })
@@ -184,6 +184,14 @@ class Recorder:
             else _empty_epochs()
         devices = self._devices if self._devices is not None else pd.DataFrame(columns=DEVICE_COLUMNS)
         return runs, epochs, devices
+
+
+def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
+    """An array of ``n`` entries: ``values`` at their rows, ``default`` elsewhere."""
+    out = np.full(n, default)
+    if values:
+        out[np.fromiter(values, dtype=np.intp, count=len(values))] = list(values.values())
+    return out
 
 
 def _empty_epochs() -> pd.DataFrame:
