@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
@@ -166,7 +167,8 @@ class FlowNetwork:
         self._caps_changed = False  # routes' bottleneck_bps no longer the flows' caps
         self._routes = topology.route_cache
         # dicts as ordered sets: iteration order (and so every float sum) is reproducible
-        self._link_flows: list[dict[_Flow, None]] = [{} for _ in range(n_dir)]
+        # per constraint crossed so far (a fleet's millions of links cost nothing until used)
+        self._link_flows: defaultdict[int, dict[_Flow, None]] = defaultdict(dict)
         # headroom per direction: capacity (with a relative tolerance) minus the caps of the
         # flows crossing it; negative exactly while the direction is unsafe (has a group)
         self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
@@ -200,7 +202,8 @@ class FlowNetwork:
 
     def _active(self) -> list[_Flow]:
         """Every flow moving bits, in a reproducible order (by link, then by start)."""
-        return list(dict.fromkeys(f for flows in self._link_flows for f in flows))
+        link_flows = self._link_flows
+        return list(dict.fromkeys(f for h in sorted(link_flows) for f in link_flows[h]))
 
     @property
     def bytes_sent(self) -> np.ndarray:
