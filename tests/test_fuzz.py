@@ -71,3 +71,20 @@ def test_related_paths_can_fail():
     assert related("point 2 (k=1) training.deadline_s", "training.deadline_s")
     assert not related("training.deadline_s", "devices[1].flop_per_s")
     assert not related("policies.random-k.k", "links[0].latency_s")
+
+
+def test_an_unhashable_device_id_beside_media_is_a_problem_not_a_crash():
+    """Found by the fuzz in CI: a device id replaced by a list, in a scenario with a medium."""
+    from netsim.scenario.loading import validate_data
+
+    data = {"name": "cell", "devices": [
+        {"id": [], "flop_per_s": 1e9, "memory_bytes": 1e9, "power_busy_w": 1, "power_idle_w": 0.1},
+        {"id": "server", "flop_per_s": 1e9, "memory_bytes": 1e9, "power_busy_w": 1,
+         "power_idle_w": 0.1}],
+        "media": [{"id": "ap", "kind": "wifi"}],
+        "links": [{"a": "server", "b": "ap-node", "bandwidth_bps": 1e8},
+                  {"a": "x", "b": "ap-node", "bandwidth_bps": 1e7, "medium": "ap"}],
+        "aggregator": "server", "model": "mlp-digits",
+        "training": {"target_loss": 0.5, "deadline_s": 60, "max_epochs": 3}}
+    problems = [p.path for p in validate_data(data).problems]
+    assert "devices[0].id" in problems

@@ -384,7 +384,8 @@ def media_problems(data: dict[str, Any]) -> list[Problem]:
                 if key in given:
                     out.append(Problem(f"media[{i}].{key}", "contention figures apply to a "
                                        "wifi medium only (cellular: no decay; allowed: absent)"))
-    device_ids = {_field(d, "id") for d in _as_list(data.get("devices"))}
+    device_ids = {i for i in (_field(d, "id") for d in _as_list(data.get("devices")))
+                  if isinstance(i, str)}
     on_medium: dict[str, tuple[str, int]] = {}
     for i, link in enumerate(raw_links):
         mid = _field(link, "medium")
