@@ -115,21 +115,20 @@ def fleet_topology(fleet: Fleet, links: Sequence | None = None) -> TreeTopology:
     row = np.where(is_access, owner, 0)
     k = np.maximum(row - 1, 0)                       # generated device's position
     cell = np.where(is_access, fleet.device_cell[k], np.where(is_backhaul, -owner - 1, 0))
-    link_a = np.where(is_access, row, np.where(is_backhaul, cell_node[cell] if len(cell_node)
-                                               else 0, fleet.ids.index(fleet.aggregator_id)))
-    link_b = np.where(is_access, cell_node[cell] if len(cell_node) else 0, core)
+    root = fleet.ids.index(fleet.aggregator_id)  # (a fleet has a device, so a cell)
+    link_a = np.where(is_access, row, np.where(is_backhaul, cell_node[cell], root))
+    link_b = np.where(is_access, cell_node[cell], core)
     const = {f: np.where(is_backhaul, fleet.backhaul[f], fleet.fibre[f])
              for f in ("bandwidth_bps", "latency_s", "energy_j_per_bit")}
     bandwidth = np.where(is_access, fleet.access_bps[k], const["bandwidth_bps"])
     latency = np.where(is_access, fleet.access_latency_s[k], const["latency_s"])
     j_per_bit = np.where(is_access, fleet.access_j_per_bit[k], const["energy_j_per_bit"])
-    medium = np.where(is_access, fleet.cell_medium[cell] if len(cell_node) else -1, -1)
+    medium = np.where(is_access, fleet.cell_medium[cell], -1)
     radio = {f: np.zeros(n_links) for f in ("rx_energy_j_per_bit", "radio_power_w", "tail_s",
                                              "tail_power_w")}
     kind_of_cell = np.array(fleet.cell_kind, dtype=object)
     for kind, figures in fleet.access_radio.items():
-        on = is_access & (medium >= 0)
-        on &= kind_of_cell[cell] == kind if len(cell_node) else False
+        on = is_access & (medium >= 0) & (kind_of_cell[cell] == kind)
         for f, value in figures.items():
             radio[f][on] = value
     parent = np.full(n_dev + 1 + len(cell_node), -1, dtype=np.intp)
@@ -140,7 +139,6 @@ def fleet_topology(fleet: Fleet, links: Sequence | None = None) -> TreeTopology:
     backhaul = np.flatnonzero(is_backhaul)
     parent[cell_node[cell[backhaul]]] = core
     parent_link[cell_node[cell[backhaul]]] = backhaul
-    root = fleet.ids.index(fleet.aggregator_id)
     parent[core], parent_link[core] = root, 0
     return TreeTopology(fleet.node_ids, n_dev, root, parent, parent_link, link_a, link_b,
                         bandwidth, latency, j_per_bit, radio["rx_energy_j_per_bit"],

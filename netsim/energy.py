@@ -251,17 +251,24 @@ class EnergyMeter:
             busy[i] += max(now_s - since, 0.0)
         compute = busy * self.power_busy_w
         online: float | np.ndarray = now_s if self._online_s is None else self._online_s(now_s)
-        if not self._sleeps:
-            idle = np.maximum(online - busy, 0.0) * self.power_idle_w
-            sleep = np.zeros(len(busy))
-        else:
-            has_sleep = ~np.isnan(self.power_sleep_w)
-            selected = self._selected_s
-            idle = np.maximum(np.where(has_sleep, selected, online) - busy, 0.0) * self.power_idle_w
-            sleep = np.where(has_sleep, np.maximum(online - selected, 0.0)
-                             * np.nan_to_num(self.power_sleep_w), 0.0)
+        idle, sleep = self._idle_and_sleep(slice(None), busy, online)
         return EnergySnapshot(now_s, busy, compute, self.communication_j, idle, sleep,
                               self._radio_j.copy())
+
+    def _idle_and_sleep(self, rows: slice | np.ndarray, busy: np.ndarray,
+                        online: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Idle and sleep energy (J) of nodes ``rows`` with busy and online times (s): idle
+        is non-busy online time at idle power, or, for a node with a sleep power, non-busy
+        selected time; sleep is online, not selected time at sleep power (both >= 0)."""
+        idle_w = self.power_idle_w[rows]
+        if not self._sleeps:
+            return np.maximum(online - busy, 0.0) * idle_w, np.zeros(len(busy))
+        has = self._has_sleep[rows]
+        selected = self._selected_s[rows]
+        idle = np.maximum(np.where(has, selected, online) - busy, 0.0) * idle_w
+        sleep = np.where(has, np.maximum(online - selected, 0.0)
+                         * np.nan_to_num(self.power_sleep_w[rows]), 0.0)
+        return idle, sleep
 
     def totals(self, now_s: float) -> EnergyTotals:
         """Energy by category summed over every node from 0 to ``now_s`` (s): the sums of
@@ -320,14 +327,5 @@ class EnergyMeter:
             online = self._online_of(rows, now_s)
         else:
             online = self._online_s(now_s)[rows]
-        idle_w = self.power_idle_w[rows]
-        if not self._sleeps:
-            idle = np.maximum(online - busy, 0.0) * idle_w
-            sleep = np.zeros(len(rows))
-        else:
-            has = self._has_sleep[rows]
-            selected = self._selected_s[rows]
-            idle = np.maximum(np.where(has, selected, online) - busy, 0.0) * idle_w
-            sleep = np.where(has, np.maximum(online - selected, 0.0)
-                             * np.nan_to_num(self.power_sleep_w[rows]), 0.0)
+        idle, sleep = self._idle_and_sleep(rows, busy, online)
         return busy * self.power_busy_w[rows] + self._communication_j[rows] + idle + sleep

@@ -194,7 +194,7 @@ class World:
     def _own_charges(self) -> np.ndarray:
         """Per device, the J/bit its own upload costs itself (the links it sends on)."""
         n = self.devices.n
-        books = getattr(self.topology, "_root_books", None)
+        books = getattr(self.topology, "root_books", None)
         if books is not None:  # a fleet's routes as arrays (netsim.network.tree)
             up = books["up"]
             owner = np.repeat(np.arange(n), np.diff(up["charge_start"]))
@@ -207,9 +207,8 @@ class World:
 
     def battery_left_j(self, now_s: float | None = None) -> np.ndarray:
         """What each device's battery holds now (J; NaN: mains powered), never below 0."""
-        cap = self.dynamics.batteries.capacity_j
-        used = self.meter.snapshot(self.now_s if now_s is None else now_s).node_j[: len(cap)]
-        return np.maximum(cap - used, 0.0)
+        return self._battery_left_of(np.arange(self.devices.n),
+                                     self.now_s if now_s is None else now_s)
 
     def begin_epoch(self) -> None:
         """Bring the changing world to now: sessions, empty batteries, link capacities."""

@@ -14,18 +14,20 @@ from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor, LossState
 
 
-def available_trainers(obs: Observation) -> np.ndarray:
-    """Indices of devices that hold samples, are not the aggregator and are available now."""
+def can_hold(obs: Observation, variant: int = 0) -> np.ndarray:
+    """Mask over devices: trainers (not the aggregator, holding samples) whose memory holds
+    ``variant`` for training (its bytes x ``training.memory_overhead``)."""
     t = obs.devices.trainers
-    return t[obs.available[t]]
+    need = obs.model.model_bytes(variant) * obs.training.memory_overhead
+    mask = np.zeros(obs.devices.n, dtype=bool)
+    mask[t[obs.devices.memory_bytes[t] >= need]] = True
+    return mask
 
 
 def trainers_that_fit(obs: Observation, variant: int = 0) -> np.ndarray:
-    """:func:`available_trainers` that can hold ``variant`` for training (its bytes x
-    ``training.memory_overhead`` within the device's memory)."""
-    idx = available_trainers(obs)
-    need = obs.model.model_bytes(variant) * obs.training.memory_overhead
-    return idx[obs.devices.memory_bytes[idx] >= need]
+    """Indices of devices available now that can train ``variant`` (:func:`can_hold`),
+    ascending."""
+    return np.flatnonzero(can_hold(obs, variant) & obs.available)
 
 
 class FitMemo:
@@ -43,13 +45,8 @@ class FitMemo:
             self._available, self._fits = obs.available, {}
         if variant not in self._fits:
             if variant not in self._can_hold:  # (the devices' memory does not change)
-                t = obs.devices.trainers
-                need = obs.model.model_bytes(variant) * obs.training.memory_overhead
-                mask = np.zeros(obs.devices.n, dtype=bool)
-                mask[t[obs.devices.memory_bytes[t] >= need]] = True
-                self._can_hold[variant] = mask
-            # (= trainers_that_fit, ascending as it is; two passes over booleans)
-            fits = np.flatnonzero(self._can_hold[variant] & obs.available)
+                self._can_hold[variant] = can_hold(obs, variant)
+            fits = np.flatnonzero(self._can_hold[variant] & obs.available)  # trainers_that_fit
             fits.setflags(write=False)
             self._fits[variant] = fits
         return self._fits[variant]

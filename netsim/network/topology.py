@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, overload
+from typing import NamedTuple, Protocol, overload
 
 import networkx as nx
 import numpy as np
@@ -159,6 +159,56 @@ class Route:
                    for h, r in zip(self.hops, self.rate_refs, strict=True))
 
 
+class RouteStep(NamedTuple):
+    """One link crossed by a route: the directed link ``hop``, its sending node, J/bit,
+    bandwidth (bit/s) and latency (s); for a member link its station and the medium's
+    constraint in this direction (else -1, -1); the link's receiver J/bit and the receiving
+    node; the radios of the link."""
+
+    hop: int
+    sender: int
+    j_per_bit: float
+    bps: float
+    latency_s: float
+    station: int
+    medium: int
+    rx_j_per_bit: float
+    receiver: int
+    radios: Sequence[int]
+
+
+def build_route(names: tuple[str, ...], steps: Sequence[RouteStep], receiver: int, rid: int,
+                n_devices: int) -> Route:
+    """The route crossing ``steps`` in order: netsim's rules in one place (the medium's
+    constraint after a member link with coefficient 1 / rate of the hop, the senders' and a
+    receiving device's charges, air time to the station, the links' radios, bottleneck and
+    latency summed in path order); :class:`Topology` and the tree topology both build with it."""
+    hops, senders, epb, refs = [], [], [], []
+    airtime: list[tuple[int, int]] = []
+    radios: list[int] = []
+    charges: list[tuple[int, float]] = []
+    bottleneck, latency = float("inf"), 0.0
+    for step in steps:
+        hops.append(step.hop)
+        refs.append(-1)
+        senders.append(step.sender)
+        epb.append(step.j_per_bit)
+        charges.append((step.sender, step.j_per_bit))
+        if step.station >= 0:
+            hops.append(step.medium)
+            refs.append(step.hop)
+            airtime.append((step.station, step.hop))
+        if step.rx_j_per_bit > 0.0 and step.receiver < n_devices:
+            charges.append((step.receiver, step.rx_j_per_bit))
+        radios += step.radios
+        if step.bps < bottleneck:
+            bottleneck = step.bps
+        latency += step.latency_s
+    return Route(names, tuple(hops), tuple(senders), tuple(epb), bottleneck, latency, receiver,
+                 tuple(charges), rid, tuple(refs) if airtime else (), tuple(airtime),
+                 tuple(radios))
+
+
 class Topology:
     """Static network: nodes (devices and pure network nodes) and full-duplex links.
 
@@ -281,37 +331,18 @@ class Topology:
             if dst not in paths:
                 raise ValueError(f"no route from {src!r} to {dst!r}")
             nodes = paths[dst]
-        hops, senders, epb = [], [], []
-        bottleneck, latency = float("inf"), 0.0
-        edge = self._edge
-        refs: list[int] = []
-        airtime: list[tuple[int, int]] = []
-        radios: list[int] = []
-        charges: list[tuple[int, float]] = []
+        edge, index = self._edge, self.index
+        steps = []
         for u, v in itertools.pairwise(nodes):
             hop, sender, j_per_bit, bps, lat = edge[(u, v)]
-            hops.append(hop)
-            refs.append(-1)
-            senders.append(sender)
-            epb.append(j_per_bit)
-            charges.append((sender, j_per_bit))
             link = hop >> 1
             member = self._member.get(link)
-            if member is not None:  # the medium's constraint, coefficient 1 / rate of ``hop``
-                station, c_ab, c_ba = member
-                hops.append(c_ab if hop == 2 * link else c_ba)
-                refs.append(hop)
-                airtime.append((station, hop))
-            rx, receiver = self._rx.get(link, 0.0), self.index[v]
-            if rx > 0.0 and receiver < self.n_devices:
-                charges.append((receiver, rx))
-            radios += self._radios_of.get(link, ())
-            if bps < bottleneck:
-                bottleneck = bps
-            latency += lat
-        route = Route(tuple(nodes), tuple(hops), tuple(senders), tuple(epb), bottleneck, latency,
-                      self.index[dst], tuple(charges), len(self.routes),
-                      tuple(refs) if airtime else (), tuple(airtime), tuple(radios))
+            medium = (-1, -1) if member is None else (
+                member[0], member[1] if hop == 2 * link else member[2])
+            steps.append(RouteStep(hop, sender, j_per_bit, bps, lat, *medium,
+                                   self._rx.get(link, 0.0), index[v],
+                                   self._radios_of.get(link, ())))
+        route = build_route(tuple(nodes), steps, index[dst], len(self.routes), self.n_devices)
         self.route_cache[key] = route
         self.routes.append(route)
         return route

@@ -16,7 +16,14 @@ from typing import overload
 
 import numpy as np
 
-from netsim.network.topology import MediumLike, RadioSet, Route, Topology
+from netsim.network.topology import (
+    MediumLike,
+    RadioSet,
+    Route,
+    RouteStep,
+    Topology,
+    build_route,
+)
 
 
 class TreeTopology(Topology):
@@ -87,6 +94,9 @@ class TreeTopology(Topology):
         self.constraint_capacity = self.capacity_bps + [1.0] * len(self.constraint_medium)
         self.route_cache: dict[tuple[str, str], Route] = {}
         self.routes = _TreeRoutes(self)  # type: ignore[assignment]
+        self.root_books: dict | None = None
+        """What :meth:`root_routes` computed (None before): the device table's routes and
+        the ledger's books, as arrays."""
         self._extra: list[Route] = []
         self._depth = _depths(self.parent, root)
 
@@ -139,40 +149,22 @@ class TreeTopology(Topology):
         return route
 
     def _build(self, nodes: list[int], rid: int) -> Route:
-        """The route along ``nodes`` (as :meth:`Topology.route` builds it)."""
-        hops, senders, epb, refs = [], [], [], []
-        airtime: list[tuple[int, int]] = []
-        radios: list[int] = []
-        charges: list[tuple[int, float]] = []
-        bottleneck, latency = float("inf"), 0.0
+        """The route along ``nodes`` (:func:`~netsim.network.topology.build_route`)."""
+        steps = []
         for u, v in zip(nodes, nodes[1:], strict=False):
             link = int(self.parent_link[v] if self.parent[v] == u else self.parent_link[u])
-            hop = 2 * link if int(self.link_a[link]) == u else 2 * link + 1
-            j_per_bit = float(self.energy_j_per_bit[link])
-            hops.append(hop)
-            refs.append(-1)
-            senders.append(u)
-            epb.append(j_per_bit)
-            charges.append((u, j_per_bit))
+            forward = int(self.link_a[link]) == u
             station = int(self._member_station[link])
-            if station >= 0:
-                hops.append(int(self._member_ab[link] if hop == 2 * link
-                                else self._member_ba[link]))
-                refs.append(hop)
-                airtime.append((station, hop))
-            rx = float(self.rx_energy_j_per_bit[link])
-            if rx > 0.0 and v < self.n_devices:
-                charges.append((v, rx))
             first, count = int(self._radio_first[link]), int(self._radio_count[link])
-            radios += range(first, first + count)
-            bps = float(self.bandwidth_bps[link])
-            if bps < bottleneck:
-                bottleneck = bps
-            latency += float(self.latency_s[link])
+            steps.append(RouteStep(
+                2 * link if forward else 2 * link + 1, u, float(self.energy_j_per_bit[link]),
+                float(self.bandwidth_bps[link]), float(self.latency_s[link]), station,
+                int(self._member_ab[link] if forward else self._member_ba[link])
+                if station >= 0 else -1,
+                float(self.rx_energy_j_per_bit[link]), v, range(first, first + count)))
         names = self.node_ids
-        return Route(tuple(names[x] for x in nodes), tuple(hops), tuple(senders), tuple(epb),
-                     bottleneck, latency, nodes[-1], tuple(charges), rid,
-                     tuple(refs) if airtime else (), tuple(airtime), tuple(radios))
+        return build_route(tuple(names[x] for x in nodes), steps, nodes[-1], rid,
+                           self.n_devices)
 
     def root_routes(self) -> dict[str, dict[str, np.ndarray]]:
         """Every device's route from the root (``down``) and back (``up``) as arrays, in one
@@ -241,7 +233,7 @@ class TreeTopology(Topology):
                 first = np.where(order[0][3], order[0][0] if upward else order[0][1], -1)
             out[name]["first_sender"] = np.where(first >= 0, first, rows)  # (no hop: itself)
             out[name]["receiver"] = np.full(n, self.root) if upward else rows
-        self._root_books = {**out, "both": {  # down's entries, then up's (gathered by id)
+        self.root_books = {**out, "both": {  # down's entries, then up's (gathered by id)
             k: np.concatenate([out["down"][k], out["up"][k]])
             for k in ("charge_node", "charge_j_per_bit", "air_station", "air_direction")}}
         return out
@@ -251,7 +243,7 @@ class TreeTopology(Topology):
         receiver, charges (node, J/bit) and air time (station, link direction) in CSR form
         (``*_count`` per route): gathered from :meth:`root_routes`' arrays, or built from the
         routes themselves where one is not a device's route to or from the root."""
-        books = getattr(self, "_root_books", None)
+        books = self.root_books
         rid = np.asarray(ids, dtype=np.intp)
         if books is None or not len(rid) or rid.max() >= 2 * self.n_devices:
             return route_books_of([self.routes[i] for i in ids])

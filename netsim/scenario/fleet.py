@@ -62,11 +62,6 @@ class Fleet:
         return len(self.ids)
 
     @property
-    def n_links(self) -> int:
-        """Links: the aggregator's, the backhauls and the access links."""
-        return len(self.link_owner)
-
-    @property
     def node_ids(self) -> list[str]:
         """Device ids, then the core router, then the cells (the topology's node order)."""
         return [*self.ids, self.core_id, *self.cell_ids]

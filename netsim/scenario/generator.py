@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from netsim.scenario.fleet import Fleet, FleetDevices, FleetLinks
-from netsim.scenario.schema import GenerateSpec, LinkSpec, MediumSpec
+from netsim.scenario.schema import GenerateSpec, MediumSpec
 from netsim.yamlio import safe_load
 
 AGGREGATOR_ID = "aggregator"
@@ -189,16 +189,3 @@ def _rank_within(code: np.ndarray, n_codes: int) -> np.ndarray:
 
 
 _RADIO_FIELDS = ("rx_energy_j_per_bit", "radio_power_w", "tail_s", "tail_power_w")
-
-
-def generated_media(links: list[LinkSpec]) -> list[MediumSpec]:
-    """The media of a generated network's member links, in order of first appearance: a
-    cell of an access type whose catalog ``medium`` is ``wifi`` is a wifi medium, ``cellular``
-    (LTE, 5G) a cellular one (docs/wireless.md)."""
-    access = edge_catalog()["access_links"]
-    seen: dict[str, MediumSpec] = {}
-    for link in links:
-        if link.medium is not None and link.medium not in seen:
-            kind = access[str(link.link_type)]["medium"]
-            seen[link.medium] = MediumSpec(id=link.medium, kind=kind)
-    return list(seen.values())
