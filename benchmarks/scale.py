@@ -8,7 +8,7 @@ world (topology, device table, meters); an epoch's cost is the median wall time 
 ends of consecutive epochs (the policy's choice included). Printed as ratios against the
 10,000-device fleet measured in the same run (the machine is shared and noisy).
 
-    python benchmarks/scale.py                  # 10k, 100k, 1M; about 2 minutes
+    python benchmarks/scale.py                  # 10k, 100k, 1M; about 3 minutes
     python benchmarks/scale.py --sizes 10000,100000
 """
 
@@ -28,20 +28,24 @@ EPOCHS = 30
 K = 100
 
 
-def scenario(n: int, markov: bool) -> dict:
-    """The default scenario with ``n`` generated devices (markov sessions if asked)."""
+def scenario(n: int, markov: bool | str) -> dict:
+    """The default scenario with ``n`` generated devices: static, with markov sessions
+    (``True``) or with log-normal bandwidth (``"bandwidth"``: sigma 0.3, pieces of 10 s)."""
     from netsim.scenario.loading import scenario_data
 
     sc = copy.deepcopy(scenario_data("default"))
     sc["generate"]["n_devices"] = n
     sc["generate"]["devices_per_cell"] = 32
     sc["training"].update(target_loss=0.01, max_epochs=EPOCHS, deadline_s=1e9)
-    if markov:
+    if markov == "bandwidth":
+        sc["dynamics"] = {"bandwidth": {"model": "lognormal", "sigma": 0.3,
+                                        "correlation_s": 60, "step_s": 10}}
+    elif markov:
         sc["dynamics"] = {"availability": {"model": "markov"}}
     return sc
 
 
-def measure(n: int, markov: bool) -> dict:
+def measure(n: int, markov: bool | str) -> dict:
     """One fleet in this process: setup (s), per-epoch wall times (s), peak RSS (bytes)."""
     import netsim
     from netsim.engine import World, resolve_scenario
@@ -66,9 +70,10 @@ def measure(n: int, markov: bool) -> dict:
             "status": str(run["status"]), "devices_rows": len(res.devices)}
 
 
-def in_child(n: int, markov: bool) -> dict:
+def in_child(n: int, markov: bool | str) -> dict:
     """:func:`measure` in a fresh interpreter (its own peak memory)."""
-    out = subprocess.run([sys.executable, __file__, "--child", str(n), str(int(markov))],
+    mode = markov if isinstance(markov, str) else str(int(markov))
+    out = subprocess.run([sys.executable, __file__, "--child", str(n), mode],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -79,14 +84,17 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(measure(int(args.child[0]), bool(int(args.child[1])))))
+        mode = args.child[1]
+        print(json.dumps(measure(int(args.child[0]),
+                                 mode if mode == "bandwidth" else bool(int(mode)))))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     rows = {}
     for n in sizes:
-        for markov in (False, True):
+        for markov in (False, True, "bandwidth"):
             rows[(n, markov)] = r = in_child(n, markov)
-            print(f"  {n:>9,} devices {'markov' if markov else 'static':6s}: setup "
+            name = markov if isinstance(markov, str) else "markov" if markov else "static"
+            print(f"  {n:>9,} devices {name:9s}: setup "
                   f"{r['setup_s']:7.2f} s ({1e6 * r['setup_s'] / n:5.2f} us/device), epoch "
                   f"{1e3 * r['epoch_s']:7.2f} ms, peak {r['peak_bytes'] / 2**30:5.2f} GiB, "
                   f"{r['epochs']} epochs, run {r['run_s']:.1f} s", flush=True)
@@ -98,6 +106,8 @@ def main() -> None:
               f"{rows[(n, False)]['epoch_s'] / ref['epoch_s']:.2f}x (target <= 2x at 1M)")
     print(f"  epoch with markov sessions / static at {big:,}: "
           f"{rows[(big, True)]['epoch_s'] / rows[(big, False)]['epoch_s']:.2f}x (target <= 3x)")
+    print(f"  epoch with log-normal bandwidth / static at {big:,}: "
+          f"{rows[(big, 'bandwidth')]['epoch_s'] / rows[(big, False)]['epoch_s']:.2f}x")
     print(f"  setup at {big:,}: {1e6 * rows[(big, False)]['setup_s'] / big:.2f} us/device "
           f"(target <= 10); peak memory {rows[(big, False)]['peak_bytes'] / 2**30:.2f} GiB "
           f"static, {rows[(big, True)]['peak_bytes'] / 2**30:.2f} GiB markov (target <= 6)")

@@ -119,6 +119,7 @@ class World:
         self._budgets = np.array(self.topology.constraint_capacity[len(self.topology.capacity_bps):],
                                  dtype=float)  # media's air-time budgets (after the links)
         self._caps_now = np.array(self.topology.constraint_capacity, dtype=float)
+        self._caps_until = -math.inf  # the capacities in force hold until then (s)
         self._tables_now: tuple[RouteTable, RouteTable] | None = None
         self._tick_token = 0
         self._n_nodes = len(self.node_ids)
@@ -219,9 +220,9 @@ class World:
         dyn.timeline.advance(now)
         if dyn.batteries.any:
             self._check_batteries(now)
-        if not dyn.capacity.static:
+        if not dyn.capacity.static and now >= self._caps_until:  # (a new piece or row)
             dyn.capacity.forget_before(now)
-            self._set_capacities(dyn.capacity.at(now))
+            self._set_capacities(dyn.capacity.at(now), now)
 
     def _battery_left_of(self, rows: np.ndarray, now_s: float) -> np.ndarray:
         """What the batteries of devices ``rows`` hold at ``now_s`` (J; NaN: mains), >= 0."""
@@ -272,7 +273,9 @@ class World:
         """Every constraint's capacity from the link directions' (bit/s): media after them."""
         return np.concatenate([np.asarray(link_caps, dtype=float), self._budgets])
 
-    def _set_capacities(self, link_caps: np.ndarray) -> None:
+    def _set_capacities(self, link_caps: np.ndarray, at_s: float) -> None:
+        """The capacities in force from ``at_s`` (s) until the schedule's next change."""
+        self._caps_until = self.dynamics.capacity.next_change_s(at_s)
         caps = self._constraint_caps(link_caps)
         changed = np.flatnonzero(caps != self._caps_now)
         if len(changed):
@@ -453,6 +456,8 @@ class World:
         down, up = self._current_tables()
         now, capacity = self.env.now, self.dynamics.capacity
         def uploads_under(t_s: float) -> tuple[RouteTable, np.ndarray]:
+            if t_s < self._caps_until:  # the same piece: the tables in force now
+                return up, self._caps_now
             caps = self._constraint_caps(capacity.at(t_s))
             return self._tables_under(caps)[1], caps
 
@@ -565,7 +570,7 @@ class World:
         if token != self._tick_token:
             return
         env, cap = self.env, self.dynamics.capacity
-        self._set_capacities(cap.at(env.now))
+        self._set_capacities(cap.at(env.now), env.now)
         nxt = max(cap.next_change_s(env.now), math.nextafter(env.now, math.inf))
         if nxt < math.inf:
             fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
