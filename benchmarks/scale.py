@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import resource
 import subprocess
@@ -57,6 +58,8 @@ def measure(n: int, markov: bool | str) -> dict:
     resolved = resolve_scenario(load_scenario(sc), 0)
     World(resolved, np.random.default_rng(0))
     setup_s = time.perf_counter() - t0
+    del resolved
+    gc.collect()  # (the world above holds reference cycles: not two worlds at the peak)
     stamps: list[float] = []
     t1 = time.perf_counter()
     res = netsim.simulate(sc, "random-k", seed=0, params={"k": K},
