@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from netsim import engine
+import netsim.engine as engine
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run

@@ -18,7 +18,7 @@ from netsim.network import Topology
 from netsim.network.topology import Radio
 from netsim.network.tree import TreeTopology
 from netsim.scenario.fleet import Fleet, FleetLinks
-from netsim.scenario.network import network_of
+from netsim.scenario.network import ResolvedNetwork, network_of
 from netsim.scenario.schema import DeviceSpec, Scenario
 
 
@@ -95,7 +95,12 @@ class DeviceTable:
 def scenario_topology(scenario: Scenario) -> Topology:
     """The topology of a *resolved* scenario: its links and media, devices first (a generated
     fleet's in arrays, :func:`fleet_topology`)."""
-    net = network_of(scenario)
+    return network_topology(network_of(scenario))
+
+
+def network_topology(net: ResolvedNetwork) -> Topology:
+    """The topology of a resolved network: a generated fleet's in arrays
+    (:func:`fleet_topology`), explicit devices and links as a graph."""
     if net.fleet is not None:
         return fleet_topology(net.fleet, net.links)
     return Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from netsim.devices import network_topology
 from netsim.dynamics.world import Dynamics, run_streams
-from netsim.network import Topology
 from netsim.scenario.network import ResolvedNetwork, resolve_network
 from netsim.scenario.schema import Scenario
 
@@ -41,7 +41,7 @@ def sample_traces(scenario: Scenario, seed: int, horizon_s: float
     if not (horizon_s > 0 and math.isfinite(horizon_s)):
         raise ValueError(f"horizon_s must be a positive finite number of seconds, got {horizon_s}")
     net: ResolvedNetwork = resolve_network(scenario, seed)
-    topology = Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))
+    topology = network_topology(net)
     ids = [d.id for d in net.devices]
     agg = ids.index(net.aggregator)
     dyn = Dynamics(scenario.dynamics, net.devices, net.links, agg, topology.capacity_bps,
