@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import ndtri
 
 import netsim
+from netsim.costs import estimate_epochs
 from netsim.devices import build_device_table
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
@@ -256,6 +257,8 @@ class DepL:
         self._tracker = RunTracker(self._pred.base)
         self.replans = 0
         self._last: tuple[int, np.ndarray] | None = None  # last epoch: variant, samples
+        self._previous: tuple[int, np.ndarray] | None = None  # (the same, kept)
+        self._sequence: tuple[Plan | None, np.ndarray] = (None, np.zeros(0))
         self._re_placed = False  # the last epoch ran on another cluster than planned
 
     # -- online (netsim's formalization) --------------------------------------------------
@@ -375,6 +378,8 @@ class DepL:
         members = np.flatnonzero(samples)
         parts = {ids[i]: int(samples[i]) for i in members}
         self._last = (cluster.variant, samples)
+        energies = self._sequence_energies(obs, plan)
+        self._previous = self._last
         self._tracker.executed(cluster.variant, float(samples.sum()), len(members))
         base = self._pred.base
         after = base.step(self._state, float(samples.sum()), cluster.variant,
@@ -382,11 +387,24 @@ class DepL:
         rest = plan.clusters[k:]
         return Decision(participants=parts, variant=cluster.variant, info={
             "planned_epochs": obs.epoch + len(rest),
-            "planned_energy_j": obs.energy_j + float(sum(c.energy_j for c in rest)),
+            "planned_energy_j": obs.energy_j + float(energies[k:].sum()),
             "planned_time_s": obs.now_s + float(sum(c.time_s for c in rest)),
             "planned_loss": base.mean(after), "data_fraction": plan.data_fraction,
             "planned_level": plan.final_level, "switches": plan.switches,
             "replans": self.replans, **({"replanned": why} if why else {})})
+
+    def _sequence_energies(self, obs: Observation, plan: Plan) -> np.ndarray:
+        """Each planned epoch's energy (J) as the engine books it, the plan's epochs run back
+        to back after the epoch executed before the plan (radio tails carried over from one
+        epoch to the next, :func:`netsim.costs.estimate_epochs`): the plan's claim. A
+        cluster's own ``energy_j`` is an epoch after one like it, which the planner compares;
+        the first epoch of a run pays its radios' start in full. Computed once per plan."""
+        if self._sequence[0] is not plan:
+            prefix = [] if self._previous is None else [self._previous]
+            est = estimate_epochs(obs.devices, obs.model,
+                                  prefix + [(c.variant, c.samples) for c in plan.clusters])
+            self._sequence = (plan, np.array([e.energy_j for e in est[len(prefix):]]))
+        return self._sequence[1]
 
     # -- under dynamics (README "Under dynamics") ---------------------------------------------
     def _replace(self, obs: Observation, cluster) -> np.ndarray | None:
