@@ -62,6 +62,15 @@ class ConfigurationResult:
     status: str
 
 
+def linear_epoch(c: Coefficients, at: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+    """One epoch in the linear cost model: (duration s, energy J) of participants at
+    positions ``at`` of ``c.idx`` training ``d`` samples each: the slowest transfer and
+    compute plus the aggregation of every update; fixed and per-sample energy plus every
+    device's idle power over the duration."""
+    duration = float(np.max(c.transfer_s[at] + c.s_per_sample[at] * d)) + c.agg_s * len(at)
+    return duration, float(np.sum(c.fixed_j[at] + c.j_per_sample[at] * d)) + c.idle_w * duration
+
+
 def n_configurations(problem: PlanningProblem, used: list[int]) -> int:
     """How many configurations the formulation enumerates for variants ``used``."""
     return sum(2 ** len(coefficients(problem, u).idx) - 1 for u in used)
@@ -158,10 +167,9 @@ def _polish(problem: PlanningProblem, coef: dict[int, Coefficients],
     epochs.sort(key=lambda e: e[0].variant)
     even_j, even_s = 0.0, 0.0
     for c, d in epochs:
-        cf, at = coef[c.variant], np.array(c.members)
-        tau = float(np.max(cf.transfer_s[at] + cf.s_per_sample[at] * d)) + cf.agg_s * len(at)
+        tau, joules = linear_epoch(coef[c.variant], np.array(c.members), d)
         even_s += tau
-        even_j += float(np.sum(cf.fixed_j[at] + cf.j_per_sample[at] * d)) + cf.idle_w * tau
+        even_j += joules
     even_ok = even_s <= problem.time_left_s
     d_best = np.concatenate([d for _, d in epochs]).astype(float) if even_ok else None
     if not even_ok or even_j - lower_j > OPTIMAL_GAP * even_j:

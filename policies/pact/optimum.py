@@ -34,10 +34,11 @@ from netsim.costs import estimate_epoch
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor
-from policies.pact.candidates import Coefficients, coefficients
+from policies.pact.candidates import coefficients
 from policies.pact.configurations import (
     MAX_CONFIGURATIONS,
     OPTIMAL_GAP,
+    linear_epoch,
     n_configurations,
     solve_configurations,
 )
@@ -111,15 +112,8 @@ def milp_energy(problem: PlanningProblem, plan: Plan) -> float:
         pos = {int(i): j for j, i in enumerate(c.idx)}
         at = np.array([pos[i] for i in ep.participants])
         d = np.array([float(s) for s in ep.participants.values()])
-        total += linear_epoch_energy(c, at, d)
+        total += linear_epoch(c, at, d)[1]
     return total
-
-
-def linear_epoch_energy(c: Coefficients, at: np.ndarray, d: np.ndarray) -> float:
-    """One epoch's energy (J) in the linear cost model: participants at positions ``at`` of
-    ``c.idx`` training ``d`` samples each."""
-    duration = float(np.max(c.transfer_s[at] + c.s_per_sample[at] * d)) + c.agg_s * len(at)
-    return float(np.sum(c.fixed_j[at] + c.j_per_sample[at] * d)) + c.idle_w * duration
 
 
 def check_cost_model(problem: PlanningProblem) -> None:
@@ -134,7 +128,7 @@ def check_cost_model(problem: PlanningProblem) -> None:
             samples = np.zeros(problem.table.n)
             samples[c.idx[at]] = c.samples[at]
             sim = estimate_epoch(problem.table, problem.model, v, samples).energy_j
-            lin = linear_epoch_energy(c, at, c.samples[at])
+            lin = linear_epoch(c, at, c.samples[at])[1]
             if abs(sim - lin) > 1e-6 * max(abs(sim), 1e-12):
                 raise ValueError(
                     f"pact-optimum: the exact formulation's linear cost differs from the "
