@@ -304,12 +304,17 @@ class EnergyMeter:
         if not self._maybe_over:
             return 0.0
         rows = np.fromiter(self._maybe_over, dtype=np.intp, count=len(self._maybe_over))
-        online = now_s if self._online_s is None else (
-            self._online_of(rows, now_s) if self._online_of is not None
-            else self._online_s(now_s)[rows])
-        over = np.maximum(self._selected_s[rows] - online, 0.0)
+        over = np.maximum(self._selected_s[rows] - self._online_rows(rows, now_s), 0.0)
         self._maybe_over.difference_update(rows[over <= 0.0].tolist())
         return float(np.dot(over, np.nan_to_num(self.power_sleep_w[rows])))
+
+    def _online_rows(self, rows: np.ndarray, now_s: float) -> float | np.ndarray:
+        """Online time of nodes ``rows`` from 0 to ``now_s`` (s; everyone online: now_s)."""
+        if self._online_s is None:
+            return now_s
+        if self._online_of is not None:
+            return self._online_of(rows, now_s)
+        return self._online_s(now_s)[rows]
 
     def node_j_of(self, rows: np.ndarray, now_s: float) -> np.ndarray:
         """:meth:`snapshot`'s ``node_j`` for nodes ``rows`` only (J): the same formulas."""
@@ -321,11 +326,5 @@ class EnergyMeter:
             since = self._busy_since.get(r)
             if since is not None:
                 busy[k] += max(now_s - since, 0.0)
-        if self._online_s is None:
-            online: float | np.ndarray = now_s
-        elif self._online_of is not None:
-            online = self._online_of(rows, now_s)
-        else:
-            online = self._online_s(now_s)[rows]
-        idle, sleep = self._idle_and_sleep(rows, busy, online)
+        idle, sleep = self._idle_and_sleep(rows, busy, self._online_rows(rows, now_s))
         return busy * self.power_busy_w[rows] + self._communication_j[rows] + idle + sleep

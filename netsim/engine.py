@@ -250,7 +250,7 @@ class World:
             wait = np.where(self._p_max[rows] > 0.0, margin / self._p_max[rows], math.inf)
         # empty and offline: taken offline for good when it next comes online (checked again
         # every epoch until then); killed: never again
-        self._check_at[rows] = np.where(timeline._killed[rows], math.inf,
+        self._check_at[rows] = np.where(timeline.killed[rows], math.inf,
                                         np.where(left <= 0.0, now, now + wait))
 
     def wait_for_someone(self, available: np.ndarray, deadline_s: float) -> bool:

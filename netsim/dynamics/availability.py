@@ -242,6 +242,13 @@ class AvailabilityTimeline:
         """Whether nobody ever changes state (the always-online world)."""
         return isinstance(self.source, AlwaysOnline)
 
+    @property
+    def killed(self) -> np.ndarray:
+        """Devices taken offline for good (an empty battery), read-only view."""
+        view = self._killed.view()
+        view.setflags(write=False)
+        return view
+
     def track(self, name: str, weight: np.ndarray) -> None:
         """Keep ``sum_i weight[i] x online time of i`` as running sums (:meth:`weighted_s`)."""
         w = np.asarray(weight, dtype=float)

@@ -168,10 +168,8 @@ class Recorder:
             "plan_status": self._plan_status,
         }
 
-    def _airtime_json(self, used: dict[str, float] | str) -> str:
+    def _airtime_json(self, used: dict[str, float]) -> str:
         """An epoch's air time as JSON over every medium (0 where it used none)."""
-        if isinstance(used, str):
-            return used
         full = dict.fromkeys(self._media_ids, 0.0)
         full.update(used)
         return json.dumps(full, sort_keys=True)

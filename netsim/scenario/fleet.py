@@ -44,12 +44,10 @@ class Fleet:
     cell_medium: np.ndarray        # per cell: its index in ``media``, -1 if not a medium
     media: list[MediumSpec]
     device_cell: np.ndarray        # per generated device (row - 1): its cell
-    access_link: np.ndarray        # per generated device: its access link's index
     access_bps: np.ndarray         # per generated device: access bandwidth (bit/s)
     access_latency_s: np.ndarray
     access_j_per_bit: np.ndarray
     access_radio: dict[str, dict[str, float]]  # access type -> radio figures (shared media)
-    access_figures: dict[str, dict[str, float]]  # access type -> latency, J/bit
     backhaul: dict[str, Any]       # bandwidth_bps, latency_s, energy_j_per_bit, link_type
     fibre: dict[str, Any]
     link_owner: np.ndarray         # per link: 0 (link 0), device row (> 0) or -(cell + 1)
