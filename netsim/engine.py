@@ -31,6 +31,7 @@ import simpy
 
 from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable, build_device_table, scenario_topology
+from netsim.dynamics.buffered import Job, Update, UpdateBuffer
 from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot, EnergyTotals
@@ -69,7 +70,10 @@ class EpochOutcome:
     """What one executed epoch cost: its interval (s) and the energy it used by category; in a
     changing world also whose updates counted (``counted``: device -> samples, clusters by
     head; None: every participant's), who dropped out or was late, and the energy each of
-    those drew in the epoch (``wasted_j_by_row``: device row -> J)."""
+    those drew in the epoch (``wasted_j_by_row``: device row -> J). An asynchronous epoch
+    (docs/async.md) also gives the ``updates`` its aggregation took (with their staleness),
+    how many jobs its decision ``started`` and how many are still ``in_flight`` at its end;
+    its ``late`` are the updates discarded as too stale."""
 
     start_s: float
     end_s: float
@@ -78,6 +82,9 @@ class EpochOutcome:
     dropped: tuple[str, ...] = ()
     late: tuple[str, ...] = ()
     wasted_j_by_row: dict[int, float] = field(default_factory=dict)
+    updates: tuple[Update, ...] | None = None
+    started: int | None = None
+    in_flight: int = 0
 
     @property
     def wasted_j(self) -> float:
@@ -161,6 +168,10 @@ class World:
         self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
         self._own_up_j_per_bit = self._own_charges() if self.dynamic else np.zeros(n_dev)
         self._wait_from: EnergySnapshot | None = None  # the next epoch's energy starts here
+        self._busy = np.zeros(n_dev, dtype=bool)
+        self.busy = _read_only_view(self._busy)
+        """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
+        self.buffer = UpdateBuffer(self.env, self._busy)
         self.epochs_by_path = {"arrays": 0, "events": 0}
         """How many epochs of the changing world ran on each path (benchmarks/dynamics.py)."""
         self._airtime_read = np.zeros(len(self.topology.media))
@@ -259,7 +270,8 @@ class World:
         sleep, the aggregator idles) and return True; else False (netsim's rule: the world
         waits rather than the policy being asked to choose among nobody)."""
         timeline = self.dynamics.timeline
-        if timeline.static or _anyone(available, self.devices.trainers):
+        if timeline.static or self.buffer.in_flight or self.buffer.landed \
+                or _anyone(available, self.devices.trainers):
             return False
         at = timeline.next_change_at()
         if not at < deadline_s:
@@ -303,6 +315,8 @@ class World:
 
     def run_epoch(self, decision: Decision) -> EpochOutcome:
         """Execute one validated decision; returns the epoch's interval and energy."""
+        if decision.buffer_updates is not None:
+            return self._run_async_epoch(decision)
         if self.dynamic or decision.keep_updates is not None \
                 or decision.epoch_deadline_s is not None:
             return self._run_changing_epoch(decision)
@@ -438,6 +452,95 @@ class World:
             - node_before[np.searchsorted(taking_part, wasted_rows)]
         return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
                             dict(zip(wasted_rows.tolist(), wasted.tolist(), strict=True)))
+
+    # -- buffered asynchronous aggregation (netsim.dynamics.buffered, docs/async.md) ----------
+    def _run_async_epoch(self, decision: Decision) -> EpochOutcome:
+        """One asynchronous epoch: the decision's participants start jobs from the current
+        model version, jobs from earlier epochs go on, and the epoch ends at the aggregation
+        that follows the K-th buffered update (or once nothing is in flight, or at the
+        training deadline). Always guarded SimPy events: jobs outlive the epoch."""
+        env, v, dyn, t, buf = self.env, decision.variant, self.dynamics, self.devices, self.buffer
+        start = env.now
+        wait, self._wait_from = self._wait_from, None
+        before = wait.totals() if wait is not None else self.meter.totals(start)
+        nbytes, fps = self.model.model_bytes(v), self.model.flop_per_sample(v)
+        flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
+        n, index = len(decision.participants), t.index
+        rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+        samples = list(decision.participants.values())
+        compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
+        offline_at = dyn.timeline.next_change_s[rows]
+        left = np.full(n, math.inf)
+        if dyn.batteries.any:
+            left = np.nan_to_num(self._battery_left_of(rows, start), nan=math.inf)
+        node_before = self.meter.node_j_of(rows, start)
+        live = list(buf.jobs.values())  # jobs from earlier epochs, in flight now
+        with self.network.batch():
+            for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+                job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
+                          float(node_before[k]), float(flops[r]))
+                buf.add(job)
+                live.append(job)
+                job.participant = GuardedParticipant(
+                    env, self.network, self.meter, buf, job.key, r, nbytes,
+                    float(compute_s[k]), self._down[r], self._up[r], float(offline_at[k]),
+                    float(left[k]), float(t.power_idle_w[r]), float(t.power_busy_w[r]),
+                    float(self._own_up_j_per_bit[r]))
+        closed = buf.open(int(decision.buffer_updates or 1), decision.max_staleness,
+                          float(self.scenario.training.deadline_s))  # type: ignore[union-attr]
+        self._tick_token += 1
+        if not dyn.capacity.static:
+            token = self._tick_token
+            nxt = dyn.capacity.next_change_s(env.now)
+            if nxt < math.inf:
+                fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
+        if not closed.triggered:
+            env.run(until=closed)
+        updates = buf.take()
+        self._aggregate(v, len(updates))
+        self._tick_token += 1
+        buf.aggregated()
+        end = env.now
+        arrived, discarded, dropped = buf.drain()
+        for job in dropped:
+            if job.participant.battery_out:
+                dyn.timeline.kill(job.row, float(job.ended_s))
+        if arrived:
+            p = [j.participant for j in arrived]
+            self._measure(np.array([j.row for j in arrived], dtype=np.intp),
+                          np.array([j.flop_per_s for j in arrived]),
+                          np.array([q.down_bps for q in p]), np.array([q.up_bps for q in p]))
+        if self.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the epoch's)
+            live += [j for j in arrived + dropped if j.started_s < start]
+            live = list({id(j): j for j in live}.values())
+            self.meter.add_selected(
+                np.array([j.row for j in live], dtype=np.intp),
+                np.array([min(end if j.ended_s is None else j.ended_s, end)
+                          - max(j.started_s, start) for j in live]))
+            dyn.timeline.advance(end)
+        energy = self.meter.totals(end) - before
+        ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
+        if len(ended):  # their batteries are checked at the next epoch's start
+            self._check_at[ended] = np.where(np.isnan(dyn.batteries.capacity_j[ended]),
+                                             math.inf, -math.inf)
+        wasted = discarded + dropped
+        wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
+        spent = self.meter.node_j_of(wasted_rows, end) - np.array(
+            [j.node_before_j for j in wasted], dtype=float)
+        wasted_j: dict[int, float] = {}
+        for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
+            wasted_j[r] = wasted_j.get(r, 0.0) + joules
+        counted: dict[str, int] = {}
+        for u in updates:
+            counted[u.device] = counted.get(u.device, 0) + u.samples
+        return EpochOutcome(start, end, energy, counted, tuple(j.device for j in dropped),
+                            tuple(j.device for j in discarded), wasted_j, tuple(updates), n,
+                            buf.in_flight)
+
+    def cut_in_flight(self) -> int:
+        """The run stops: asynchronous jobs still in flight stop now (their energy counts, up
+        to now); returns how many were cut."""
+        return len(self.buffer.cut())
 
     def _tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
         """The routes to and from the aggregator with their standalone rates under ``caps``."""
@@ -742,13 +845,14 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
             obs = Observation(epoch, world.now_s, training.deadline_s, recorder.energy_j,
                               tuple(history), variant, world.devices, available,
                               world.model, training, resolved, measured["flop_per_s"],
-                              measured["down_bps"], measured["up_bps"])
+                              measured["down_bps"], measured["up_bps"], world.busy,
+                              len(world.buffer.landed))
             decision = policy.decide(obs)
             validate_decision(decision, obs, policy.name)
             if decision.stop:
                 status, error = "target_missed", decision.reason
                 break
-            late = None if world.dynamic else \
+            late = None if world.dynamic or decision.buffer_updates is not None else \
                 _ends_after(world, bound_table, decision, epoch, training)
             if late is not None:  # the deadline is a hard stop: nothing runs past it
                 status, error = "deadline", late
@@ -758,7 +862,11 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
                 status, error = "deadline", _late_message(epoch, outcome.end_s, training, True)
                 break
             counted = _samples_by_device(decision) if outcome.counted is None else outcome.counted
-            if counted:
+            if outcome.updates is not None:  # asynchronous: each update with its staleness
+                step = backend.advance_updates(outcome.updates, decision.variant) \
+                    if outcome.updates else EpochProgress(loss=history[-1],
+                                                          accuracy=recorder.last_accuracy)
+            elif counted:
                 step = backend.advance(counted, decision.variant)
             else:  # every participant dropped out or was late: no progress
                 step = EpochProgress(loss=history[-1], accuracy=recorder.last_accuracy)
@@ -780,4 +888,6 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         if raise_errors:
             raise
     finally:
+        if world is not None:
+            world.cut_in_flight()  # asynchronous jobs still running stop with the run
         recorder.finish(status, error, world, time.perf_counter() - wall0)

@@ -26,6 +26,7 @@ from typing import Any
 
 import simpy
 
+from netsim.dynamics.buffered import UpdateBuffer
 from netsim.energy import EnergyMeter
 from netsim.network import Route
 from netsim.network.flows import FlowNetwork
@@ -69,8 +70,8 @@ class GuardedBarrier:
         self._latest = max(self._latest, arrival_s)
         self._check()
 
-    def dropped(self) -> None:
-        """A participant dropped out: its update never comes."""
+    def dropped(self, key: Any = None) -> None:
+        """A participant (``key``) dropped out: its update never comes."""
         if self.closed_at is not None:
             return
         self.pending -= 1
@@ -122,7 +123,8 @@ class GuardedParticipant:
                  "late", "down_bps", "up_bps", "on_change")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, meter: EnergyMeter,
-                 barrier: GuardedBarrier, key: Any, node: int, nbytes: float, compute_s: float,
+                 barrier: GuardedBarrier | UpdateBuffer, key: Any, node: int, nbytes: float,
+                 compute_s: float,
                  down: Route, up: Route, offline_at_s: float, battery_left_j: float,
                  idle_w: float, busy_w: float, own_j_per_bit: float) -> None:
         self.env, self.network, self.meter, self.barrier = env, network, meter, barrier
@@ -160,7 +162,7 @@ class GuardedParticipant:
         if token == self.token and self.phase in ("down", "train", "up"):
             self.battery_out = battery
             self.stop()
-            self.barrier.dropped()
+            self.barrier.dropped(self.key)
 
     # -- the epoch's steps -----------------------------------------------------------------
     def _downloaded(self, arrival_s: float) -> None:
@@ -191,7 +193,7 @@ class GuardedParticipant:
         if self.left_j < _INF and self.left_j <= lump:  # empties as the upload would start
             self.battery_out = True
             self.stop()
-            self.barrier.dropped()
+            self.barrier.dropped(self.key)
             return
         self.left_j -= lump
         self.started_s = now

@@ -55,6 +55,11 @@ class Observation:
         latency excluded; shared links included); NaN before. Measured in every epoch of a
         changing world and every static epoch played forward in arrays (a static epoch run as
         events, with clusters or on a mesh with two saturated links, leaves them as they were).
+    busy: which devices are still training from an earlier asynchronous decision (read-only
+        bool array over devices; all False in synchronous runs): a device trains one job at
+        a time, so a decision may not start a busy device (docs/async.md).
+    buffered: updates that have arrived and wait in the aggregator's buffer for the next
+        aggregation (asynchronous runs; 0 otherwise).
     The world's future (traces, sessions, bandwidth to come) is never shown.
     """
 
@@ -72,6 +77,8 @@ class Observation:
     measured_flop_per_s: np.ndarray | None = None
     measured_down_bps: np.ndarray | None = None
     measured_up_bps: np.ndarray | None = None
+    busy: np.ndarray | None = None
+    buffered: int = 0
 
     @property
     def loss(self) -> float:
@@ -113,6 +120,12 @@ class Decision:
     keep_updates: optional, keep the first this many updates to arrive: the epoch stops
         waiting at the arrival of that many; the participants still running are late
         (netsim's formalization of over-selection, with ``epoch_deadline_s`` or without).
+    buffer_updates: optional, asynchronous (buffered) aggregation with K = this many updates
+        (netsim's formalization of FedBuff, docs/async.md): the participants start now,
+        devices still training from earlier decisions go on, and the epoch ends at the
+        aggregation that follows the K-th update to reach the buffer. None: synchronous.
+    max_staleness: optional, with ``buffer_updates``: updates staler than this many
+        aggregations are discarded on arrival (their energy is wasted).
     """
 
     participants: Mapping[str, int] = field(default_factory=dict)
@@ -123,6 +136,8 @@ class Decision:
     info: Mapping[str, Any] = field(default_factory=dict)
     epoch_deadline_s: float | None = None
     keep_updates: int | None = None
+    buffer_updates: int | None = None
+    max_staleness: int | None = None
 
 
 class InvalidDecision(ValueError):

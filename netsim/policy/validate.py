@@ -22,9 +22,49 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
         _participant_problems(decision, obs, need, out)
     for c, cluster in enumerate(decision.clusters):
         out += _cluster_problems(c, cluster, decision, obs, need)
-    if not decision.participants and not decision.clusters:
+    in_flight = _in_flight(obs)
+    if not decision.participants and not decision.clusters and not (
+            decision.buffer_updates is not None and in_flight + obs.buffered > 0):
         out.append("participants: no participant and no cluster (use stop=True to end training)")
     out += _waiting_problems(decision)
+    out += _async_problems(decision, obs, in_flight)
+    return out
+
+
+def _in_flight(obs: Observation) -> int:
+    return 0 if obs.busy is None else int(np.count_nonzero(obs.busy))
+
+
+def _async_problems(decision: Decision, obs: Observation, in_flight: int) -> list[str]:
+    """Buffered asynchronous aggregation (docs/async.md): K within what can arrive, no
+    negative staleness bound, nothing that only a synchronous epoch knows."""
+    k, bound = decision.buffer_updates, decision.max_staleness
+    out = []
+    if bound is not None and (type(bound) is not int or bound < 0):
+        out.append(f"max_staleness: {bound!r} is not a non-negative integer (aggregations)")
+    if k is None:
+        if bound is not None:
+            out.append("max_staleness: given without buffer_updates (a synchronous epoch's "
+                       "updates are never stale)")
+        if in_flight:
+            out.append(f"buffer_updates: None (synchronous) while {in_flight} devices still "
+                       "train from earlier asynchronous decisions (keep buffer_updates until "
+                       "they have finished)")
+        return out
+    can_arrive = len(decision.participants) + in_flight + obs.buffered
+    if type(k) is not int or not 1 <= k <= max(can_arrive, 1):
+        out.append(f"buffer_updates: {k!r} outside 1..{can_arrive} (the concurrency: "
+                   f"{len(decision.participants)} started + {in_flight} still training + "
+                   f"{obs.buffered} buffered)")
+    if decision.clusters:
+        out.append("clusters: model-parallel clusters are synchronous only (not with "
+                   "buffer_updates)")
+    if decision.keep_updates is not None or decision.epoch_deadline_s is not None:
+        out.append("buffer_updates: not with keep_updates or epoch_deadline_s (a synchronous "
+                   "epoch's waiting rules)")
+    if in_flight and obs.variant is not None and decision.variant != obs.variant:
+        out.append(f"variant: {decision.variant} while {in_flight} devices still train "
+                   f"variant {obs.variant} (a variant changes once nobody is in flight)")
     return out
 
 
@@ -52,8 +92,9 @@ def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     if -1 in idx or any(type(x) is not int for x in samples):
         return False
     i, held = np.array(idx), np.array(samples)
+    free = True if obs.busy is None else ~obs.busy[i]
     return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
-                       & (need <= table.memory_bytes[i])))
+                       & (need <= table.memory_bytes[i]) & free))
 
 
 def _participant_problems(decision: Decision, obs: Observation, need: float,
@@ -71,6 +112,9 @@ def _participant_problems(decision: Decision, obs: Observation, need: float,
             out.append(f"{where}: samples {samples} outside 1..{int(table.samples[i])} (what it holds)")
         if not obs.available[i]:
             out.append(f"{where}: device is not available this epoch")
+        if obs.busy is not None and obs.busy[i]:
+            out.append(f"{where}: device is busy (still training from an earlier asynchronous "
+                       "decision; a device trains one job at a time)")
         if need > table.memory_bytes[i]:
             out.append(f"{where}: the variant needs {need:.3g} bytes (model x memory_overhead), "
                        f"the device has {table.memory_bytes[i]:.3g}")

@@ -10,7 +10,13 @@
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
   changing world's (docs/dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
   dropped_ids, late_ids; airtime_by_medium_s: JSON {medium id: air time (s) used in the
-  epoch}, "{}" without media (docs/wireless.md); ``samples`` counts the updates that counted; when nobody could
+  epoch}, "{}" without media (docs/wireless.md); updates_aggregated, staleness_mean,
+  staleness_max, started, in_flight: asynchronous aggregation (docs/async.md), for a
+  synchronous epoch the participants, 0, 0, the participants, 0; an asynchronous epoch's
+  participants are the devices its decision started and its ``late`` the updates discarded
+  as too stale; updates_ids, updates_samples, updates_staleness: each aggregated update's
+  device, samples and staleness in arrival order, empty lists for a synchronous epoch);
+  ``samples`` counts the updates that counted; when nobody could
   train and the world waited for someone to come online, that wait's energy is in the next
   epoch's, whose ``start_s`` is after the wait)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
@@ -41,6 +47,8 @@ DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "ener
 DYNAMIC_EPOCH_COLUMNS = ["dropped", "late", "energy_wasted_j", "energy_sleep_j"]
 DYNAMIC_DEVICE_COLUMNS = ["dropouts", "energy_wasted_j", "energy_sleep_j", "online_s",
                           "battery_end_j"]
+ASYNC_EPOCH_COLUMNS = ["updates_aggregated", "staleness_mean", "staleness_max", "started",
+                       "in_flight", "updates_ids", "updates_samples", "updates_staleness"]
 STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
 PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
 
@@ -119,6 +127,7 @@ class Recorder:
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
             "airtime_by_medium_s": dict(airtime_by_medium or {}),
+            **_async_columns(outcome, len(ids)),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -184,6 +193,22 @@ class Recorder:
         return runs, epochs, devices
 
 
+def _async_columns(outcome, participants: int) -> dict[str, Any]:
+    """updates_aggregated, staleness_mean, staleness_max, started, in_flight of an epoch
+    (docs/async.md); a synchronous epoch's: the participants, 0, 0, the participants, 0."""
+    updates = outcome.updates
+    if updates is None:
+        return {"updates_aggregated": participants, "staleness_mean": 0.0, "staleness_max": 0,
+                "started": participants, "in_flight": 0, "updates_ids": [],
+                "updates_samples": [], "updates_staleness": []}
+    stale = [u.staleness for u in updates]
+    return {"updates_aggregated": len(updates),
+            "staleness_mean": float(np.mean(stale)) if stale else math.nan,
+            "staleness_max": int(max(stale, default=0)), "started": int(outcome.started),
+            "in_flight": int(outcome.in_flight), "updates_ids": [u.device for u in updates],
+            "updates_samples": [int(u.samples) for u in updates], "updates_staleness": stale}
+
+
 def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
     """An array of ``n`` entries: ``values`` at their rows, ``default`` elsewhere."""
     out = np.full(n, default)
@@ -194,7 +219,9 @@ def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
 
 def _empty_epochs() -> pd.DataFrame:
     cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"] \
-        + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids", "airtime_by_medium_s"]
-    numeric = {c for c in cols if c.endswith(("_s", "_j"))} - {"airtime_by_medium_s"}
+        + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids", "airtime_by_medium_s"] \
+        + ASYNC_EPOCH_COLUMNS
+    numeric = ({c for c in cols if c.endswith(("_s", "_j"))} - {"airtime_by_medium_s"}) \
+        | {"staleness_mean"}
     return pd.DataFrame({c: pd.Series(dtype="float64" if c in numeric or c in
                                       {"loss", "accuracy"} else "object") for c in cols})

@@ -143,6 +143,9 @@ class LossParams(_Strict):
     noise_heterogeneity: Annotated[float, NonNegativeF] = 0.0
     noise_level_exponent: Annotated[float, Field(ge=0, le=5)] = 0.0
     noise_prune: Annotated[float, Field(gt=-1, le=20)] = 0.0
+    staleness_exponent: Annotated[float, Field(ge=0, le=10)] = 0.5
+    """An update of staleness s counts as samples * (1 + s) ** -staleness_exponent
+    (docs/async.md); 0.5 (FedBuff's 1/sqrt(1 + s) weighting) where nothing was fitted."""
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
     source: str = ""
 

@@ -9,7 +9,9 @@ netsim/data/loss_params.yaml). For a variant keeping a fraction ``f`` of the par
     s_run(m, f) = noise_run_sigma * (1 + noise_heterogeneity / dirichlet_alpha)   (IID: 1)
                   * (m / initial_loss) ** -noise_level_exponent * (1 + noise_prune * (1 - f))
 
-``n`` is the cumulative *effective* samples: each epoch adds the samples trained on times the
+``n`` is the cumulative *effective* samples: each epoch adds the samples trained on (an
+asynchronous update of staleness ``s`` counts its samples times ``(1 + s) **
+-staleness_exponent``, docs/async.md) times the
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
 times ``participants ** -participant_exponent``: under federated averaging, progress per round
 follows the samples *per participant* more than their total (measured: b = 0.93 for
@@ -133,11 +135,13 @@ class LossPredictor:
         self.noise_level_exponent = loss.noise_level_exponent if loss else 0.0
         self.noise_prune = loss.noise_prune if loss else 0.0
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
+        self.staleness_exponent = loss.staleness_exponent if loss else 0.0
 
     @classmethod
     def from_curves(cls, curves: list[CurveParams], params_fractions: list[float],
                     efficiency: float, prune_progress_loss: float,
-                    participant_exponent: float) -> LossPredictor:
+                    participant_exponent: float,
+                    staleness_exponent: float = 0.0) -> LossPredictor:
         """The model from explicit curves (one per variant, all with one initial loss) and
         constants, without noise (calibration fits its constants through this)."""
         self = cls.__new__(cls)
@@ -147,6 +151,7 @@ class LossPredictor:
         self.sigma_run = self.sigma_epoch = self.sigma = 0.0
         self.noise_level_exponent = self.noise_prune = 0.0
         self.initial_loss = curves[0].initial_loss
+        self.staleness_exponent = float(staleness_exponent)
         return self
 
     def _setup(self, curves: list[CurveParams], fractions: list[float], efficiency: float,
@@ -168,6 +173,14 @@ class LossPredictor:
         ``samples x efficiency x participants ** -participant_exponent`` (module docstring)."""
         p = np.maximum(np.asarray(participants, dtype=float), 1.0)
         out = np.asarray(samples, dtype=float) * self.efficiency * p ** -self.participant_exponent
+        return float(out) if out.ndim == 0 else out
+
+    def stale_samples(self, samples, staleness):
+        """What updates of ``samples`` samples and ``staleness`` aggregations count as
+        (vectorised): ``samples * (1 + staleness) ** -staleness_exponent`` (docs/async.md);
+        their sum is the ``samples`` of :meth:`gain` and :meth:`step`."""
+        s = np.asarray(staleness, dtype=float)
+        out = np.asarray(samples, dtype=float) * (1.0 + s) ** -self.staleness_exponent
         return float(out) if out.ndim == 0 else out
 
     def mean_of(self, variant, n_eff):
@@ -284,8 +297,18 @@ class SurrogateLoss:
     def advance(self, samples_by_device: dict[str, int], variant_index: int) -> EpochProgress:
         """Loss after an epoch in which each device trained on its given samples."""
         samples = float(sum(samples_by_device.values())) * self._truth_efficiency
+        return self._step(samples, len(samples_by_device), variant_index)
+
+    def advance_updates(self, updates, variant_index: int) -> EpochProgress:
+        """Loss after an asynchronous aggregation of ``updates`` (each with ``samples`` and
+        ``staleness``): their staleness-weighted samples, the updates counting as participants."""
+        weighted = float(np.sum(self._predictor.stale_samples(
+            [u.samples for u in updates], [u.staleness for u in updates])))
+        return self._step(weighted * self._truth_efficiency, len(updates), variant_index)
+
+    def _step(self, samples: float, participants: int, variant_index: int) -> EpochProgress:
         self.state = self._predictor.step(self.state, samples, variant_index,
-                                          participants=len(samples_by_device))
+                                          participants=participants)
         run = self._predictor.run_sigma(self.state) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
         return EpochProgress(loss=self._predictor.mean(self.state) * math.exp(noise), accuracy=None)

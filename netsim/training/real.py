@@ -39,6 +39,9 @@ from netsim.training.shards import partition, prefix_length
 #: Built-in networks the real backend can train: name -> (inputs, outputs); the hidden
 #: width comes from ``training.real.hidden_units`` (64 for the built-in ``mlp-digits``).
 REAL_MODELS: dict[str, tuple[int, int]] = {"mlp-digits": (64, 10)}
+#: Global model versions kept for stale asynchronous updates (an update may be at most this
+#: many aggregations stale; 1,024 versions of mlp-digits hold about 40 MB).
+MAX_VERSIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,9 @@ class RealBackend:
         self._pruned_mag = [np.zeros(w.shape) for w in self.params[0::2]]
         self.params_fraction = 1.0
         self.epoch = 0
+        # the global model after each of the last MAX_VERSIONS aggregations (for stale updates)
+        self._versions: list[mlp.Params] = [self.params]
+        self._version0 = 0  # the version of _versions[0]
 
     def initial_loss(self) -> float:
         """Test cross-entropy (nats) of the initial global model."""
@@ -207,29 +213,12 @@ class RealBackend:
         if unknown:
             raise ValueError(f"unknown device ids: {sorted(unknown)}")
         self.set_variant(variant_index)
-        cfg = self.config
         total_w = 0.0
         acc: mlp.Params | None = None
         for i, dev in enumerate(self.device_ids):
-            used = int(samples_by_device.get(dev, 0))
-            if used > self.device_samples[i]:
-                raise ValueError(
-                    f"device {dev!r} uses {used} samples but holds {self.device_samples[i]}"
-                )
-            n = prefix_length(used, self.device_samples[i], len(self.shards[i]))
+            local, n = self._local(i, int(samples_by_device.get(dev, 0)), self.params)
             if n == 0:
                 continue
-            idx = self.shards[i][:n]
-            local = mlp.sgd_train(
-                self.params,
-                self.masks,
-                self._x_train[idx],
-                self._y_train[idx],
-                learning_rate=cfg.learning_rate,
-                batch_size=cfg.batch_size,
-                passes=cfg.local_epochs,
-                rng=self._train_rng,
-            )
             if acc is None:
                 acc = [n * p for p in local]
             else:
@@ -239,5 +228,66 @@ class RealBackend:
         if acc is not None:
             self.params = mlp.apply_masks([a / total_w for a in acc], self.masks)
         self.epoch += 1
+        self._keep_version()
+        loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
+        return EpochProgress(loss=loss, accuracy=accuracy)
+
+    def _keep_version(self) -> None:
+        self._versions.append(self.params)
+        if len(self._versions) > MAX_VERSIONS:
+            self._versions.pop(0)
+            self._version0 += 1
+
+    def _local(self, i: int, used: int, base: mlp.Params) -> tuple[mlp.Params, int]:
+        """Device ``i``'s model after training ``used`` of its declared samples from ``base``,
+        and the shard samples it trained on (0: none, ``base`` returned)."""
+        if used > self.device_samples[i]:
+            raise ValueError(
+                f"device {self.device_ids[i]!r} uses {used} samples but holds "
+                f"{self.device_samples[i]}")
+        n = prefix_length(used, self.device_samples[i], len(self.shards[i]))
+        if n == 0:
+            return base, 0
+        idx = self.shards[i][:n]
+        cfg = self.config
+        return mlp.sgd_train(base, self.masks, self._x_train[idx], self._y_train[idx],
+                             learning_rate=cfg.learning_rate, batch_size=cfg.batch_size,
+                             passes=cfg.local_epochs, rng=self._train_rng), n
+
+    def advance_updates(self, updates: Sequence[Any], variant_index: int) -> EpochProgress:
+        """One asynchronous aggregation (FedBuff's server step with a server learning rate of
+        1, netsim's formalization, docs/async.md): each update (``device``, ``samples``,
+        ``staleness``) is trained from the global model of ``staleness`` aggregations ago (the
+        version its job downloaded); the server adds the sample-weighted mean of the updates'
+        changes to the current model. With every staleness 0 this is :meth:`advance`'s
+        federated averaging. Returns the test loss and accuracy after it."""
+        self.set_variant(variant_index)
+        self._versions[-1] = self.params  # (a variant change applies to the current model)
+        index = {d: i for i, d in enumerate(self.device_ids)}
+        current = self._version0 + len(self._versions) - 1
+        total_w = 0.0
+        acc: list[np.ndarray] | None = None
+        for u in updates:
+            if u.device not in index:
+                raise ValueError(f"unknown device id: {u.device!r}")
+            if not 0 <= u.staleness <= current - self._version0:
+                raise ValueError(f"update of {u.device!r}: staleness {u.staleness} outside "
+                                 f"0..{current - self._version0} (the versions kept)")
+            base = self._versions[current - u.staleness - self._version0]
+            local, n = self._local(index[u.device], int(u.samples), base)
+            if n == 0:
+                continue
+            delta = [n * (a - b) for a, b in zip(local, base, strict=True)]
+            if acc is None:
+                acc = delta
+            else:
+                for a, d in zip(acc, delta, strict=True):
+                    a += d
+            total_w += n
+        if acc is not None:
+            self.params = mlp.apply_masks(
+                [p + a / total_w for p, a in zip(self.params, acc, strict=True)], self.masks)
+        self.epoch += 1
+        self._keep_version()
         loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
         return EpochProgress(loss=loss, accuracy=accuracy)

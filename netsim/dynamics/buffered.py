@@ -1,0 +1,179 @@
+"""Buffered asynchronous aggregation: training jobs that outlive an epoch, and the aggregator's
+buffer (netsim's formalization of FedBuff and FedAsync; docs/async.md).
+
+The aggregator holds a model version (0 at the start, +1 at each aggregation of at least one
+update). A job started at version v downloads that version, trains, uploads (a
+:class:`netsim.dynamics.epoch.GuardedParticipant`, so it drops out when its device goes
+offline or its battery empties, exactly as in a synchronous epoch of the changing world). Its
+update reaches the buffer when its last bit arrives; its staleness is the number of
+aggregations between the job's start and that arrival, an aggregation under way counting
+(the update is applied to its result): the versions between the model the update was trained
+from and the model it is applied to. An update staler than the epoch's
+``max_staleness`` is discarded on arrival (its energy is wasted). An epoch closes when the
+buffer holds ``K`` updates (the aggregation that follows takes the first ``K`` to arrive),
+when nothing is in flight any more (the aggregation takes what the buffer holds, possibly
+nothing), or at the training deadline. Updates that arrive while the aggregator averages wait
+in the buffer for the next aggregation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from netsim.simclock import fire_after
+
+
+@dataclass(frozen=True)
+class Update:
+    """One update an aggregation takes: its device, the samples it trained on, its staleness
+    (aggregations between its job's start and its arrival)."""
+
+    device: str
+    samples: int
+    staleness: int
+
+
+@dataclass(eq=False)
+class Job:
+    """One device's training job: started at ``started_s`` (s) from model ``version``; the
+    device's energy then (``node_before_j``, J) and its training speed (FLOP/s).
+    ``ended_s``: when its update arrived or it stopped (s; None while in flight)."""
+
+    key: int
+    device: str
+    row: int
+    samples: int
+    version: int
+    started_s: float
+    node_before_j: float
+    flop_per_s: float
+    participant: Any = None
+    ended_s: float | None = None
+    staleness: int = 0
+
+
+class UpdateBuffer:
+    """The jobs in flight and the updates waiting to be aggregated (module docstring).
+
+    The participants report to it as to a synchronous epoch's barrier (``arrived`` when the
+    last bit of an update leaves, ``dropped`` when a job stops); ``busy`` is the world's
+    per-device array of devices with a job in flight, kept up to date here.
+    """
+
+    def __init__(self, env: simpy.Environment, busy: np.ndarray) -> None:
+        self.env, self.busy = env, busy
+        self.version = 0
+        self.jobs: dict[int, Job] = {}
+        self.landed: list[Job] = []
+        self.event: simpy.Event | None = None
+        self._k = 1
+        self._max_staleness: int | None = None
+        self._next_key = 0
+        self._token = 0
+        self._aggregating = False
+        # what happened since the last :meth:`drain` (the epoch's report)
+        self.finished: list[Job] = []   # updates that arrived (kept or discarded)
+        self.discarded: list[Job] = []
+        self.dropped_jobs: list[Job] = []
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs started and not yet arrived or stopped."""
+        return len(self.jobs)
+
+    def add(self, job: Job) -> None:
+        """A job starts (its key from :meth:`new_key`)."""
+        self.jobs[job.key] = job
+        self.busy[job.row] = True
+
+    def new_key(self) -> int:
+        """A key no other job of the run has."""
+        self._next_key += 1
+        return self._next_key
+
+    def open(self, k: int, max_staleness: int | None, deadline_at_s: float) -> simpy.Event:
+        """Start an epoch that closes at the K-th buffered update (module docstring); returns
+        its event (already triggered when the buffer can close it now)."""
+        self.event = simpy.Event(self.env)
+        self._k, self._max_staleness = k, max_staleness
+        self._token += 1
+        if deadline_at_s < math.inf:
+            token = self._token
+            fire_after(self.env, max(deadline_at_s - self.env.now, 0.0),
+                       lambda _e: self._deadline(token))
+        self._check()
+        return self.event
+
+    def take(self) -> list[Update]:
+        """Close the epoch: the updates its aggregation takes (the first K to arrive)."""
+        taken, self.landed = self.landed[: self._k], self.landed[self._k:]
+        self.event = None
+        self._token += 1
+        self._aggregating = bool(taken)
+        return [Update(j.device, j.samples, j.staleness) for j in taken]
+
+    def aggregated(self) -> None:
+        """The aggregation of the taken updates has ended: the model's version moves on."""
+        if self._aggregating:
+            self.version += 1
+            self._aggregating = False
+
+    def drain(self) -> tuple[list[Job], list[Job], list[Job]]:
+        """(arrived, discarded, dropped) jobs since the last call."""
+        out = self.finished, self.discarded, self.dropped_jobs
+        self.finished, self.discarded, self.dropped_jobs = [], [], []
+        return out
+
+    # -- the participants' reports -----------------------------------------------------------
+    def arrived(self, arrival_s: float, key: Any = None) -> None:
+        """The update of job ``key`` has left its sender; it arrives at ``arrival_s`` (s)."""
+        fire_after(self.env, max(arrival_s - self.env.now, 0.0), lambda _e: self._land(key))
+
+    def dropped(self, key: Any = None) -> None:
+        """Job ``key`` stopped (its device went offline or its battery emptied)."""
+        job = self.jobs.pop(key)
+        job.ended_s = float(self.env.now)
+        self.busy[job.row] = False
+        self.dropped_jobs.append(job)
+        self._check()
+
+    def _land(self, key: int) -> None:
+        job = self.jobs.pop(key)
+        job.ended_s = float(self.env.now)
+        job.staleness = self.version + self._aggregating - job.version
+        self.busy[job.row] = False
+        self.finished.append(job)
+        if self._max_staleness is not None and job.staleness > self._max_staleness:
+            self.discarded.append(job)
+        else:
+            self.landed.append(job)
+        self._check()
+
+    def _check(self) -> None:
+        event = self.event
+        if event is None or event.triggered:
+            return
+        if len(self.landed) >= self._k or not self.jobs:
+            event.succeed()
+
+    def _deadline(self, token: int) -> None:
+        if token == self._token and self.event is not None and not self.event.triggered:
+            self.event.succeed()
+
+    def cut(self) -> list[Job]:
+        """The run stops: every job still in flight stops now (what it drew counts); returns
+        them."""
+        cut = list(self.jobs.values())
+        for job in cut:
+            if job.participant is not None and job.participant.phase in ("down", "train", "up"):
+                job.participant.stop()
+            job.ended_s = float(self.env.now)
+            self.busy[job.row] = False
+        self.jobs.clear()
+        self.event = None
+        return cut
