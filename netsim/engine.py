@@ -168,6 +168,7 @@ class World:
         self._tables: tuple[RouteTable, RouteTable, np.ndarray, np.ndarray] | None = None
         self._own_up_j_per_bit = self._own_charges() if self.dynamic else np.zeros(n_dev)
         self._wait_from: EnergySnapshot | None = None  # the next epoch's energy starts here
+        self._wait_ahead = 0.0  # the network's unsent_j() then
         self._busy = np.zeros(n_dev, dtype=bool)
         self.busy = _read_only_view(self._busy)
         """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
@@ -278,6 +279,7 @@ class World:
             return False
         if self._wait_from is None:
             self._wait_from = self.meter.snapshot(self.now_s)
+            self._wait_ahead = self.network.unsent_j()
         self.env.run(until=max(at, math.nextafter(self.env.now, math.inf)))
         return True
 
@@ -439,7 +441,10 @@ class World:
             else len(counted)
         self._aggregate(v, n_kept)
         end = env.now
-        selected = np.where(np.isnan(stopped), end, stopped) - start
+        # selected until it stopped, else until the epoch's end or, if earlier, until it went
+        # offline after its update had left (an offline device draws nothing)
+        selected = np.where(np.isnan(stopped), np.minimum(end, np.maximum(offline_at, start)),
+                            stopped) - start
         self.meter.add_selected(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]),
                                 np.concatenate([selected, np.full(len(cluster_rows), end - start)]))
         dyn.timeline.advance(end)
@@ -459,41 +464,16 @@ class World:
         model version, jobs from earlier epochs go on, and the epoch ends at the aggregation
         that follows the K-th buffered update (or once nothing is in flight, or at the
         training deadline). Always guarded SimPy events: jobs outlive the epoch."""
-        env, v, dyn, t, buf = self.env, decision.variant, self.dynamics, self.devices, self.buffer
+        env, v, dyn, buf = self.env, decision.variant, self.dynamics, self.buffer
         start = env.now
         wait, self._wait_from = self._wait_from, None
         before = wait.totals() if wait is not None else self.meter.totals(start)
-        nbytes, fps = self.model.model_bytes(v), self.model.flop_per_sample(v)
-        flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
-        n, index = len(decision.participants), t.index
-        rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
-        samples = list(decision.participants.values())
-        compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
-        offline_at = dyn.timeline.next_change_s[rows]
-        left = np.full(n, math.inf)
-        if dyn.batteries.any:
-            left = np.nan_to_num(self._battery_left_of(rows, start), nan=math.inf)
-        node_before = self.meter.node_j_of(rows, start)
-        live = list(buf.jobs.values())  # jobs from earlier epochs, in flight now
-        with self.network.batch():
-            for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
-                job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
-                          float(node_before[k]), float(flops[r]))
-                buf.add(job)
-                live.append(job)
-                job.participant = GuardedParticipant(
-                    env, self.network, self.meter, buf, job.key, r, nbytes,
-                    float(compute_s[k]), self._down[r], self._up[r], float(offline_at[k]),
-                    float(left[k]), float(t.power_idle_w[r]), float(t.power_busy_w[r]),
-                    float(self._own_up_j_per_bit[r]))
+        ahead_before = self._wait_ahead if wait is not None else self.network.unsent_j()
+        live = list(buf.jobs.values()) + self._start_jobs(decision, start)
+        n = len(decision.participants)
         closed = buf.open(int(decision.buffer_updates or 1), decision.max_staleness,
                           float(self.scenario.training.deadline_s))  # type: ignore[union-attr]
-        self._tick_token += 1
-        if not dyn.capacity.static:
-            token = self._tick_token
-            nxt = dyn.capacity.next_change_s(env.now)
-            if nxt < math.inf:
-                fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
+        self._arm_capacity_ticks()
         if not closed.triggered:
             env.run(until=closed)
         updates = buf.take()
@@ -504,7 +484,7 @@ class World:
         arrived, discarded, dropped = buf.drain()
         for job in dropped:
             if job.participant.battery_out:
-                dyn.timeline.kill(job.row, float(job.ended_s))
+                dyn.timeline.kill(job.row, float(job.ended_s if job.ended_s is not None else end))
         if arrived:
             p = [j.participant for j in arrived]
             self._measure(np.array([j.row for j in arrived], dtype=np.intp),
@@ -515,10 +495,15 @@ class World:
             live = list({id(j): j for j in live}.values())
             self.meter.add_selected(
                 np.array([j.row for j in live], dtype=np.intp),
-                np.array([min(end if j.ended_s is None else j.ended_s, end)
-                          - max(j.started_s, start) for j in live]))
+                np.array([max(min(end if j.ended_s is None else j.ended_s, end,
+                                  j.participant.offline_at_s) - max(j.started_s, start), 0.0)
+                          for j in live]))
             dyn.timeline.advance(end)
         energy = self.meter.totals(end) - before
+        # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
+        # transfer's bits at its start)
+        energy = replace(energy, communication_j=energy.communication_j
+                         - (self.network.unsent_j() - ahead_before))
         ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
         if len(ended):  # their batteries are checked at the next epoch's start
             self._check_at[ended] = np.where(np.isnan(dyn.batteries.capacity_j[ended]),
@@ -536,6 +521,36 @@ class World:
         return EpochOutcome(start, end, energy, counted, tuple(j.device for j in dropped),
                             tuple(j.device for j in discarded), wasted_j, tuple(updates), n,
                             buf.in_flight)
+
+    def _start_jobs(self, decision: Decision, start: float) -> list[Job]:
+        """Start a job for each of the decision's participants now, from the current model
+        version (guarded participants: they drop out when their device goes offline or its
+        battery empties); returns the jobs."""
+        env, v, dyn, t, buf = self.env, decision.variant, self.dynamics, self.devices, self.buffer
+        nbytes, fps = self.model.model_bytes(v), self.model.flop_per_sample(v)
+        flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
+        n, index = len(decision.participants), t.index
+        rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+        samples = list(decision.participants.values())
+        compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
+        offline_at = dyn.timeline.next_change_s[rows]
+        left = np.full(n, math.inf)
+        if dyn.batteries.any:
+            left = np.nan_to_num(self._battery_left_of(rows, start), nan=math.inf)
+        node_before = self.meter.node_j_of(rows, start)
+        jobs = []
+        with self.network.batch():
+            for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+                job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
+                          float(node_before[k]), float(flops[r]))
+                buf.add(job)
+                jobs.append(job)
+                job.participant = GuardedParticipant(
+                    env, self.network, self.meter, buf, job.key, r, nbytes,
+                    float(compute_s[k]), self._down[r], self._up[r], float(offline_at[k]),
+                    float(left[k]), float(t.power_idle_w[r]), float(t.power_busy_w[r]),
+                    float(self._own_up_j_per_bit[r]))
+        return jobs
 
     def cut_in_flight(self) -> int:
         """The run stops: asynchronous jobs still in flight stop now (their energy counts, up
@@ -641,12 +656,7 @@ class World:
                     float(self._own_up_j_per_bit[r])))
         for c, cluster in enumerate(decision.clusters):
             env.process(self._cluster(cluster, fps, nbytes, barrier, ("cluster", c)))
-        self._tick_token += 1
-        if not dyn.capacity.static:
-            token = self._tick_token
-            nxt = dyn.capacity.next_change_s(env.now)
-            if nxt < math.inf:
-                fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
+        self._arm_capacity_ticks()
         env.run(until=barrier.event)
         self._tick_token += 1  # the epoch's capacity ticks end with it
         dropped = [p for p in parts if p.phase == "gone"]
@@ -667,6 +677,17 @@ class World:
         stopped = np.array([p.stopped_s if p.stopped_s is not None and not p.late else math.nan
                             for p in parts], dtype=float)
         return counted, [p.key for p in dropped], [p.key for p in late], stopped
+
+    def _arm_capacity_ticks(self) -> None:
+        """Re-share the links at each capacity change from now until the token moves on (the
+        epoch's end: ``self._tick_token += 1``)."""
+        self._tick_token += 1
+        env, capacity = self.env, self.dynamics.capacity
+        if not capacity.static:
+            token = self._tick_token
+            nxt = capacity.next_change_s(env.now)
+            if nxt < math.inf:
+                fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
 
     def _capacity_tick(self, token: int) -> None:
         """Capacities change now (a new piece or trace row): links re-shared at once."""

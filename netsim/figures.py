@@ -173,11 +173,11 @@ def provenance(results: Results) -> dict[str, str]:
 def _runs_per_bar(runs: pd.DataFrame) -> str:
     """How many runs stand behind each bar, line or interval: the fewest and most runs (not
     failed) per scenario point and policy, as ``"10"`` or ``"8-10"``; empty if unknown."""
-    keys = [k for k in ("point", "policy_label") if k in runs]
-    if not keys or runs.empty:
+    keys = [k for k in ("sweep", "point", "policy_label") if k in runs]  # (points per sweep)
+    if keys in ([], ["sweep"]) or runs.empty:
         return ""
     ok = runs[runs["status"] != "failed"] if "status" in runs else runs
-    counts = ok.groupby(keys, sort=False).size()
+    counts = ok.groupby(keys, sort=False, dropna=False).size()
     if counts.empty:
         return "0"
     lo, hi = int(counts.min()), int(counts.max())

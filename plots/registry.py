@@ -9,7 +9,7 @@ entry below, and one line under ``netsim.figures`` in setup.cfg; reinstall (``pi
 from __future__ import annotations
 
 from netsim.figures import figure
-from plots import baechi, compare, dynamics, families, media, timeline
+from plots import asynchronous, baechi, compare, dynamics, families, media, timeline
 
 ENERGY_BY_POLICY = figure("energy-by-policy", compare.energy_by_policy)
 ENERGY_VS_TIME = figure("energy-vs-time", compare.energy_time)
@@ -46,6 +46,11 @@ BAECHI_PEAK_MEMORY = figure("baechi-peak-memory", baechi.peak_memory, BAECHI)
 DYNAMICS_AVAILABILITY_MAP = figure("dynamics-availability-map", dynamics.availability_map)
 DYNAMICS_ENERGY_TIME = figure("dynamics-energy-time", dynamics.energy_time,
                               dynamics.is_dynamics_experiment)
+
+# Asynchronous training (docs/async.md, experiments/async): loss vs time and vs energy,
+# synchronous beside asynchronous policies, per scenario point.
+ASYNC_LOSS_TIME_ENERGY = figure("async-loss-time-energy", asynchronous.loss_time_energy,
+                                asynchronous.is_async_experiment)
 
 # Shared media (docs/wireless.md): each cell's air time in use over a run, any run with media.
 AIRTIME_BY_CELL = figure("airtime-by-cell", media.airtime_by_cell)

@@ -60,6 +60,8 @@ POLICY_STYLES: dict[str, dict[str, str]] = {
     "fastest-k": {"color": "#CC79A7", "linestyle": "--", "marker": "v"},
     "random-k": {"color": "#009E73", "linestyle": ":", "marker": "P"},
     "overselect": {"color": "#009E73", "linestyle": "--", "marker": "X"},  # random-k's family
+    "fedbuff": {"color": "#CC79A7", "linestyle": "-", "marker": "o"},  # asynchronous family
+    "fedasync": {"color": "#CC79A7", "linestyle": "-.", "marker": "s"},
     "baechi": {"color": "#000000", "linestyle": "-", "marker": "x"},
     "m-topo": {"color": "#0072B2", "linestyle": "-", "marker": "o"},
     "m-etf": {"color": "#E69F00", "linestyle": "--", "marker": "s"},

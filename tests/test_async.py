@@ -88,6 +88,10 @@ def test_epochs_replay_the_progress_model_with_the_recorded_staleness(dynamics, 
     cats = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
     assert math.isclose(res.devices[cats].to_numpy().sum(), run["energy_j"], rel_tol=1e-9)
     assert (res.devices[cats].to_numpy() >= -1e-9).all()
+    # every epoch is charged what it drew (transfers and radio periods outlive epochs, never
+    # making an epoch's energy negative), and the epochs sum to the run
+    assert (ep[cats].to_numpy() >= -1e-9).all()
+    assert math.isclose(ep[cats].to_numpy().sum(), run["energy_j"], rel_tol=1e-9)
     assert ep["end_s"].iloc[-1] == run["time_s"]
 
 

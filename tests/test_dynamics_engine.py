@@ -371,3 +371,16 @@ def test_a_generated_world_replayed_from_its_traces_gives_the_same_run(tmp_path)
     for col in ("start_s", "end_s", *CATEGORIES, "loss", "samples", "dropped"):
         np.testing.assert_allclose(again.epochs[col].astype(float),
                                    original.epochs[col].astype(float), rtol=1e-9, atol=1e-12)
+
+
+def test_a_participant_offline_after_its_update_left_is_not_charged_to_the_epochs_end():
+    """Regression (0.5.0): a participant whose device went offline after its update had left
+    was kept selected until the epoch's end, charged idle power while offline, and the epoch's
+    sleep energy went negative (churn.yaml, fedavg-all, seed 1: -0.048 J in an epoch)."""
+    from netsim.scenario.loading import scenario_data
+
+    res = netsim.simulate(scenario_data("experiments/dynamics/churn.yaml"), "fedavg-all", seed=1)
+    cats = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
+    assert (res.epochs[cats].to_numpy() >= 0.0).all()
+    assert res.epochs[cats].to_numpy().sum() == pytest.approx(res.runs["energy_j"].iloc[0],
+                                                              rel=1e-9)

@@ -3,6 +3,7 @@
     netsim calibrate --out calib/curves.parquet        # default grid; fit -> calib/loss_params.yaml
     netsim calibrate --quick --out /tmp/curves.parquet --no-params    # tiny smoke grid
     netsim calibrate --from-curves netsim/data/calibration/curves.parquet --out refit/x.parquet
+    netsim calibrate --asynchronous --out calib/async_curves.parquet   # the staleness exponent
 
 Writes the curves table (Parquet, with the command and settings in its metadata), prints
 the fitted constants and goodness of fit (R² and RMS log-residual per configuration, fit
@@ -12,6 +13,12 @@ none). Nothing is written into the installed package unless its path is given ex
 (maintainers: ``--params netsim/data/loss_params.yaml``). A file's existing fit is replaced
 only by one whose held-out R² (mean over configurations, both scored on the new table) is
 not lower; ``--force`` replaces it anyway.
+
+``--asynchronous`` runs real asynchronous training instead (FedBuff on the digits MLP over IID
+and Dirichlet shards, several buffer sizes and concurrencies: netsim.training.calibrate_async)
+and fits ``staleness_exponent`` alone, every other constant taken from the entry it updates
+(the package's ``mlp-digits`` entry when that file has none); it writes only that constant
+(and a note in ``source``), under the same held-out R² rule.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from netsim.outputs import file_problems, user_mode
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import LossParams
 from netsim.training import calibrate as cal
+from netsim.training import calibrate_async as cal_async
 from netsim.training.real import RealTrainingConfig
 from netsim.yamlio import read_text, safe_load
 
@@ -41,6 +49,7 @@ ENTRY = "mlp-digits"
 #: Where ``netsim calibrate`` writes by default: a folder in the working directory, never the
 #: installed package.
 DEFAULT_OUT = os.path.join("netsim-calibration", "curves.parquet")
+DEFAULT_ASYNC_OUT = os.path.join("netsim-calibration", "async_curves.parquet")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,6 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replace the file's fit even if the new one scores a lower held-out R²")
     p.add_argument("--from-curves", default=None, help="fit an existing curves table; run nothing")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--asynchronous", action="store_true",
+                   help="real asynchronous runs (FedBuff); fit staleness_exponent only")
+    p.add_argument("--updates", type=int, default=None,
+                   help="--asynchronous: updates per run (default "
+                        f"{cal_async.UPDATES_PER_RUN}; --quick 60)")
     p.set_defaults(func=main)
 
 
@@ -86,7 +100,8 @@ def _input_problems(args: argparse.Namespace) -> list[Problem]:
     """Every problem with the arguments and output paths, found before anything runs."""
     out: list[Problem] = []
     for flag, value, low in (("--seeds", args.seeds, 2), ("--epochs", args.epochs, 2),
-                             ("--jobs", args.jobs, 1)):
+                             ("--jobs", args.jobs, 1),
+                             ("--updates", getattr(args, "updates", None), 10)):
         if value is not None and not low <= value <= 100_000:
             out.append(Problem(flag, f"must be in {low}..100000 (got {value})"))
     if args.from_curves and not os.path.isfile(args.from_curves):
@@ -108,12 +123,17 @@ def main(args: argparse.Namespace) -> int:
     fit refused)."""
     seeds = args.seeds if args.seeds is not None else (4 if args.quick else 25)
     epochs = args.epochs if args.epochs is not None else (10 if args.quick else 30)
+    asynchronous = bool(getattr(args, "asynchronous", False))  # (callers building a Namespace)
+    if asynchronous and args.out == DEFAULT_OUT:
+        args.out = DEFAULT_ASYNC_OUT
     args.out = args.out or DEFAULT_OUT
     problems = _input_problems(args)
     if problems:
         print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
         return 2
     fit_seeds = min(cal.FIT_SEEDS, max(1, seeds * 4 // 5))
+    if asynchronous:
+        return _main_async(args, seeds, fit_seeds)
     if args.from_curves:
         table = pd.read_parquet(args.from_curves)
         fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))
@@ -153,9 +173,74 @@ def main(args: argparse.Namespace) -> int:
     source = (f"fitted by `netsim calibrate` to {_repo_relative(source_file)} "
               f"(seeds < {fit_seeds}; held-out R² {new_r2:.3f}; see "
               "netsim/data/calibration/README.md)")
-    write_entry(path, ENTRY, fit.loss_params(source))
+    record = fit.loss_params(source)
+    if old is not None and "staleness_exponent" in old.model_fields_set:
+        # fitted separately (--asynchronous): kept, with its note
+        record["staleness_exponent"] = old.staleness_exponent
+        kept = re.search(r"; staleness_exponent fitted .*$", old.source)
+        record["source"] += kept.group(0) if kept else ""
+    write_entry(path, ENTRY, record)
     print(f"updated the {ENTRY!r} entry of {path}")
     return 0
+
+
+def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
+    """``--asynchronous``: run (or read) the asynchronous curves, fit staleness_exponent, write
+    it into the entry (module docstring)."""
+    updates = args.updates or (60 if args.quick else cal_async.UPDATES_PER_RUN)
+    if args.from_curves:
+        table = pd.read_parquet(args.from_curves)
+        fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))
+        source_file = args.from_curves
+    else:
+        points = cal_async.quick_async_grid() if args.quick else cal_async.async_grid()
+        table = cal_async.run_async_grid(points, range(seeds), updates, jobs=args.jobs,
+                                         progress=not args.no_progress)
+        meta = {"command": "netsim calibrate " + " ".join(sys.argv[2:]),
+                "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "model": cal.MODEL_NAME, "seeds": seeds, "updates_per_run": updates,
+                "fit_seeds": fit_seeds, "training_real": RealTrainingConfig().__dict__,
+                "grid": [p.__dict__ for p in points]}
+        write_curves(table, args.out, meta)
+        print(f"wrote {len(table)} rows ({table['config'].nunique()} configs x {seeds} seeds, "
+              f"{updates} updates per run) to {args.out}")
+        source_file = args.out
+    path = params_path(args)
+    entry = existing_entry(path) or packaged_entry()
+    fit = cal_async.fit_staleness(table, entry, fit_seeds)
+    print(f"\nstaleness_exponent for {ENTRY}: {fit.exponent:.4g} (seeds < {fit_seeds} fitted; "
+          f"held-out R², mean over configurations: {fit.r2_held_out:.3f}, with no staleness "
+          f"penalty {fit.r2_held_out_without:.3f})")
+    print(fit.report.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.no_params:
+        return 0
+    old = existing_entry(path)
+    if old is not None and "staleness_exponent" in old.model_fields_set:
+        old_r2 = cal_async.staleness_report(table[table["epoch"] >= 1], old,
+                                            old.staleness_exponent, fit_seeds)
+        old_mean = float(np.nanmean(old_r2["r2_held_out"].to_numpy(dtype=float)))
+        print(f"\nheld-out R² on this table: new exponent {fit.r2_held_out:.4f}, the one in "
+              f"{path} ({old.staleness_exponent:.4g}) {old_mean:.4f}")
+        if math.isfinite(old_mean) and not fit.r2_held_out >= old_mean and not args.force:
+            print(f"netsim: not replacing staleness_exponent in {path}: the new fit's held-out "
+                  "R² is lower; --force replaces it anyway", file=sys.stderr)
+            return 1
+    data = safe_load(read_text(path)) if os.path.isfile(path) else {}
+    record = dict((data or {}).get(ENTRY) or entry.model_dump(exclude_defaults=True))
+    record["staleness_exponent"] = float(f"{fit.exponent:.4g}")
+    note = (f"staleness_exponent fitted by `netsim calibrate --asynchronous` to "
+            f"{_repo_relative(source_file)} (held-out R² {fit.r2_held_out:.3f})")
+    source = re.sub(r"; staleness_exponent fitted .*$", "", str(record.get("source", "")))
+    record["source"] = f"{source}; {note}" if source else note
+    write_entry(path, ENTRY, record)
+    print(f"updated staleness_exponent of the {ENTRY!r} entry of {path}")
+    return 0
+
+
+def packaged_entry() -> LossParams:
+    """The package's own ``mlp-digits`` loss parameters."""
+    text = resources.files("netsim").joinpath("data").joinpath("loss_params.yaml").read_text()
+    return LossParams.model_validate(safe_load(text)[ENTRY])
 
 
 def held_out_r2(report: pd.DataFrame) -> float:
@@ -245,7 +330,7 @@ def format_entry(name: str, entry: dict) -> str:
                 inner = ", ".join(f"{k}: {v}" for k, v in subval.items())
                 lines.append(f"    {sub}: {{{inner}}}")
         elif isinstance(value, str):
-            lines.append(f"  {key}: {json.dumps(value)}")
+            lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
         else:
             lines.append(f"  {key}: {value}")
     return "\n".join(lines) + "\n"

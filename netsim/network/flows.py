@@ -205,6 +205,19 @@ class FlowNetwork:
         link_flows = self._link_flows
         return list(dict.fromkeys(f for h in sorted(link_flows) for f in link_flows[h]))
 
+    def unsent_j(self) -> float:
+        """Communication energy booked for the bits the transfers in progress have still to
+        send (J): the ledger books a transfer's energy at its start; this much of it is not
+        drawn yet."""
+        if not self._n_active:
+            return 0.0
+        now = self.env.now
+        total = 0.0
+        for flow in self._active():
+            self._progress(flow, now)
+            total += flow.remaining * flow.route.total_energy_j_per_bit
+        return total
+
     @property
     def bytes_sent(self) -> np.ndarray:
         """Bytes each node has sent as the source of a transfer so far (a copy)."""

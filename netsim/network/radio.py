@@ -14,11 +14,11 @@ the per-bit parts per transfer (the network's ledger: ``energy_j_per_bit`` to th
   busy period starts (a tail that outlasts the run is charged in full: the radio does stay up).
 
 Booking (netsim's formalization): a busy period's base energy and its whole tail are charged
-when the period ends; when a new period starts inside the previous tail, the part of that tail
-it covers is taken back at that instant. Every reading is then what the radio drew up to the
-end of its last period plus its full tail, and every interval of booked energy is >= 0 (a
-start takes back at most the one tail the previous end booked, and its own end books a new
-one). All of it is communication energy; :attr:`RadioMeter.radio_j` is that part per node.
+when the period ends, less the part of the previous period's tail it covers (a period that
+starts inside that tail cuts it short). Every booking is then >= 0 (a period takes back at
+most one tail and books a new one), so every interval's booked energy is >= 0, also when a
+period outlives the interval (an asynchronous job, docs/async.md); a reading between periods
+is what the radio drew up to the end of its last period plus its full tail. All of it is communication energy; :attr:`RadioMeter.radio_j` is that part per node.
 
 One state machine serves both paths: the event-driven network calls :meth:`RadioMeter.start`
 and :meth:`RadioMeter.end` as transfers start and arrive; the epoch fast path hands a whole
@@ -51,6 +51,7 @@ class RadioMeter:
         self._since: dict[int, float] = {}       # start of the current busy period (s)
         self._period_end: dict[int, float] = {}  # latest arrival seen in the current period
         self._last_end: dict[int, float] = {}    # end of the last finished period (s)
+        self._refund: dict[int, float] = {}      # the previous tail's part a running period covers (J)
         self._power_w = self.radios.power_w
         self._tail_s = self.radios.tail_s
         self._tail_w = self.radios.tail_power_w
@@ -74,8 +75,8 @@ class RadioMeter:
                     else:
                         cut = max(tail_s - (now_s - last), 0.0)
                     tail_w = float(self._tail_w[r])
-                    if cut > 0.0 and tail_w > 0.0:
-                        self.meter.add_radio(int(self._node[r]), -cut * tail_w)
+                    if cut > 0.0 and tail_w > 0.0:  # taken back when this period ends
+                        self._refund[r] = cut * tail_w
                 self._since[r], self._period_end[r] = since, since
             active[r] = active.get(r, 0) + 1
 
@@ -89,8 +90,9 @@ class RadioMeter:
                 since, until = self._since[r], self._period_end[r]
                 joules = float(self._power_w[r]) * (until - since) \
                     + float(self._tail_w[r]) * float(self._tail_s[r])
-                if joules > 0.0:
-                    self.meter.add_radio(int(self._node[r]), joules)
+                refund = self._refund.pop(r, 0.0)
+                if joules > 0.0 or refund > 0.0:
+                    self.meter.add_radio(int(self._node[r]), joules - refund)
                 self._last_end[r] = until
 
     def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:

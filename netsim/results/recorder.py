@@ -76,6 +76,7 @@ class Recorder:
         self._dropouts: dict[int, int] = {}
         self._wasted: dict[int, float] = {}
         self._media_ids: list[str] = []
+        self._asynchronous = False
 
     @property
     def last_accuracy(self) -> float | None:
@@ -98,6 +99,7 @@ class Recorder:
         medium was used in it, by medium id (media left out used none; the table lists every
         medium, filled in by :meth:`tables`, so an epoch's cost follows what it used)."""
         e = outcome.energy
+        self._asynchronous |= outcome.updates is not None
         compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
         sleep = e.sleep_j
         self.energy_j += compute + comm + idle + sleep
@@ -163,6 +165,11 @@ class Recorder:
                 "energy_sleep_j": snap.sleep_j, "online_s": online,
                 "battery_end_j": battery, "online_intervals_s": intervals,
             })
+            if self._asynchronous and self._epochs:
+                # an asynchronous epoch is charged the bits sent in it; what the jobs cut at
+                # the stop book then (their radios' periods and tails) goes to the last epoch,
+                # so the epochs still sum to the run's energy
+                self._epochs[-1]["energy_comm_j"] += snap.total_j - self.energy_j
             self.energy_j = snap.total_j
         self._run = {
             "run_id": self.run_id, "scenario": self.scenario, "policy": self.policy,

@@ -207,18 +207,10 @@ def fit_staleness(table: pd.DataFrame, loss: LossParams,
                   fit_seeds: int = FIT_SEEDS) -> StalenessFit:
     """Fit ``staleness_exponent`` (0..10, scipy's bounded scalar minimiser) to the log loss of
     the runs with seed < ``fit_seeds``, every other constant kept (module docstring)."""
-    from scipy.optimize import minimize_scalar
-
     trained = table[table["epoch"] >= 1].sort_values(["config", "seed", "epoch"], kind="stable")
     trained = trained.reset_index(drop=True)
     fit = trained[trained["seed"] < fit_seeds]
-    y = np.log(fit["loss"].to_numpy())
-
-    def sse(a: float) -> float:
-        return float(np.sum((predicted_log_loss(fit, loss, a) - y) ** 2))
-
-    exponent = float(minimize_scalar(sse, bounds=(0.0, 10.0), method="bounded",
-                                     options={"xatol": 1e-4}).x)
+    exponent = _best_exponent(fit, loss)
     report = staleness_report(trained, loss, exponent, fit_seeds)
     held = report["r2_held_out"].to_numpy(dtype=float)
     without = report["r2_held_out_a0"].to_numpy(dtype=float)
@@ -227,11 +219,27 @@ def fit_staleness(table: pd.DataFrame, loss: LossParams,
                         float(np.nanmean(without)) if np.isfinite(without).any() else math.nan)
 
 
+def _best_exponent(rows: pd.DataFrame, loss: LossParams) -> float:
+    """The exponent minimising the squared log residuals of ``rows``, every configuration
+    weighing the same (a configuration with K = 1 has K times the rows of one with K = 1 x K)."""
+    from scipy.optimize import minimize_scalar
+
+    y = np.log(rows["loss"].to_numpy())
+    weight = 1.0 / rows.groupby("config")["loss"].transform("size").to_numpy()
+
+    def sse(a: float) -> float:
+        return float(np.sum(weight * (predicted_log_loss(rows, loss, a) - y) ** 2))
+
+    return float(minimize_scalar(sse, bounds=(0.0, 10.0), method="bounded",
+                                 options={"xatol": 1e-4}).x)
+
+
 def staleness_report(trained: pd.DataFrame, loss: LossParams, exponent: float,
                      fit_seeds: int) -> pd.DataFrame:
     """Per configuration: R² of the seed-mean log loss per aggregation against the seed-mean
     predicted log loss, on fit and held-out seeds, with ``exponent`` and with 0 (no staleness
-    penalty); the mean and largest staleness."""
+    penalty); the mean and largest staleness; and the exponent that configuration's fit seeds
+    alone would give (``exponent_alone``: how far one exponent is from each)."""
     trained = trained.reset_index(drop=True)
     with_a = trained.assign(pred=predicted_log_loss(trained, loss, exponent),
                             pred0=predicted_log_loss(trained, loss, 0.0),
@@ -240,7 +248,10 @@ def staleness_report(trained: pd.DataFrame, loss: LossParams, exponent: float,
     for config, grp in with_a.groupby("config", sort=True):
         row: dict = {"config": config, "staleness_mean": float(
             np.mean([s for run in grp["update_staleness"] for s in run])),
-            "staleness_max": int(grp["staleness_max"].max())}
+            "staleness_max": int(grp["staleness_max"].max()),
+            "exponent_alone": _best_exponent(trained.loc[grp.index][grp["seed"] < fit_seeds],
+                                             loss) if (grp["staleness_max"] > 0).any()
+            else math.nan}
         for part, sel in (("fit", grp["seed"] < fit_seeds), ("held_out", grp["seed"] >= fit_seeds)):
             for col, suffix in (("pred", ""), ("pred0", "_a0")):
                 if not sel.any():
@@ -251,6 +262,6 @@ def staleness_report(trained: pd.DataFrame, loss: LossParams, exponent: float,
                 row[f"r2_{part}{suffix}"] = 1.0 - float(np.sum((m - p) ** 2)
                                                         / np.sum((m - m.mean()) ** 2))
         rows.append(row)
-    cols = ["config", "staleness_mean", "staleness_max", "r2_fit", "r2_held_out", "r2_fit_a0",
-            "r2_held_out_a0"]
+    cols = ["config", "staleness_mean", "staleness_max", "exponent_alone", "r2_fit",
+            "r2_held_out", "r2_fit_a0", "r2_held_out_a0"]
     return pd.DataFrame(rows)[cols]
