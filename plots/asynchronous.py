@@ -40,7 +40,8 @@ def run_curves(epochs: pd.DataFrame, initial_loss: float) -> tuple[np.ndarray, n
 
 def loss_time_energy(results: Results):
     """Loss vs simulated time and vs energy, synchronous and asynchronous policies, per
-    scenario point (module docstring); one figure per point, keyed ``point<N>-<label>``."""
+    scenario point (module docstring); one figure per sweep point, keyed
+    ``point<N>-<sweep>`` (``point<N>-<label>`` outside sweeps)."""
     runs = results.runs[results.runs["status"] != "failed"]
     epochs = results.epochs
     if runs.empty or epochs.empty:
@@ -48,7 +49,10 @@ def loss_time_energy(results: Results):
     by_run = dict(tuple(epochs.groupby("run_id", sort=False)))
     styles = style_for(runs["policy_label"].astype(str))
     out = {}
-    for (point, label), part in runs.groupby(["point", "point_label"], sort=True):
+    runs = runs.assign(_sweep=runs["sweep"].fillna("").astype(str) if "sweep" in runs else "")
+    for (sweep, point, label), part in runs.groupby(["_sweep", "point", "point_label"],
+                                                    sort=True):  # (points are per sweep)
+        title = str(label) if not sweep or sweep in str(label) else f"{sweep}: {label}"
         fig, (ax_t, ax_e) = figure(ncols=2, sharey=True)
         for policy, grp in part.groupby("policy_label", sort=True):
             by_time, by_energy = [], []
@@ -76,11 +80,11 @@ def loss_time_energy(results: Results):
                 ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,
                            label="target" if ax is ax_e else None)
             ax.set_yscale("log")
-        ax_t.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), title=str(label))
-        ax_e.set(xlabel="energy spent (J)", title=str(label))
+        ax_t.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), title=title)
+        ax_e.set(xlabel="energy spent (J)", title=title)
         legend_outside(ax_e)
         fig.tight_layout()
-        out[f"point{int(point)}-{_slug(label)}"] = fig
+        out[f"point{int(point)}-{_slug(sweep or label)}"] = fig
     return out or None
 
 

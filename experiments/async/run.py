@@ -42,11 +42,15 @@ SYNCHRONOUS_REFERENCE = "random-k"
 FIGURES = ["async-loss-time-energy"]
 
 
-def run_sweeps(out: Path, seeds: int, workers: int = 2) -> Results:
-    """Run every policy on every scenario for seeds 0..seeds-1 into ``out``; the results."""
-    for name, path in SCENARIOS.items():
-        netsim.sweep({"name": f"async-{name}", "base": str(path), "policies": POLICIES,
-                      "seeds": seeds}, out=out, workers=workers)
+def run_sweeps(out: Path, seeds: int, workers: int = 2, policies: list[str] | None = None,
+               scenarios: dict[str, Path] | None = None) -> Results:
+    """Run every policy on every scenario for seeds 0..seeds-1 into ``out``; the results.
+    (``async`` is a Python keyword: import this module with
+    ``importlib.import_module("experiments.async.run")``.)"""
+    for name, path in (scenarios or SCENARIOS).items():
+        netsim.sweep({"name": f"async-{name}", "base": str(path),
+                      "policies": list(policies or POLICIES), "seeds": seeds},
+                     out=out, workers=workers)
     return netsim.load_results(out)
 
 

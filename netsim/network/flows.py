@@ -213,8 +213,8 @@ class FlowNetwork:
             return 0.0
         now = self.env.now
         total = 0.0
-        for flow in self._active():
-            self._progress(flow, now)
+        for flow in dict.fromkeys(f for flows in self._link_flows.values() for f in flows):
+            self._progress(flow, now)  # (in the links' insertion order: deterministic sums)
             total += flow.remaining * flow.route.total_energy_j_per_bit
         return total
 

@@ -1,0 +1,68 @@
+"""Asynchronous epochs' cost: fedbuff against random-k with the same concurrency, in one process.
+
+Run: python benchmarks/asynchronous.py [--quick]
+
+Generated fleets (small-cnn, static; 100 and 1,000 devices), a fixed number of updates in
+every run (random-k: rounds of k = concurrency; fedbuff: concurrency jobs, K = concurrency / 4,
+as many aggregations as it takes to aggregate as many updates), best of 3 runs, setup
+included. For each: wall time, updates (participant-epochs, the unit of work both do), time per
+update, and the ratio of fedbuff's time per update to random-k's (asynchronous epochs always
+run as guarded SimPy events, synchronous plain ones play in arrays). A third row runs random-k
+with every epoch as events (``fast_epochs=False``): asynchronous against synchronous on the
+same path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import netsim
+
+
+def scenario(n: int, epochs: int) -> dict:
+    return {"name": f"async-bench-{n}", "seed": 0,
+            "generate": {"n_devices": n, "devices_per_cell": 16, "seed": 1},
+            "model": "small-cnn",
+            "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": epochs}}
+
+
+def timed(sc: dict, policy: str, params: dict, fast: bool = True, repeat: int = 3):
+    best, res = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = netsim.simulate(sc, policy, seed=0, params=params, raise_errors=True,
+                              fast_epochs=fast)
+        best = min(best, time.perf_counter() - t0)
+    assert res is not None
+    return best, int(res.epochs["updates_aggregated"].sum())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 devices only, one run each")
+    a = ap.parse_args(argv)
+    sizes = [(100, 20)] if a.quick else [(100, 20), (1000, 100)]
+    rounds = 20
+    print(f"{'devices':>8} {'concurrency':>11} {'policy':>22} {'wall s':>8} {'updates':>8} "
+          f"{'us/update':>10} {'ratio':>7}")
+    for n, c in sizes:
+        k = max(1, c // 4)
+        repeat = 1 if a.quick else 3
+        sync_s, sync_u = timed(scenario(n, rounds), "random-k", {"k": c}, repeat=repeat)
+        rows = [("random-k (arrays)", sync_s, sync_u)]
+        ev_s, ev_u = timed(scenario(n, rounds), "random-k", {"k": c}, fast=False,
+                           repeat=repeat)
+        rows.append(("random-k (events)", ev_s, ev_u))
+        buff_s, buff_u = timed(scenario(n, rounds * c // k), "fedbuff",
+                               {"concurrency": c, "buffer_updates": k}, repeat=repeat)
+        rows.append((f"fedbuff (K {k})", buff_s, buff_u))
+        ref = sync_s / sync_u
+        for name, wall, updates in rows:
+            per = wall / updates
+            print(f"{n:>8} {c:>11} {name:>22} {wall:>8.3f} {updates:>8} {per * 1e6:>10.1f} "
+                  f"{per / ref:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
