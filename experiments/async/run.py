@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 import netsim
-from netsim import figures as registry
+from experiments.report import draw_figures, interval_text
 from netsim.sweep.results import Results
 from plots import dynamics as figs
 
@@ -124,14 +124,6 @@ def claim(results: Results) -> pd.DataFrame:
     return _order(pd.DataFrame(rows))
 
 
-def _interval(mean: float, lo: float, hi: float, digits: int = 3) -> str:
-    if pd.isna(mean):
-        return "-"
-    if pd.isna(lo) or pd.isna(hi):
-        return f"{mean:.{digits}g}"
-    return f"{mean:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
-
-
 def markdown(t: pd.DataFrame) -> str:
     """The table as Markdown (intervals in brackets)."""
     head = ("| scenario | policy | runs | success [95 % CI] | energy to target (J) [95 % CI] "
@@ -142,8 +134,8 @@ def markdown(t: pd.DataFrame) -> str:
         lines.append(
             f"| {r.point_label} | {r.policy} | {r.runs} | "
             f"{r.success:.2f} [{r.success_lo:.2f}, {r.success_hi:.2f}] | "
-            f"{_interval(r.energy_j, r.energy_j_lo, r.energy_j_hi)} | "
-            f"{_interval(r.time_s, r.time_s_lo, r.time_s_hi)} | {r.epochs:.0f} | "
+            f"{interval_text(r.energy_j, r.energy_j_lo, r.energy_j_hi)} | "
+            f"{interval_text(r.time_s, r.time_s_lo, r.time_s_hi)} | {r.epochs:.0f} | "
             f"{r.staleness:.2f} | {r.dropped:.1f} | {r.late:.1f} | {r.energy_wasted_j:.3g} |")
     return "\n".join(lines)
 
@@ -156,21 +148,15 @@ def claim_markdown(c: pd.DataFrame) -> str:
     for r in c.itertuples():
         lines.append(
             f"| {r.point_label} | {r.policy} | {r.success:.2f} ({r.success_reference:.2f}) | "
-            f"{_interval(r.time_s_ratio, r.time_s_ratio_lo, r.time_s_ratio_hi)} | "
-            f"{_interval(r.energy_j_ratio, r.energy_j_ratio_lo, r.energy_j_ratio_hi)} | "
+            f"{interval_text(r.time_s_ratio, r.time_s_ratio_lo, r.time_s_ratio_hi)} | "
+            f"{interval_text(r.energy_j_ratio, r.energy_j_ratio_lo, r.energy_j_ratio_hi)} | "
             f"{'yes' if r.claim_holds else 'no'} |")
     return "\n".join(lines)
 
 
 def draw(results: Results, folder: Path) -> list[Path]:
     """Draw the experiment's figures into ``folder``; the files written."""
-    written = []
-    for drawn in registry.draw(results, only=FIGURES):
-        if drawn.figure is None:
-            print(f"{drawn.name}: {drawn.note}")
-            continue
-        written += list(registry.save(drawn.figure, folder / drawn.name))
-    return written
+    return draw_figures(results, folder, FIGURES)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import netsim
-from netsim import figures as registry
+from experiments.report import draw_figures, interval_text
 from netsim.sweep.results import Results
 from plots import dynamics as figs
 
@@ -97,14 +97,6 @@ def energy_breakdown(results: Results) -> pd.DataFrame:
         columns=["_o", "_s", "point_key"]).reset_index(drop=True)
 
 
-def _interval(mean: float, lo: float, hi: float, digits: int = 3) -> str:
-    if pd.isna(mean):
-        return "-"
-    if pd.isna(lo) or pd.isna(hi):
-        return f"{mean:.{digits}g}"
-    return f"{mean:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
-
-
 def markdown(t: pd.DataFrame) -> str:
     """The table as Markdown (intervals in brackets)."""
     head = ("| scenario | policy | runs | success [95 % CI] | energy to target (J) [95 % CI] "
@@ -115,21 +107,15 @@ def markdown(t: pd.DataFrame) -> str:
         lines.append(
             f"| {r.point_label} | {r.policy} | {r.runs} | "
             f"{r.success:.2f} [{r.success_lo:.2f}, {r.success_hi:.2f}] | "
-            f"{_interval(r.energy_j, r.energy_j_lo, r.energy_j_hi)} | "
-            f"{_interval(r.time_s, r.time_s_lo, r.time_s_hi)} | {r.epochs:.1f} | "
+            f"{interval_text(r.energy_j, r.energy_j_lo, r.energy_j_hi)} | "
+            f"{interval_text(r.time_s, r.time_s_lo, r.time_s_hi)} | {r.epochs:.1f} | "
             f"{r.dropped:.1f} | {r.late:.1f} | {r.energy_wasted_j:.3g} |")
     return "\n".join(lines)
 
 
 def draw(results: Results, folder: Path) -> list[Path]:
     """Draw the experiment's figures into ``folder``; the files written."""
-    written = []
-    for drawn in registry.draw(results, only=FIGURES):
-        if drawn.figure is None:
-            print(f"{drawn.name}: {drawn.note}")
-            continue
-        written += list(registry.save(drawn.figure, folder / drawn.name))
-    return written
+    return draw_figures(results, folder, FIGURES)
 
 
 def main(argv: list[str] | None = None) -> None:
