@@ -2,6 +2,7 @@
 and with churn (and a uniform fleet as a control), over seeds.
 
     python -m experiments.async.run [--out DIR] [--seeds N] [--quick] [--workers W]
+                                    [--model NAME] [--target-loss L]
 
 Four sweeps through netsim's Python API (``netsim.sweep``) into one results folder (default
 results/async/; runs already there are skipped, so it resumes): fedavg-all, random-k,
@@ -43,15 +44,29 @@ FIGURES = ["async-loss-time-energy"]
 
 
 def run_sweeps(out: Path, seeds: int, workers: int = 2, policies: list[str] | None = None,
-               scenarios: dict[str, Path] | None = None) -> Results:
+               scenarios: dict[str, Path] | None = None,
+               overrides: dict[str, object] | None = None) -> Results:
     """Run every policy on every scenario for seeds 0..seeds-1 into ``out``; the results.
+    ``overrides``: scenario fields set in every run (dotted paths, e.g. ``model``).
     (``async`` is a Python keyword: import this module with
     ``importlib.import_module("experiments.async.run")``.)"""
+    grid = {path: [value] for path, value in (overrides or {}).items()}
     for name, path in (scenarios or SCENARIOS).items():
         netsim.sweep({"name": f"async-{name}", "base": str(path),
-                      "policies": list(policies or POLICIES), "seeds": seeds},
-                     out=out, workers=workers)
+                      "policies": list(policies or POLICIES), "seeds": seeds,
+                      **({"grid": grid} if grid else {})}, out=out, workers=workers)
     return netsim.load_results(out)
+
+
+def _labelled(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each point labelled by its world (the sweep's name), followed by the
+    point's own label where it says more (overrides such as ``model=mlp-digits``)."""
+    if "sweep" not in runs:
+        return runs
+    sweep, label = runs["sweep"].astype(str), runs["point_label"].astype(str)
+    same = [lab in (sw, sc) for lab, sw, sc in zip(label, sweep, runs["scenario"].astype(str),
+                                                     strict=True)]
+    return runs.assign(point_label=sweep.where(same, sweep + ", " + label))
 
 
 def _per_run(results: Results) -> pd.DataFrame:
@@ -76,7 +91,7 @@ def _order(frame: pd.DataFrame, policy: str = "policy") -> pd.DataFrame:
 
 def table(results: Results) -> pd.DataFrame:
     """One row per scenario point and policy (module docstring)."""
-    summary = figs.summary(results.runs)
+    summary = figs.summary(_labelled(results.runs))
     runs = figs.with_point_key(results.runs).merge(_per_run(results), on="run_id", how="left")
     extra = runs.groupby(["point_key", "policy_label"])[
         ["dropped", "late", "energy_wasted_j", "staleness", "epochs", "final_loss"]].mean()
@@ -99,7 +114,7 @@ def _ratio_interval(num: np.ndarray, den: np.ndarray, rng: np.random.Generator,
 def claim(results: Results) -> pd.DataFrame:
     """FedBuff's claim per scenario (module docstring): ratios to random-k of the mean time
     and energy to the target over the runs that reached it, and the success rates."""
-    runs = figs.with_point_key(results.runs)
+    runs = figs.with_point_key(_labelled(results.runs))
     rng = np.random.default_rng(0)
     rows = []
     for (_, label), part in runs.groupby(["point_key", "point_label"], sort=False):
@@ -165,10 +180,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="a 2-seed smoke run")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--model", default=None,
+                    help="train this model instead (e.g. mlp-digits: every curve fitted)")
+    ap.add_argument("--target-loss", type=float, default=None, help="loss target instead")
     a = ap.parse_args(argv)
     seeds = 2 if a.quick else a.seeds
+    overrides: dict[str, object] = {}
+    if a.model:
+        overrides["model"] = a.model
+    if a.target_loss is not None:
+        overrides["training.target_loss"] = a.target_loss
     t0 = time.perf_counter()
-    results = run_sweeps(a.out, seeds, a.workers)
+    results = run_sweeps(a.out, seeds, a.workers, overrides=overrides)
     print(f"{len(results.runs)} runs under {a.out} ({time.perf_counter() - t0:.0f} s)")
     a.out.mkdir(parents=True, exist_ok=True)
     t = table(results)
