@@ -180,6 +180,8 @@ class StalenessFit:
 
 
 def _predictor(loss: LossParams, alpha: float | None, exponent: float) -> LossPredictor:
+    """The progress model of ``loss`` with ``exponent`` on data of Dirichlet ``alpha`` (the
+    model's size and FLOP play no part in it: any valid figures do)."""
     model = ModelSpec(name=MODEL_NAME, params=4810, train_flop_per_sample=1.0,
                       loss=loss.model_copy(update={"staleness_exponent": exponent}))
     return LossPredictor(model, TrainingSpec(target_loss=0.1, deadline_s=1.0,
