@@ -311,3 +311,51 @@ def test_the_real_backend_step_from_one_version_is_federated_averaging():
         np.testing.assert_allclose(a, c + (lo - b), rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="staleness 9 outside"):
         asyn.advance_updates([Update("c", 400, 9)], 0)
+
+
+def test_the_staleness_fit_recovers_the_exponent_of_curves_the_model_made():
+    """A curves table whose losses are the progress model's own with exponent 0.6: the fit
+    finds 0.6 and scores R² 1 on held-out seeds (and less with no penalty)."""
+    from netsim.commands.calibrate import packaged_entry
+    from netsim.training import calibrate_async as ca
+
+    entry = packaged_entry()
+    rng = np.random.default_rng(0)
+    rows = []
+    for config, k in (("k1", 1), ("k4", 4)):
+        for seed in range(6):
+            for epoch in range(1, 31):
+                stale = rng.integers(0, 6, size=k).tolist()
+                rows.append({"config": config, "seed": seed, "epoch": epoch, "loss": 1.0,
+                             "dirichlet_alpha": np.nan, "update_samples": [36] * k,
+                             "update_staleness": stale, "staleness_max": max(stale)})
+    table = pd.DataFrame(rows)
+    table["loss"] = np.exp(ca.predicted_log_loss(table, entry, 0.6))
+    fit = ca.fit_staleness(table, entry, fit_seeds=4)
+    assert fit.exponent == pytest.approx(0.6, abs=1e-3)
+    assert fit.r2_held_out == pytest.approx(1.0, abs=1e-6)
+    assert fit.r2_held_out_without < 0.99
+
+
+def test_calibrate_asynchronous_writes_curves_and_only_the_staleness_exponent(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+    import yaml
+
+    from netsim.cli import main
+
+    out = tmp_path / "async.parquet"
+    assert main(["calibrate", "--asynchronous", "--quick", "--seeds", "2", "--updates", "20",
+                 "--jobs", "1", "--no-progress", "--out", str(out)]) == 0
+    meta = json.loads(pq.read_schema(out).metadata[b"netsim.calibration"])
+    assert meta["updates_per_run"] == 20 and meta["seeds"] == 2
+    table = pd.read_parquet(out)
+    assert set(table["config"]) == {"c10-k10", "c10-k2", "c10-k1"}
+    written = yaml.safe_load((tmp_path / "loss_params.yaml").read_text())["mlp-digits"]
+    from netsim.commands.calibrate import packaged_entry
+
+    packaged = packaged_entry()
+    assert 0.0 <= written["staleness_exponent"] <= 10.0
+    assert written["samples_half"] == packaged.samples_half  # every other constant kept
+    assert "netsim calibrate --asynchronous" in written["source"]
