@@ -490,9 +490,8 @@ class World:
             self._measure(np.array([j.row for j in arrived], dtype=np.intp),
                           np.array([j.flop_per_s for j in arrived]),
                           np.array([q.down_bps for q in p]), np.array([q.up_bps for q in p]))
-        if self.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the epoch's)
-            live += [j for j in arrived + dropped if j.started_s < start]
-            live = list({id(j): j for j in live}.values())
+        if self.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the
+            # epoch's, or when its device went offline); every job of the epoch is in ``live``
             self.meter.add_selected(
                 np.array([j.row for j in live], dtype=np.intp),
                 np.array([max(min(end if j.ended_s is None else j.ended_s, end,

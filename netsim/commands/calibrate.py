@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
         points = cal.quick_grid() if args.quick else cal.default_grid()
         table = cal.run_grid(points, range(seeds), epochs, jobs=args.jobs,
                              progress=not args.no_progress)
-        write_curves(table, args.out, _metadata(args, seeds, epochs, fit_seeds))
+        write_curves(table, args.out, _metadata(seeds, fit_seeds, points, epochs=epochs))
         print(f"wrote {len(table)} rows ({table['config'].nunique()} configs x {seeds} seeds "
               f"x {epochs} epochs) to {args.out}")
         source_file = args.out
@@ -196,12 +196,8 @@ def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
         points = cal_async.quick_async_grid() if args.quick else cal_async.async_grid()
         table = cal_async.run_async_grid(points, range(seeds), updates, jobs=args.jobs,
                                          progress=not args.no_progress)
-        meta = {"command": "netsim calibrate " + " ".join(sys.argv[2:]),
-                "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "model": cal.MODEL_NAME, "seeds": seeds, "updates_per_run": updates,
-                "fit_seeds": fit_seeds, "training_real": RealTrainingConfig().__dict__,
-                "grid": [p.__dict__ for p in points]}
-        write_curves(table, args.out, meta)
+        write_curves(table, args.out,
+                     _metadata(seeds, fit_seeds, points, updates_per_run=updates))
         print(f"wrote {len(table)} rows ({table['config'].nunique()} configs x {seeds} seeds, "
               f"{updates} updates per run) to {args.out}")
         source_file = args.out
@@ -281,12 +277,13 @@ def score_entry(entry: LossParams, table: pd.DataFrame, fit_seeds: int) -> pd.Da
                           entry.heterogeneity, entry.participant_exponent, fit_seeds)
 
 
-def _metadata(args: argparse.Namespace, seeds: int, epochs: int, fit_seeds: int) -> dict:
-    points = cal.quick_grid() if args.quick else cal.default_grid()
+def _metadata(seeds: int, fit_seeds: int, points: list, **run_length: int) -> dict:
+    """The command, date, grid, seeds and training settings stored with a curves table;
+    ``run_length``: ``epochs=`` (synchronous) or ``updates_per_run=`` (asynchronous)."""
     return {
         "command": "netsim calibrate " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else []),
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": cal.MODEL_NAME, "seeds": seeds, "epochs": epochs, "fit_seeds": fit_seeds,
+        "model": cal.MODEL_NAME, "seeds": seeds, **run_length, "fit_seeds": fit_seeds,
         "training_real": RealTrainingConfig().__dict__,
         "grid": [p.__dict__ for p in points],
     }

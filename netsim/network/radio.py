@@ -18,7 +18,8 @@ when the period ends, less the part of the previous period's tail it covers (a p
 starts inside that tail cuts it short). Every booking is then >= 0 (a period takes back at
 most one tail and books a new one), so every interval's booked energy is >= 0, also when a
 period outlives the interval (an asynchronous job, docs/async.md); a reading between periods
-is what the radio drew up to the end of its last period plus its full tail. All of it is communication energy; :attr:`RadioMeter.radio_j` is that part per node.
+is what the radio drew up to the end of its last period plus its full tail. All of it is
+communication energy; :attr:`RadioMeter.radio_j` is that part per node.
 
 One state machine serves both paths: the event-driven network calls :meth:`RadioMeter.start`
 and :meth:`RadioMeter.end` as transfers start and arrive; the epoch fast path hands a whole
@@ -51,7 +52,7 @@ class RadioMeter:
         self._since: dict[int, float] = {}       # start of the current busy period (s)
         self._period_end: dict[int, float] = {}  # latest arrival seen in the current period
         self._last_end: dict[int, float] = {}    # end of the last finished period (s)
-        self._refund: dict[int, float] = {}      # the previous tail's part a running period covers (J)
+        self._refund: dict[int, float] = {}      # previous tail's part a running period covers (J)
         self._power_w = self.radios.power_w
         self._tail_s = self.radios.tail_s
         self._tail_w = self.radios.tail_power_w

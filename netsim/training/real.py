@@ -25,6 +25,7 @@ What one run does
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -179,9 +180,9 @@ class RealBackend:
         self._pruned_mag = [np.zeros(w.shape) for w in self.params[0::2]]
         self.params_fraction = 1.0
         self.epoch = 0
-        # the global model after each of the last MAX_VERSIONS aggregations (for stale updates)
-        self._versions: list[mlp.Params] = [self.params]
-        self._version0 = 0  # the version of _versions[0]
+        # the global model after each of the last aggregations, the current one last (a stale
+        # update's base is ``staleness`` from the end)
+        self._versions: deque[mlp.Params] = deque([self.params], maxlen=MAX_VERSIONS)
 
     def initial_loss(self) -> float:
         """Test cross-entropy (nats) of the initial global model."""
@@ -228,15 +229,12 @@ class RealBackend:
         if acc is not None:
             self.params = mlp.apply_masks([a / total_w for a in acc], self.masks)
         self.epoch += 1
-        self._keep_version()
+        # a synchronous epoch runs only when no asynchronous job is in flight (the engine's
+        # rule), so no later update can be staler than this model: only it is kept
+        self._versions.clear()
+        self._versions.append(self.params)
         loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
         return EpochProgress(loss=loss, accuracy=accuracy)
-
-    def _keep_version(self) -> None:
-        self._versions.append(self.params)
-        if len(self._versions) > MAX_VERSIONS:
-            self._versions.pop(0)
-            self._version0 += 1
 
     def _local(self, i: int, used: int, base: mlp.Params) -> tuple[mlp.Params, int]:
         """Device ``i``'s model after training ``used`` of its declared samples from ``base``,
@@ -264,16 +262,16 @@ class RealBackend:
         self.set_variant(variant_index)
         self._versions[-1] = self.params  # (a variant change applies to the current model)
         index = {d: i for i, d in enumerate(self.device_ids)}
-        current = self._version0 + len(self._versions) - 1
+        kept = len(self._versions)
         total_w = 0.0
         acc: list[np.ndarray] | None = None
         for u in updates:
             if u.device not in index:
                 raise ValueError(f"unknown device id: {u.device!r}")
-            if not 0 <= u.staleness <= current - self._version0:
+            if not 0 <= u.staleness < kept:
                 raise ValueError(f"update of {u.device!r}: staleness {u.staleness} outside "
-                                 f"0..{current - self._version0} (the versions kept)")
-            base = self._versions[current - u.staleness - self._version0]
+                                 f"0..{kept - 1} (the versions kept)")
+            base = self._versions[-1 - u.staleness]
             local, n = self._local(index[u.device], int(u.samples), base)
             if n == 0:
                 continue
@@ -288,6 +286,6 @@ class RealBackend:
             self.params = mlp.apply_masks(
                 [p + a / total_w for p, a in zip(self.params, acc, strict=True)], self.masks)
         self.epoch += 1
-        self._keep_version()
+        self._versions.append(self.params)  # (the oldest drops out past MAX_VERSIONS)
         loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
         return EpochProgress(loss=loss, accuracy=accuracy)
