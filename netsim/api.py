@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-import netsim.engine as engine
+import netsim.runloop as runloop
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run
@@ -140,7 +140,7 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     rid = run_id(sc, pol.name, pparams, seed)
     rec = Recorder(rid, sc.name, pol.name, seed, pparams, sc.training.target_loss,
                    sc.training.deadline_s)
-    engine.run(sc, pol, seed, rec, progress=progress, raise_errors=raise_errors,
+    runloop.run(sc, pol, seed, rec, progress=progress, raise_errors=raise_errors,
                fast_epochs=fast_epochs)
     runs, epochs, devices = rec.tables()
     runs["scenario_hash"] = scenario_hash(sc)  # what netsim compare groups runs by

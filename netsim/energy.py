@@ -48,6 +48,13 @@ class EnergyTotals:
                             self.idle_j - earlier.idle_j, self.sleep_j - earlier.sleep_j,
                             self.radio_j - earlier.radio_j)
 
+    def __add__(self, later: EnergyTotals) -> EnergyTotals:
+        """Two intervals' energy together (consecutive phases of one epoch)."""
+        return EnergyTotals(self.time_s + later.time_s, self.compute_j + later.compute_j,
+                            self.communication_j + later.communication_j,
+                            self.idle_j + later.idle_j, self.sleep_j + later.sleep_j,
+                            self.radio_j + later.radio_j)
+
 
 @dataclass(frozen=True)
 class EnergySnapshot:

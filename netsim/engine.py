@@ -1,4 +1,5 @@
-"""The World (SimPy environment, devices, network, meters) and the run loop.
+"""The World (SimPy environment, devices, network, meters) and its epochs (the run loop that
+steps it: netsim.runloop).
 
 One synchronous epoch (architecture spec): every participant, concurrently, downloads the
 variant from the aggregator, trains its samples, and uploads its update; the aggregator then
@@ -21,15 +22,13 @@ Two ways to execute an epoch up to the last update's arrival, with the same resu
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Generator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import simpy
 
-from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable, build_device_table, scenario_topology
 from netsim.dynamics.buffered import Job, Update, UpdateBuffer
 from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
@@ -37,22 +36,16 @@ from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot, EnergyTotals
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.fastepoch import PlainEpoch, RouteTable, book_radios, play_plain_epoch, route_caps
-from netsim.gcpause import relaxed_gc
 from netsim.network import FlowNetwork
 from netsim.policy import (
     ClusterDecision,
     Decision,
-    InvalidDecision,
-    Observation,
-    Policy,
-    validate_decision,
 )
-from netsim.results.recorder import Recorder
 from netsim.scenario.network import ResolvedNetwork, network_of, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.simclock import fire_after
 from netsim.training.models import resolve_model
-from netsim.training.progress import EpochProgress
+from netsim.workload import Workload
 
 
 def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
@@ -322,41 +315,44 @@ class World:
         if self.dynamic or decision.keep_updates is not None \
                 or decision.epoch_deadline_s is not None:
             return self._run_changing_epoch(decision)
-        env, model, v = self.env, self.model, decision.variant
+        env = self.env
         start = env.now
         before = self.meter.totals(start)  # (running sums: a static epoch visits no idle node)
-        model_bytes = model.model_bytes(v)
-        flop_per_sample = model.flop_per_sample(v)
+        work = self.workload_of(decision)
         if not (self.fast_epochs and decision.participants and not decision.clusters
-                and self.network.active_flows == 0
-                and self._play_plain(decision, model_bytes, flop_per_sample)):
-            self._run_events(decision, model_bytes, flop_per_sample)
-        self._aggregate(v, len(decision.participants) + len(decision.clusters))
+                and self.network.active_flows == 0 and work.symmetric
+                and self._play_plain(decision, work.download_bytes, work.flop_per_sample)):
+            self._run_events(decision, work)
+        self._aggregate(work, len(decision.participants) + len(decision.clusters))
         end = env.now
         return EpochOutcome(start, end, self.meter.totals(end) - before)
 
-    def _aggregate(self, variant: int, updates: int) -> None:
-        """The aggregator averages ``updates`` updates now (busy for their FLOP)."""
+    def workload_of(self, decision: Decision) -> Workload:
+        """What each participant of ``decision`` moves and computes: its own workload, else
+        its variant's training (netsim.workload)."""
+        return decision.workload if decision.workload is not None \
+            else self.model.workload(decision.variant)
+
+    def _aggregate(self, work: Workload, updates: int) -> None:
+        """The aggregator takes ``updates`` updates of ``work`` now (busy for their FLOP)."""
         env = self.env
         self.meter.set_busy(self._agg, env.now)
-        env.run(until=env.timeout(self.model.aggregation_flop(variant, updates)
-                                  / self._flops[self._agg]))
+        env.run(until=env.timeout(work.aggregation_flop(updates) / self._flops[self._agg]))
         self.meter.set_idle(self._agg, env.now)
 
-    def _run_events(self, decision: Decision, model_bytes: float,
-                    flop_per_sample: float) -> None:
+    def _run_events(self, decision: Decision, work: Workload) -> None:
         """The epoch's transfers and training as SimPy events, up to the last update's
         arrival (the reference path: any decision, any network state)."""
-        env = self.env
+        env, fps, nbytes = self.env, work.flop_per_sample, work.download_bytes
         barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
-        ctx = EpochContext(env, self.network, self.meter, model_bytes, barrier)
+        ctx = EpochContext(env, self.network, self.meter, nbytes, barrier, work.upload_bytes)
         index, flops, down, up = self.devices.index, self._flops, self._down, self._up
         with self.network.batch():  # every download starts now: one rebalance per shared link
             for dev, samples in decision.participants.items():
                 i = index[dev]
-                Participant(ctx, i, samples * flop_per_sample / flops[i], down[i], up[i])
+                Participant(ctx, i, samples * fps / flops[i], down[i], up[i])
         for cluster in decision.clusters:
-            env.process(self._cluster(cluster, flop_per_sample, model_bytes, barrier))
+            env.process(self._cluster(cluster, fps, nbytes, barrier))
         env.run(until=barrier.event)
 
     def _play_plain(self, decision: Decision, model_bytes: float,
@@ -398,11 +394,12 @@ class World:
         its last update arrives (no session ends, no capacity change, no battery empties, no
         update cut by ``keep_updates`` or ``epoch_deadline_s``), else as guarded SimPy events
         (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
-        env, model, v, dyn = self.env, self.model, decision.variant, self.dynamics
+        env, dyn = self.env, self.dynamics
         start = env.now
         wait, self._wait_from = self._wait_from, None  # (a wait belongs to the epoch)
         before = wait.totals() if wait is not None else self.meter.totals(start)
-        nbytes, fps = model.model_bytes(v), model.flop_per_sample(v)
+        work = self.workload_of(decision)
+        nbytes, fps = work.download_bytes, work.flop_per_sample
         flops = self.devices.flop_per_s
         if dyn.varies_compute:
             flops = flops * dyn.compute_factors()
@@ -422,7 +419,7 @@ class World:
         keep = decision.keep_updates
         plan = None
         if self.fast_epochs and n and not decision.clusters and self.network.active_flows == 0 \
-                and (keep is None or keep >= n):
+                and (keep is None or keep >= n) and work.symmetric:
             plan = self._plain_if_unchanged(rows, compute_s, nbytes, offline_at, left,
                                             deadline_at)
         self.epochs_by_path["arrays" if plan is not None else "events"] += 1
@@ -436,10 +433,10 @@ class World:
                 env.run(until=end_run)
         else:
             counted, dropped, late, stopped = self._run_guarded(
-                decision, rows, compute_s, nbytes, fps, offline_at, left, deadline_at, flops)
+                decision, rows, compute_s, work, offline_at, left, deadline_at, flops)
         n_kept = (len(decision.participants) + len(decision.clusters)) if counted is None \
             else len(counted)
-        self._aggregate(v, n_kept)
+        self._aggregate(work, n_kept)
         end = env.now
         # selected until it stopped, else until the epoch's end or, if earlier, until it went
         # offline after its update had left (an offline device draws nothing)
@@ -477,7 +474,7 @@ class World:
         if not closed.triggered:
             env.run(until=closed)
         updates = buf.take()
-        self._aggregate(v, len(updates))
+        self._aggregate(self.model.workload(v), len(updates))
         self._tick_token += 1
         buf.aggregated()
         end = env.now
@@ -637,12 +634,13 @@ class World:
         m["up_bps"][rows] = up_bps
 
     def _run_guarded(self, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,
-                     nbytes: float, fps: float, offline_at: np.ndarray, left_j: np.ndarray,
+                     work: Workload, offline_at: np.ndarray, left_j: np.ndarray,
                      deadline_at: float, flops: np.ndarray
                      ) -> tuple[dict[str, int], list[str], list[str], np.ndarray]:
         """The epoch as guarded events up to its close; returns (counted updates, dropped,
         late, when each participant stopped (s; NaN: it did not))."""
         env, t, dyn = self.env, self.devices, self.dynamics
+        nbytes, fps = work.download_bytes, work.flop_per_sample
         barrier = GuardedBarrier(env, len(rows) + len(decision.clusters), decision.keep_updates,
                                  deadline_at)
         parts = []
@@ -652,7 +650,7 @@ class World:
                     env, self.network, self.meter, barrier, dev, r, nbytes, float(compute_s[k]),
                     self._down[r], self._up[r], float(offline_at[k]), float(left_j[k]),
                     float(t.power_idle_w[r]), float(t.power_busy_w[r]),
-                    float(self._own_up_j_per_bit[r])))
+                    float(self._own_up_j_per_bit[r]), work.upload_bytes))
         for c, cluster in enumerate(decision.clusters):
             env.process(self._cluster(cluster, fps, nbytes, barrier, ("cluster", c)))
         self._arm_capacity_ticks()
@@ -762,152 +760,3 @@ def _read_only_view(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.setflags(write=False)
     return view
-
-
-def _make_backend(resolved: Scenario, rng: np.random.Generator):
-    model, training = resolved.model, resolved.training
-    if training.backend == "real":
-        from netsim.training.real import RealBackend
-
-        ids = [d.id for d in resolved.devices or []]
-        samples = [d.samples for d in resolved.devices or []]
-        return RealBackend(model, ids, samples, training, rng)
-    from netsim.training.loss import SurrogateLoss
-
-    return SurrogateLoss(model, training, rng)  # type: ignore[arg-type]
-
-
-def loss_source(resolved: Scenario) -> str:
-    """Where the run's training curve comes from: real training, or the surrogate's loss
-    parameters' ``source`` (fitted to measured curves, or an illustrative placeholder)."""
-    if resolved.training.backend == "real":
-        return "real training (netsim.training.real)"
-    loss = resolved.model.loss  # type: ignore[union-attr]
-    return (loss.source if loss is not None else "") or "explicit loss parameters"
-
-
-def _samples_by_device(decision: Decision) -> dict[str, int]:
-    if not decision.clusters:
-        return dict(decision.participants)
-    out = dict(decision.participants)
-    for cluster in decision.clusters:
-        out[cluster.devices[0]] = out.get(cluster.devices[0], 0) + cluster.samples
-    return out
-
-
-def _late_message(epoch: int, end_s: float, training: Any, ran: bool = False) -> str:
-    what = ("ended (contention) at {:.6g} s, after the deadline ({:g} s); not recorded, its "
-            "energy is in the run's totals") if ran else \
-        "would end at {:.6g} s at the earliest, after the deadline ({:g} s); not run"
-    return f"epoch {epoch} " + what.format(end_s, training.deadline_s)
-
-
-def _contention_free(table: DeviceTable) -> DeviceTable:
-    """The device table without its routes: :func:`estimate_epoch` then times each transfer
-    alone on its route, a lower bound of the engine's epoch, at a fraction of the cost."""
-    routed = {"down_routes", "up_routes", "capacity_bps"} & {f.name for f in fields(table)}
-    cleared: dict[str, Any] = dict.fromkeys(routed)
-    return replace(table, **cleared) if routed else table
-
-
-def _ends_after(world: World, table: DeviceTable, decision: Decision, epoch: int,
-                training: Any) -> str | None:
-    """Why a data-parallel epoch cannot end by the deadline (its contention-free time, a lower
-    bound of the engine's, already passes it), or None when it may."""
-    if decision.clusters or not decision.participants:
-        return None
-    n, index = len(decision.participants), table.index
-    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
-    samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
-    end = world.now_s + contention_free_time_s(table, world.model, decision.variant, rows,
-                                               samples)
-    if end <= training.deadline_s * (1.0 + 1e-9):
-        return None
-    return _late_message(epoch, end, training)
-
-
-@relaxed_gc()
-def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
-        progress: Any = None, raise_errors: bool = False, fast_epochs: bool = True) -> None:
-    """Simulate one run of ``policy`` on ``scenario`` with ``seed``, recording into ``recorder``.
-
-    Failures inside the run (an invalid decision, a policy error) end the run with status
-    ``failed`` and the error; they are recorded, and re-raised only if ``raise_errors``.
-    ``fast_epochs=False`` runs every epoch as SimPy events (see :class:`World`).
-    """
-    wall0 = time.perf_counter()
-    streams = run_streams(seed)
-    policy_rng, loss_rng, avail_rng = (np.random.default_rng(s) for s in streams[:3])
-    status, error = "target_missed", ""
-    world = None
-    try:
-        resolved = resolve_scenario(scenario, seed)
-        world = World(resolved, avail_rng, fast_epochs=fast_epochs, dynamics_seed=streams[3])
-        training = resolved.training
-        recorder.start(world.node_ids, world.devices, world.media_ids)
-        backend = _make_backend(resolved, loss_rng)
-        policy.reset(resolved, policy_rng)
-        history = [backend.initial_loss()]
-        variant: int | None = None
-        recorder.initial_loss = history[0]
-        bound_table = _contention_free(world.devices)
-        recorder.loss_source = loss_source(resolved)
-        for epoch in range(training.max_epochs):
-            if world.now_s >= training.deadline_s:
-                status = "deadline"
-                break
-            world.begin_epoch()
-            available = world.draw_availability()
-            while world.wait_for_someone(available, training.deadline_s):
-                world.begin_epoch()
-                available = world.draw_availability()
-            measured = world.measured
-            obs = Observation(epoch, world.now_s, training.deadline_s, recorder.energy_j,
-                              tuple(history), variant, world.devices, available,
-                              world.model, training, resolved, measured["flop_per_s"],
-                              measured["down_bps"], measured["up_bps"], world.busy,
-                              len(world.buffer.landed))
-            decision = policy.decide(obs)
-            validate_decision(decision, obs, policy.name)
-            if decision.stop:
-                status, error = "target_missed", decision.reason
-                break
-            late = None if world.dynamic or decision.buffer_updates is not None else \
-                _ends_after(world, bound_table, decision, epoch, training)
-            if late is not None:  # the deadline is a hard stop: nothing runs past it
-                status, error = "deadline", late
-                break
-            outcome = world.run_epoch(decision)
-            if outcome.end_s > training.deadline_s:
-                status, error = "deadline", _late_message(epoch, outcome.end_s, training, True)
-                break
-            counted = _samples_by_device(decision) if outcome.counted is None else outcome.counted
-            if outcome.updates is not None:  # asynchronous: each update with its staleness
-                step = backend.advance_updates(outcome.updates, decision.variant) \
-                    if outcome.updates else EpochProgress(loss=history[-1],
-                                                          accuracy=recorder.last_accuracy)
-            elif counted:
-                step = backend.advance(counted, decision.variant)
-            else:  # every participant dropped out or was late: no progress
-                step = EpochProgress(loss=history[-1], accuracy=recorder.last_accuracy)
-            history.append(step.loss)
-            variant = decision.variant
-            recorder.epoch(epoch, outcome, step, decision, world.model,
-                           world.airtime_by_medium())
-            if progress is not None:
-                progress(epoch, world.now_s)
-            if step.loss <= training.target_loss:
-                status = "ok"
-                break
-    except InvalidDecision as exc:
-        status, error = "failed", str(exc)
-        if raise_errors:
-            raise
-    except Exception as exc:  # a policy or backend bug: recorded, the caller decides
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        if raise_errors:
-            raise
-    finally:
-        if world is not None:
-            world.cut_in_flight()  # asynchronous jobs still running stop with the run
-        recorder.finish(status, error, world, time.perf_counter() - wall0)

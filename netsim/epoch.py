@@ -41,12 +41,15 @@ class EpochBarrier:
 class EpochContext:
     """What every participant of one epoch shares."""
 
-    __slots__ = ("env", "network", "meter", "nbytes", "barrier")
+    __slots__ = ("env", "network", "meter", "nbytes", "up_bytes", "barrier")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, meter: EnergyMeter,
-                 nbytes: float, barrier: EpochBarrier) -> None:
+                 nbytes: float, barrier: EpochBarrier, up_bytes: float | None = None) -> None:
+        """``nbytes``: what each download moves (B); ``up_bytes``: each upload (B; default
+        ``nbytes``)."""
         self.env, self.network, self.meter = env, network, meter
         self.nbytes, self.barrier = nbytes, barrier
+        self.up_bytes = nbytes if up_bytes is None else up_bytes
 
 
 class Participant:
@@ -68,7 +71,7 @@ class Participant:
     def trained(self, _event: simpy.Event) -> None:
         ctx = self.ctx
         ctx.meter.set_idle(self.node, ctx.env.now)
-        ctx.network.send_on(self.up, ctx.nbytes, self.uploaded)
+        ctx.network.send_on(self.up, ctx.up_bytes, self.uploaded)
 
     def uploaded(self, arrival_s: float) -> None:
         self.ctx.barrier.arrived(arrival_s)

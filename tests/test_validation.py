@@ -255,7 +255,8 @@ def test_an_epoch_slowed_past_the_deadline_by_contention_is_not_recorded(star):
                      *[{**link, "a": "sw", "bandwidth_bps": 1e9} for link in star["links"]]]
     from netsim.costs import estimate_epoch
     from netsim.devices import build_device_table
-    from netsim.engine import _contention_free, resolve_scenario
+    from netsim.engine import resolve_scenario
+    from netsim.runloop import _contention_free
 
     first = _epochs(star, 1e6).epochs.iloc[0]
     resolved = resolve_scenario(load_scenario(star), 0)

@@ -117,7 +117,8 @@ class GuardedParticipant:
     energy per bit its upload costs the device itself (J/bit).
     """
 
-    __slots__ = ("env", "network", "meter", "barrier", "key", "node", "nbytes", "compute_s",
+    __slots__ = ("env", "network", "meter", "barrier", "key", "node", "nbytes", "up_bytes",
+                 "compute_s",
                  "down", "up", "offline_at_s", "left_j", "idle_w", "busy_w", "own_j_per_bit",
                  "phase", "t_phase", "flow", "started_s", "token", "stopped_s", "battery_out",
                  "late", "down_bps", "up_bps", "on_change")
@@ -126,9 +127,11 @@ class GuardedParticipant:
                  barrier: GuardedBarrier | UpdateBuffer, key: Any, node: int, nbytes: float,
                  compute_s: float,
                  down: Route, up: Route, offline_at_s: float, battery_left_j: float,
-                 idle_w: float, busy_w: float, own_j_per_bit: float) -> None:
+                 idle_w: float, busy_w: float, own_j_per_bit: float,
+                 up_bytes: float | None = None) -> None:
         self.env, self.network, self.meter, self.barrier = env, network, meter, barrier
         self.key, self.node, self.nbytes, self.compute_s = key, node, nbytes, compute_s
+        self.up_bytes = nbytes if up_bytes is None else up_bytes  # (B; download: nbytes)
         self.down, self.up = down, up
         self.offline_at_s, self.left_j = offline_at_s, battery_left_j
         self.idle_w, self.busy_w, self.own_j_per_bit = idle_w, busy_w, own_j_per_bit
@@ -189,7 +192,7 @@ class GuardedParticipant:
         self._spend(now)
         self.meter.set_idle(self.node, now)
         self.phase = "up"
-        lump = 8.0 * self.nbytes * self.own_j_per_bit
+        lump = 8.0 * self.up_bytes * self.own_j_per_bit
         if self.left_j < _INF and self.left_j <= lump:  # empties as the upload would start
             self.battery_out = True
             self.stop()
@@ -197,14 +200,14 @@ class GuardedParticipant:
             return
         self.left_j -= lump
         self.started_s = now
-        self.flow = self.network.send_on(self.up, self.nbytes, self._uploaded)
+        self.flow = self.network.send_on(self.up, self.up_bytes, self._uploaded)
         self._arm_stop()
 
     def _uploaded(self, arrival_s: float) -> None:
         now = self.env.now
         self.flow = None
         if now > self.started_s:
-            self.up_bps = 8.0 * self.nbytes / (now - self.started_s)
+            self.up_bps = 8.0 * self.up_bytes / (now - self.started_s)
         self.phase = "sent"
         self.barrier.arrived(arrival_s, self.key)
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
+from netsim.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,10 @@ class Decision:
         aggregation that follows the K-th update to reach the buffer. None: synchronous.
     max_staleness: optional, with ``buffer_updates``: updates staler than this many
         aggregations are discarded on arrival (their energy is wasted).
+    workload: optional, what each participant moves and computes this epoch in place of
+        the variant's training (:class:`netsim.workload.Workload`: bytes down and up, FLOP
+        per sample, the aggregator's FLOP per update), as a driven run's message round does
+        (docs/flower.md); synchronous data-parallel epochs only.
     """
 
     participants: Mapping[str, int] = field(default_factory=dict)
@@ -138,6 +143,7 @@ class Decision:
     keep_updates: int | None = None
     buffer_updates: int | None = None
     max_staleness: int | None = None
+    workload: Workload | None = None
 
 
 class InvalidDecision(ValueError):

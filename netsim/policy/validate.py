@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from netsim.policy.contract import Decision, InvalidDecision, Observation
+from netsim.workload import Workload
 
 
 def _problems(decision: Decision, obs: Observation) -> list[str]:
@@ -28,6 +29,24 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
         out.append("participants: no participant and no cluster (use stop=True to end training)")
     out += _waiting_problems(decision)
     out += _async_problems(decision, obs, in_flight)
+    out += _workload_problems(decision)
+    return out
+
+
+def _workload_problems(decision: Decision) -> list[str]:
+    """A decision's own workload: a Workload, for a synchronous data-parallel epoch."""
+    w = decision.workload
+    if w is None:
+        return []
+    if not isinstance(w, Workload):
+        return [f"workload: {type(w).__name__} is not a netsim.workload.Workload"]
+    out = []
+    if decision.clusters:
+        out.append("workload: given with model-parallel clusters (a workload is what each "
+                   "data-parallel participant moves and computes)")
+    if decision.buffer_updates is not None:
+        out.append("workload: given with buffer_updates (asynchronous epochs train the "
+                   "variant)")
     return out
 
 

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, Joules, JoulesPerBit, Seconds, Watts
+from netsim.workload import Workload
 
 #: Largest integers and floats the engine holds (int64 arrays, float sums that must stay
 #: finite): values beyond are rejected with the range, never overflow inside a run.
@@ -193,6 +194,14 @@ class ModelSpec(_Strict):
         """FLOP the aggregator spends averaging ``updates`` updates of the given variant
         (2 x its parameters per update: netsim's epoch, see the README's Model semantics)."""
         return 2.0 * self.params * self.variants[variant].params_fraction * updates
+
+    def workload(self, variant: int) -> Workload:
+        """What a training epoch of the given variant moves and computes per participant
+        (its bytes both ways, its training FLOP per sample; 2 x its parameters per update
+        at the aggregator)."""
+        nbytes = self.model_bytes(variant)
+        return Workload(nbytes, nbytes, self.flop_per_sample(variant),
+                        self.aggregation_flop(variant, 1))
 
 
 class RealTrainingSpec(_Strict):
