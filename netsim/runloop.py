@@ -118,10 +118,7 @@ class Run:
             raise RunOver(self.status, self.error)
         world, training = self.world, self.training
         if not self._phases:
-            if self.epoch >= training.max_epochs:
-                raise RunOver(self.status)
-            if world.now_s >= training.deadline_s:
-                self._end("deadline")
+            self._check_new_epoch()
         world.begin_epoch()
         available = world.draw_availability()
         while world.wait_for_someone(available, training.deadline_s):
@@ -146,6 +143,8 @@ class Run:
             raise RuntimeError("execute: observe() first (each phase answers an observation)")
         validate_decision(decision, obs, policy_name)
         self._obs = None
+        if not self._phases:  # (observed while the previous epoch was still open)
+            self._check_new_epoch()
         if decision.stop:
             self._end("target_missed", decision.reason)
         late = None if world.dynamic or decision.buffer_updates is not None \
@@ -172,7 +171,7 @@ class Run:
         if progress is not None:
             step = progress
         else:
-            step = self._advance(decision, outcome)
+            step = self.advance(decision, outcome)
         history.append(float(step.loss))
         self.variant = decision.variant
         self.recorder.epoch(self.epoch, outcome, step, decision, world.model,
@@ -184,8 +183,10 @@ class Run:
             self.status = "ok"
         return step
 
-    def _advance(self, decision: Decision, outcome: EpochOutcome) -> EpochProgress:
-        """The training backend's progress for the epoch's counted updates."""
+    def advance(self, decision: Decision, outcome: EpochOutcome) -> EpochProgress:
+        """The training backend's progress for the counted updates of ``decision``'s phase
+        (``outcome``: what :meth:`execute` returned); :meth:`close_epoch` calls it unless
+        given the progress, a driver that needs it earlier passes it there."""
         backend, history = self.backend, self.history
         if outcome.updates is not None:  # asynchronous: each update with its staleness
             if outcome.updates:
@@ -196,6 +197,13 @@ class Run:
             return backend.advance(counted, decision.variant)
         # every participant dropped out or was late (or nothing trained): no progress
         return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)
+
+    def _check_new_epoch(self) -> None:
+        """Whether another epoch may start: at most max_epochs, none at the deadline."""
+        if self.epoch >= self.training.max_epochs:
+            raise RunOver(self.status)
+        if self.world.now_s >= self.training.deadline_s:
+            self._end("deadline")
 
     def _end(self, status: str, error: str = "") -> None:
         """Stop the run now (the epoch under way is not recorded) and raise RunOver."""

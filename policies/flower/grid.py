@@ -1,0 +1,387 @@
+"""netsim's Flower Grid: the messages a strategy pushes become a phase of a netsim epoch.
+
+How Flower's concepts map (docs/flower.md):
+
+- node = device. ``get_node_ids`` lists the devices available now (the changing world
+  decides: online, battery above its floor, volunteering) that hold samples and whose memory
+  holds the model; node ids are :func:`.records.node_id` of the device ids.
+- round = epoch. A push of ``train`` messages is the epoch's training phase; the
+  ``evaluate`` (or ``query``) messages that follow are later phases of the same epoch; the
+  epoch is recorded when the strategy's round ends (its evaluate_fn is called: the policy's
+  hook), or at the next ``train`` push, or when the run ends.
+- a phase in the world: each destination downloads its message's bytes
+  (:func:`.records.message_bytes`), computes (training: its samples x the model's training
+  FLOP per sample; evaluation: that x ``evaluate_flop_fraction``; a query: nothing) at its
+  FLOP/s, and uploads its reply's bytes; the aggregator then spends 2 FLOP per array element
+  of each training update. Shared air time, radio energy, dropouts, batteries, stragglers and
+  the deadline apply as to any epoch.
+- a reply that does not arrive (dropped out, late past the timeout, its node unavailable, or
+  its ClientApp raised) reaches the strategy as Flower's error reply; the epochs table
+  records who (``dropped_ids``, ``late_ids``, and ``info``'s ``flower_errors``).
+- timeout = simulated deadline: a ``timeout`` (s) given to ``send_and_receive`` (3,600 s in
+  ``Strategy.start``) is the phase's ``epoch_deadline_s``: replies later than that are lost.
+
+Nothing waits in real time: a strategy that asks for more nodes than are available gets a
+clear error in the run (Flower's own ``sample_nodes`` would sleep until they connect).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import flwr.app as app
+import numpy as np
+from flwr.common.constant import ErrorCode
+from flwr.proto.node_pb2 import NodeInfo
+from flwr.serverapp import Grid
+from flwr.supercore.run import Run as FlowerRun
+
+from netsim.policy import Decision, Observation
+from netsim.runloop import Run
+from netsim.training.progress import EpochProgress
+from netsim.workload import Workload
+from policies.baselines import FitMemo
+from policies.flower.records import array_elements, message_bytes, node_id
+
+#: How many get_node_ids calls in a row, with no push between, mean that a strategy waits
+#: for nodes (Flower's FedAvg asks twice per round: its fraction, then sample_nodes).
+WAITING_CALLS = 3
+
+
+@dataclass
+class EpochLog:
+    """What the epoch under way records in ``epochs.info`` (a live dict: the phases of the
+    epoch fill it until it is recorded)."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+    trained: bool = False
+    progress: EpochProgress | None = None
+    evaluate_loss: float | None = None
+
+
+class NetsimGrid(Grid):
+    """A ``flwr.serverapp.Grid`` over a netsim :class:`~netsim.runloop.Run` (module docstring).
+
+    Parameters
+    ----------
+    run: the netsim run it steps; policy_name: for decision errors; client_app: the user's
+    ClientApp (real mode) or None (surrogate: netsim answers for the clients, the loss is the
+    progress model's); loss_metric: the metric that is the run's loss; evaluate_flop_fraction:
+    an evaluation's FLOP per sample as a share of training's; weighted_by_key: the metric
+    replies carry their example count in; strategy: read for the nodes it needs before it
+    samples (so that it never waits).
+    """
+
+    def __init__(self, run: Run, policy_name: str, client_app: Any, loss_metric: str,
+                 evaluate_flop_fraction: float, weighted_by_key: str, strategy: Any,
+                 run_config: dict[str, Any]) -> None:
+        self._app = app
+        self._run = run
+        self._name = policy_name
+        self._client_app = client_app
+        self._loss_metric = loss_metric
+        self._eval_fraction = evaluate_flop_fraction
+        self._weight_key = weighted_by_key
+        self._strategy = strategy
+        self._run_config = run_config
+        devices = run.world.devices
+        self._devices = devices
+        self._node_ids = np.fromiter((node_id(d) for d in devices.ids), dtype=np.int64,
+                                     count=devices.n)
+        self._order = np.argsort(self._node_ids, kind="stable")
+        self._sorted_ids = self._node_ids[self._order]
+        trainers = devices.trainers
+        self._partition = {int(r): k for k, r in enumerate(trainers.tolist())}
+        self._fits = FitMemo()
+        self._obs: Observation | None = None
+        self._nodes_now: list[int] | None = None
+        self._calls = 0
+        self._replies: dict[str, Any] = {}
+        self._contexts: dict[int, Any] = {}
+        self._pushes = 0
+        self.epoch = EpochLog()
+        self.flower_run_id = int(run.recorder.run_id, 16) & ((1 << 63) - 1)
+        self.closing_loss: Callable[[], EpochProgress | None] | None = None
+
+    # -- flwr.serverapp.Grid -----------------------------------------------------------------
+    def set_run(self, run: Any) -> None:
+        """Flower's run (unused: netsim's run is this grid's)."""
+
+    @property
+    def run(self) -> Any:
+        """Flower's view of the run (its id: derived from netsim's run id)."""
+        return FlowerRun.create_empty(self.flower_run_id)
+
+    def create_message(self, content: Any, message_type: str, dst_node_id: int,
+                       group_id: str, ttl: float | None = None) -> Any:
+        """A new message (as Flower's own grids make it)."""
+        return self._app.Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> list[int]:
+        """The nodes available now (module docstring); the same list until the next push."""
+        if self._nodes_now is None:
+            if self.epoch.trained and self._expecting() == "train":
+                self.close_epoch()
+            self._obs = self._run.observe()
+            fits = self._fits(self._obs)
+            self._nodes_now = self._node_ids[fits].tolist()
+            self._check_enough(len(self._nodes_now))
+        self._calls += 1
+        if self._calls >= WAITING_CALLS:
+            raise RuntimeError(
+                f"{self._name}: the strategy keeps asking for nodes ({self._calls} calls "
+                f"without a message; {len(self._nodes_now)} available now): it waits for "
+                "more nodes than are available, which Flower does in real time and netsim "
+                "does not (lower its min_*_nodes or fractions)")
+        return self._nodes_now
+
+    def push_messages(self, messages: Iterable[Any]) -> list[str]:
+        """Run the messages as one phase of the epoch (module docstring); their replies wait
+        for :meth:`pull_messages`. Returns the messages' ids."""
+        msgs = list(messages)
+        if not msgs:
+            return []
+        kinds = {m.metadata.message_type.split(".")[0] for m in msgs}
+        if len(kinds) != 1:
+            raise ValueError(f"{self._name}: one push mixes message types {sorted(kinds)} "
+                             "(a phase of an epoch is one kind of message)")
+        kind = kinds.pop()
+        if kind == "train" and self.epoch.trained:
+            self.close_epoch()
+        obs = self._obs if self._obs is not None else self._run.observe()
+        self._obs, self._nodes_now, self._calls = None, None, 0
+        rows = self._rows_of(msgs)
+        ids = []
+        for k, m in enumerate(msgs):
+            m.metadata.__dict__["_message_id"] = f"{self._run.epoch}.{self._pushes}.{k}"
+            ids.append(m.metadata.message_id)
+        self._pushes += 1
+        self._phase(kind, msgs, rows, obs)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
+        """The replies to ``message_ids`` (each once)."""
+        return [self._replies.pop(i) for i in message_ids if i in self._replies]
+
+    def send_and_receive(self, messages: Iterable[Any], *,
+                         timeout: float | None = None) -> list[Any]:
+        """Push, then pull every reply: nothing waits, the phase ran in simulated time;
+        ``timeout`` (s) is the phase's simulated deadline."""
+        self._timeout_s = timeout
+        try:
+            return self.pull_messages(self.push_messages(messages))
+        finally:
+            self._timeout_s = None
+
+    _timeout_s: float | None = None
+
+    def get_nodes(self) -> Any:
+        """Node infos of the available nodes."""
+        return (NodeInfo(node_id=n) for n in self.get_node_ids())
+
+    # -- epochs ------------------------------------------------------------------------------
+    def close_epoch(self, measured: EpochProgress | None = None) -> EpochProgress | None:
+        """Record the epoch under way: with ``measured`` (an evaluate_fn's loss), else the
+        progress model's (surrogate), else the clients' aggregated evaluate loss (real; NaN
+        without one)."""
+        log, self.epoch = self.epoch, EpochLog()
+        step = measured or log.progress
+        if step is None and self._client_app is not None:
+            loss = math.nan if log.evaluate_loss is None else log.evaluate_loss
+            step = EpochProgress(loss=loss)
+        return self._run.close_epoch(step)
+
+    def _expecting(self) -> str:
+        return "evaluate" if self.epoch.trained else "train"
+
+    def _check_enough(self, available: int) -> None:
+        """Raise when the strategy's own minimums (FedAvg's family: fraction_*, min_*_nodes,
+        min_available_nodes) ask for more nodes than are available, before it samples."""
+        s, phase = self._strategy, self._expecting()
+        fraction = getattr(s, f"fraction_{phase}", None)
+        minimum = getattr(s, f"min_{phase}_nodes", None)
+        at_least = getattr(s, "min_available_nodes", None)
+        if not isinstance(fraction, int | float) or fraction == 0.0 \
+                or not isinstance(minimum, int) or not isinstance(at_least, int):
+            return
+        need = max(int(available * fraction), minimum, at_least)
+        if need > available:
+            raise RuntimeError(
+                f"{self._name}: the strategy's {phase} round needs {need} nodes "
+                f"(min_{phase}_nodes {minimum}, min_available_nodes {at_least}) but "
+                f"{available} are available at {self._run.world.now_s:.6g} s (epoch "
+                f"{self._run.epoch}); Flower would wait for them in real time, netsim stops")
+
+    def _rows_of(self, msgs: list[Any]) -> np.ndarray:
+        """Each message's destination device row; an unknown node id is an error."""
+        dst = np.array([m.metadata.dst_node_id for m in msgs], dtype=np.int64)
+        pos = np.searchsorted(self._sorted_ids, dst)
+        pos = np.minimum(pos, len(self._sorted_ids) - 1)
+        bad = self._sorted_ids[pos] != dst
+        if bad.any():
+            raise ValueError(
+                f"{self._name}: a message to node {int(dst[bad][0])}, which is no device of "
+                "this scenario (node ids: policies.flower.records.node_id(device id))")
+        rows = self._order[pos]
+        if len(np.unique(rows)) != len(rows):
+            raise ValueError(f"{self._name}: two messages of one phase to the same node")
+        return rows
+
+    def _phase(self, kind: str, msgs: list[Any], rows: np.ndarray, obs: Observation) -> None:
+        """One phase in the world and its replies."""
+        t, run = self._devices, self._run
+        can = np.zeros(t.n, dtype=bool)
+        can[self._fits(obs)] = True
+        order = np.argsort(rows, kind="stable")  # concurrent: netsim runs them in row order
+        errors: dict[int, tuple[int, str]] = {}
+        for k in order.tolist():
+            if not can[rows[k]]:
+                errors[k] = (ErrorCode.NODE_UNAVAILABLE,
+                             f"device {t.ids[rows[k]]!r} is not available in epoch "
+                             f"{run.epoch} (offline, low battery, or its memory cannot hold "
+                             "the model)")
+        going = [k for k in order.tolist() if k not in errors]
+        down = {message_bytes(msgs[k].content) for k in going}
+        if len(down) > 1:
+            raise ValueError(f"{self._name}: the messages of one {kind} phase differ in size "
+                             f"({sorted(down)} bytes): netsim moves one size per phase")
+        answers = self._answers(kind, msgs, rows, going, errors)
+        if not going:
+            self._reply_all(msgs, answers, errors)
+            return
+        sizes = [message_bytes(answers[k].content) for k in going if k in answers]
+        up = max(sizes, default=0)
+        elements = max((array_elements(answers[k].content) for k in going if k in answers),
+                       default=0)
+        model = run.world.model
+        fps = model.flop_per_sample(0) * {"train": 1.0, "evaluate": self._eval_fraction}.get(
+            kind, 0.0)
+        work = Workload(float(down.pop()), float(up), fps,
+                        2.0 * elements if kind == "train" else 0.0)
+        decision = Decision(participants={t.ids[rows[k]]: int(t.samples[rows[k]])
+                                          for k in going},
+                            variant=0, workload=work, epoch_deadline_s=self._timeout_s,
+                            info=self.epoch.info)
+        outcome = run.execute(decision, self._name, trains=kind == "train")
+        arrived = None if outcome.counted is None else set(outcome.counted)
+        dropped, late = set(outcome.dropped), set(outcome.late)
+        for k in going:
+            dev = t.ids[rows[k]]
+            if arrived is not None and dev not in arrived:
+                why = "dropped out (offline or battery)" if dev in dropped else \
+                    "late (after the round's timeout)" if dev in late else "did not arrive"
+                errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
+                             f"device {dev!r}'s reply {why} in epoch {run.epoch}")
+        if kind == "train":
+            self.epoch.trained = True
+            if self._client_app is None:
+                self.epoch.progress = run.advance(decision, outcome)
+        self._reply_all(msgs, answers, errors)
+        if kind == "evaluate" and self._client_app is not None:
+            self.epoch.evaluate_loss = self._mean_metric(
+                [answers[k] for k in going if k in answers and k not in errors])
+
+    def _answers(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
+                 errors: dict[int, tuple[int, str]]) -> dict[int, Any]:
+        """Each going message's reply: the ClientApp's (real mode; one that raises is an
+        error of that client), or netsim's for the client (surrogate)."""
+        app, t = self._app, self._devices
+        out: dict[int, Any] = {}
+        for k in going:
+            msg, row = msgs[k], int(rows[k])
+            if self._client_app is None:
+                out[k] = self._surrogate_reply(kind, msg, int(t.samples[row]))
+                continue
+            ctx = self._context(row)
+            own = app.Message(content=copy.deepcopy(msg.content),
+                              metadata=copy.copy(msg.metadata))
+            try:
+                reply = self._client_app(message=own, context=ctx)
+            except Exception as exc:  # the client's failure, not the run's
+                errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                             f"{type(exc).__name__}: {exc}")
+                continue
+            if not isinstance(reply, app.Message):
+                errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                             f"the ClientApp returned {type(reply).__name__}, not a Message")
+                continue
+            if reply.has_error():
+                errors[k] = (reply.error.code, reply.error.reason)
+                continue
+            if kind == "train" and not self._has_weight(reply):
+                errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                             f"the reply of device {t.ids[row]!r} has no "
+                             f"{self._weight_key!r} metric (Flower's strategies weight "
+                             "updates by it)")
+                continue
+            out[k] = reply
+        for k, (_, reason) in errors.items():
+            failed = self.epoch.info.setdefault("flower_errors", {})
+            failed[t.ids[rows[k]]] = reason
+        return out
+
+    def _has_weight(self, reply: Any) -> bool:
+        metrics = list(reply.content.metric_records.values())
+        return bool(metrics) and isinstance(metrics[0].get(self._weight_key), int | float)
+
+    def _surrogate_reply(self, kind: str, msg: Any, samples: int) -> Any:
+        """netsim's reply for a client: a training reply carries the arrays it was sent (the
+        model's size) and its samples; an evaluation the progress model's loss."""
+        app = self._app
+        loss = self._current_loss()
+        metrics = app.MetricRecord({self._weight_key: samples})
+        content = app.RecordDict()
+        if kind == "train":
+            for key, rec in msg.content.array_records.items():
+                content[key] = rec
+            metrics["train_loss"] = loss
+        else:
+            metrics[self._loss_metric] = loss
+        content["metrics"] = metrics
+        return app.Message(content, reply_to=msg)
+
+    def _current_loss(self) -> float:
+        step = self.epoch.progress
+        return float(step.loss) if step is not None else float(self._run.history[-1])
+
+    def _reply_all(self, msgs: list[Any], answers: dict[int, Any],
+                   errors: dict[int, tuple[int, str]]) -> None:
+        app = self._app
+        for k, msg in enumerate(msgs):
+            if k in errors:
+                code, reason = errors[k]
+                reply = app.Message(app.Error(code=code, reason=reason), reply_to=msg)
+            else:
+                reply = answers[k]
+                reply.metadata.__dict__["_reply_to_message_id"] = msg.metadata.message_id
+            self._replies[msg.metadata.message_id] = reply
+
+    def _mean_metric(self, replies: list[Any]) -> float | None:
+        """The example-weighted mean of the loss metric over evaluate replies (None: none)."""
+        total = weight = 0.0
+        for r in replies:
+            for rec in r.content.metric_records.values():
+                if self._loss_metric in rec and self._weight_key in rec:
+                    w = float(rec[self._weight_key])
+                    total += w * float(rec[self._loss_metric])
+                    weight += w
+        return total / weight if weight > 0 else None
+
+    def _context(self, row: int) -> Any:
+        """The node's Context, kept across rounds (its ``state`` persists): node_config carries
+        Flower's ``partition-id`` and ``num-partitions`` and netsim's ``device-id``."""
+        ctx = self._contexts.get(row)
+        if ctx is None:
+            app = self._app
+            ctx = app.Context(
+                run_id=self.flower_run_id, node_id=int(self._node_ids[row]),
+                node_config={"partition-id": self._partition.get(row, -1),
+                             "num-partitions": len(self._partition),
+                             "device-id": self._devices.ids[row]},
+                state=app.RecordDict(), run_config=dict(self._run_config))
+            self._contexts[row] = ctx
+        return ctx

@@ -1,0 +1,273 @@
+"""The ``flower`` policy: a Flower strategy (the Message API) and, optionally, the user's own
+ClientApp, run over a netsim scenario (docs/flower.md).
+
+It is a :class:`netsim.runloop.Driver`: netsim hands it the run and it calls the strategy's
+``start`` (or the user's ServerApp ``main``) with netsim's Grid (:mod:`.grid`), which turns
+each round's messages into an epoch of the world. Two modes:
+
+- real (a ``client_app`` is given): the ClientApp's handlers are called in-process with the
+  messages netsim built and a per-node Context (its ``state`` persists across rounds,
+  ``node_config`` carries ``partition-id``, ``num-partitions`` and ``device-id``); the run's
+  loss is ``evaluate_fn``'s ``loss_metric`` (else the clients' aggregated evaluate metric),
+  recorded in ``runs.loss_source``.
+- surrogate (no ClientApp): netsim answers for the clients (replies carry the arrays they
+  were sent, the model's size, and their samples as ``num-examples``); the loss is the
+  progress model's. A Flower strategy then runs over a fleet of millions at netsim's speed.
+
+Determinism: Flower samples nodes with Python's global ``random``; the run seeds it from the
+policy's generator and puts its state back afterwards, so the same seed gives the same
+participants and two runs in one process do not interact. A Strategy instance given from
+Python is copied for each run (its state, FedAdam's moments say, starts afresh).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+
+from netsim.policy import Decision, Observation, register
+from netsim.runloop import Run
+from netsim.scenario.schema import Scenario
+from netsim.training.progress import EpochProgress
+from policies.flower.loading import (
+    FlowerParamError,
+    resolve_arrays,
+    resolve_callable,
+    resolve_client_app,
+    resolve_server_app,
+    resolve_strategy,
+)
+
+#: Fields that may hold Python objects (recorded in the run's parameters by a description).
+OBJECT_FIELDS = ("strategy", "client_app", "initial_arrays", "evaluate_fn", "server_app")
+
+
+class FlowerParams(BaseModel):
+    """Parameters of the ``flower`` policy.
+
+    strategy: a Strategy instance (Python), a built-in Flower strategy's name (``FedAvg``,
+        ``FedProx``, ...) or ``module:attr`` of an instance, class or factory.
+    strategy_args: keyword arguments for a strategy class or factory.
+    client_app: the ClientApp (instance or ``module:attr``); given: real mode.
+    initial_arrays: the model's initial arrays (an ArrayRecord, a list of numpy arrays, or a
+        callable / ``module:attr`` returning one); needed in real mode; in surrogate mode
+        netsim makes arrays of the scenario model's size when left out.
+    evaluate_fn: Flower's ``(server_round, ArrayRecord) -> MetricRecord | None`` (or
+        ``module:attr``), called before the first round and after each, as ``start`` does.
+    server_app: a ServerApp with an ``@app.main()`` function (or ``module:attr``): run with
+        netsim's Grid in place of ``strategy.start``.
+    train_config, evaluate_config: Flower ConfigRecords' contents sent each round.
+    run_config: each node's Context ``run_config`` (real mode).
+    loss_metric: the metric that is the run's loss (real mode).
+    num_rounds: rounds of ``start`` (default: the scenario's ``training.max_epochs``).
+    timeout_s: the ``timeout`` given to ``start`` (s), read as each round's simulated
+        deadline (replies later than that are lost); None: Flower's default, 3,600 s.
+    evaluate_flop_fraction: an evaluation's FLOP per sample as a share of training's
+        (forward pass only: 1/3, netsim's formalization).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    strategy: Any = "FedAvg"
+    strategy_args: dict[str, Any] = Field(default_factory=dict)
+    client_app: Any = None
+    initial_arrays: Any = None
+    evaluate_fn: Any = None
+    server_app: Any = None
+    train_config: dict[str, Any] = Field(default_factory=dict)
+    evaluate_config: dict[str, Any] = Field(default_factory=dict)
+    run_config: dict[str, Any] = Field(default_factory=dict)
+    loss_metric: str = "loss"
+    num_rounds: Annotated[int | None, Field(ge=1)] = None
+    timeout_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
+    evaluate_flop_fraction: Annotated[float, Field(ge=0.0, le=10.0)] = 1.0 / 3.0
+
+    @model_validator(mode="after")
+    def _resolves(self) -> FlowerParams:
+        """Every import path resolves and every object is what its field needs (the
+        optional extra must be installed to use this policy)."""
+        try:
+            resolved(self)
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @field_serializer(*OBJECT_FIELDS)
+    def _describe(self, value: Any) -> Any:
+        return describe(value)
+
+
+def describe(value: Any) -> Any:
+    """A parameter as plain data for run ids and records: texts as they are, an object as
+    its class and its plain public attributes (``FedAvg{'fraction_train': 0.1, ...}``)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}:{value.__qualname__}"
+    plain = {k: v for k, v in sorted(vars(value).items()) if not k.startswith("_")
+             and isinstance(v, str | int | float | bool | type(None))} \
+        if hasattr(value, "__dict__") else {}
+    return f"{type(value).__module__}.{type(value).__qualname__}{plain}"
+
+
+def resolved(params: FlowerParams) -> dict[str, Any]:
+    """The parameters as Flower objects; ValueError naming the field otherwise."""
+    try:
+        out = {"strategy": resolve_strategy(params.strategy, params.strategy_args),
+               "client_app": resolve_client_app(params.client_app),
+               "initial_arrays": resolve_arrays(params.initial_arrays),
+               "evaluate_fn": resolve_callable("evaluate_fn", params.evaluate_fn),
+               "server_app": resolve_server_app(params.server_app)}
+    except FlowerParamError as exc:
+        raise ValueError(str(exc)) from None
+    if out["client_app"] is not None and out["initial_arrays"] is None \
+            and out["server_app"] is None:
+        raise ValueError("initial_arrays: needed in real mode (a client_app is given): the "
+                         "model's initial arrays, as Flower's start() takes them")
+    return out
+
+
+@register("flower", "a Flower strategy (Message API) and optionally your ClientApp, each "
+          "round one epoch on netsim's network, time and energy (needs netsim[flower])",
+          FlowerParams)
+class FlowerPolicy:
+    """The ``flower`` policy (module docstring); it drives its own loop (``drive``)."""
+
+    def __init__(self, params: FlowerParams | None = None, **kwargs: Any) -> None:
+        self.name = "flower"
+        self.params = params if params is not None else FlowerParams(**kwargs)
+        self._seed = 0
+        self._scenario: Scenario | None = None
+        self.result: Any = None
+        """What the strategy's ``start`` returned in the last run (Flower's Result)."""
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._scenario = scenario
+        self._seed = int(rng.integers(2**63 - 1))
+
+    def decide(self, obs: Observation) -> Decision:
+        raise RuntimeError("flower drives its own loop: netsim calls drive(run), not decide")
+
+    def drive(self, run: Run) -> None:
+        """Run the strategy (or the ServerApp) on netsim's Grid over ``run``."""
+        from policies.flower.grid import NetsimGrid
+
+        p, objs = self.params, resolved(self.params)
+        strategy = copy.deepcopy(objs["strategy"])
+        grid = NetsimGrid(run, self.name, objs["client_app"], p.loss_metric,
+                          p.evaluate_flop_fraction,
+                          str(getattr(strategy, "weighted_by_key", "num-examples")), strategy,
+                          p.run_config)
+        real = objs["client_app"] is not None
+        with _seeded_random(self._seed), _quiet_flower(), _task_identity(grid.flower_run_id):
+            if objs["server_app"] is not None:
+                import flwr.app as app
+
+                context = app.Context(run_id=grid.flower_run_id, node_id=0, node_config={},
+                                      state=app.RecordDict(), run_config=dict(p.run_config))
+                objs["server_app"](grid, context)
+            else:
+                arrays = objs["initial_arrays"] or _model_arrays(run)
+                evaluate = _EvaluateHook(grid, run, objs["evaluate_fn"], p.loss_metric, real)
+                self.result = strategy.start(
+                    grid=grid, initial_arrays=arrays,
+                    num_rounds=p.num_rounds or run.training.max_epochs,
+                    timeout=3600.0 if p.timeout_s is None else p.timeout_s,
+                    train_config=_config(p.train_config), evaluate_config=_config(
+                        p.evaluate_config), evaluate_fn=evaluate)
+        grid.close_epoch()
+
+
+class _EvaluateHook:
+    """The evaluate_fn netsim gives ``start``: it calls the user's (if any), and closes the
+    round's epoch with its loss (real mode) or the progress model's (surrogate)."""
+
+    def __init__(self, grid: Any, run: Run, user_fn: Any, loss_metric: str, real: bool) -> None:
+        self.grid, self.run, self.user_fn = grid, run, user_fn
+        self.loss_metric, self.real = loss_metric, real
+        if real:
+            source = f"Flower evaluate_fn metric {loss_metric!r}" if user_fn is not None else \
+                f"Flower clients' aggregated evaluate metric {loss_metric!r}"
+            run.set_initial_loss(float("nan"), source)
+
+    def __call__(self, server_round: int, arrays: Any) -> Any:
+        result = self.user_fn(server_round, arrays) if self.user_fn is not None else None
+        measured = None
+        if self.real and result is not None:
+            if self.loss_metric not in result:
+                raise ValueError(f"evaluate_fn returned no {self.loss_metric!r} metric (it has "
+                                 f"{sorted(result)}); set the flower policy's loss_metric")
+            loss = float(result[self.loss_metric])
+            accuracy = result.get("accuracy")
+            measured = EpochProgress(loss=loss, accuracy=None if accuracy is None
+                                     else float(accuracy))
+            if server_round == 0:
+                self.run.set_initial_loss(loss, self.run.recorder.loss_source)
+                return result
+        if server_round > 0:
+            self.grid.close_epoch(measured)
+        return result
+
+
+def _model_arrays(run: Run) -> Any:
+    """Surrogate mode without initial arrays: one array of the scenario model's parameters,
+    of its bytes per parameter (float16/32/64; else bytes)."""
+    import flwr.app as app
+
+    model = run.world.model
+    dtype = {2: np.float16, 4: np.float32, 8: np.float64}.get(int(model.bytes_per_param))
+    n = int(round(model.params))
+    if dtype is None or model.bytes_per_param != int(model.bytes_per_param):
+        return app.ArrayRecord([np.zeros(int(round(model.model_bytes(0))), dtype=np.uint8)])
+    return app.ArrayRecord([np.zeros(n, dtype=dtype)])
+
+
+def _config(values: dict[str, Any]) -> Any:
+    import flwr.app as app
+
+    return app.ConfigRecord(dict(values))
+
+
+@contextmanager
+def _seeded_random(seed: int):
+    """Python's global ``random`` seeded for the run, its state put back afterwards."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+@contextmanager
+def _task_identity(run_id: int):
+    """Flower's process-wide task identity (run id, the server's node id) set for the run
+    (its messages are stamped with it), put back afterwards."""
+    try:
+        from flwr.supercore.task_identity import TaskIdentity
+    except ImportError:  # (flwr releases before the task identity)
+        yield
+        return
+    old = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = run_id, 1, 0
+    try:
+        yield
+    finally:
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = old
+
+
+@contextmanager
+def _quiet_flower():
+    """Flower's INFO logging off meanwhile (netsim prints its own summary)."""
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
