@@ -236,6 +236,19 @@ class RealBackend:
         loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
         return EpochProgress(loss=loss, accuracy=accuracy)
 
+    def local_update(self, device_id: str, used: int,
+                     base: mlp.Params) -> tuple[mlp.Params, int]:
+        """Device ``device_id``'s model after training ``used`` of its declared samples from
+        ``base`` (what :meth:`advance` runs for each participant, drawing from the same
+        minibatch stream), and the shard samples it trained on: the per-client step for a
+        driver that calls clients itself (netsim's digits MLP as a Flower ClientApp)."""
+        return self._local(self.device_ids.index(device_id), int(used), base)
+
+    def evaluate(self, params: mlp.Params) -> EpochProgress:
+        """Test cross-entropy (nats) and accuracy of ``params`` on the run's test split."""
+        loss, accuracy = mlp.evaluate(params, self._x_test, self._y_test)
+        return EpochProgress(loss=loss, accuracy=accuracy)
+
     def _local(self, i: int, used: int, base: mlp.Params) -> tuple[mlp.Params, int]:
         """Device ``i``'s model after training ``used`` of its declared samples from ``base``,
         and the shard samples it trained on (0: none, ``base`` returned)."""

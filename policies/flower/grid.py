@@ -336,8 +336,8 @@ class NetsimGrid(Grid):
         metrics = app.MetricRecord({self._weight_key: samples})
         content = app.RecordDict()
         if kind == "train":
-            for key, rec in msg.content.array_records.items():
-                content[key] = rec
+            for key, rec in msg.content.array_records.items():  # (its own record: strategies
+                content[key] = app.ArrayRecord(dict(rec.items()))  # pop what they aggregate)
             metrics["train_loss"] = loss
         else:
             metrics[self._loss_metric] = loss

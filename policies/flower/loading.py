@@ -99,7 +99,10 @@ def resolve_client_app(value: Any) -> Any:
     _, _, clientapp = flwr_modules()
     obj = import_path("client_app", value) if isinstance(value, str) else value
     if not isinstance(obj, clientapp.ClientApp) and callable(obj) and not isinstance(obj, type):
-        obj = obj()
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise FlowerParamError("client_app", f"{_name(obj)}() failed: {exc}") from None
     if not isinstance(obj, clientapp.ClientApp):
         raise FlowerParamError("client_app", f"{_name(obj)} is not a flwr.clientapp.ClientApp")
     return obj
@@ -136,7 +139,10 @@ def resolve_arrays(value: Any) -> Any:
     app, _, _ = flwr_modules()
     obj = import_path("initial_arrays", value) if isinstance(value, str) else value
     if callable(obj) and not isinstance(obj, app.ArrayRecord):
-        obj = obj()
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise FlowerParamError("initial_arrays", f"{_name(obj)}() failed: {exc}") from None
     if isinstance(obj, app.ArrayRecord):
         return obj
     if isinstance(obj, list | tuple) and all(isinstance(a, np.ndarray) for a in obj):

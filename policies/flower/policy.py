@@ -25,11 +25,20 @@ from __future__ import annotations
 import copy
 import logging
 import random
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from netsim.policy import Decision, Observation, register
 from netsim.runloop import Run
@@ -73,8 +82,8 @@ class FlowerParams(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-    strategy: Any = "FedAvg"
     strategy_args: dict[str, Any] = Field(default_factory=dict)
+    strategy: Any = "FedAvg"
     client_app: Any = None
     initial_arrays: Any = None
     evaluate_fn: Any = None
@@ -87,14 +96,23 @@ class FlowerParams(BaseModel):
     timeout_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
     evaluate_flop_fraction: Annotated[float, Field(ge=0.0, le=10.0)] = 1.0 / 3.0
 
+    @field_validator("strategy")
+    @classmethod
+    def _strategy_resolves(cls, value: Any, info: ValidationInfo) -> Any:
+        _resolve(lambda: resolve_strategy(value, info.data.get("strategy_args", {})))
+        return value
+
+    @field_validator("client_app", "initial_arrays", "evaluate_fn", "server_app")
+    @classmethod
+    def _object_resolves(cls, value: Any, info: ValidationInfo) -> Any:
+        _resolve(lambda: RESOLVERS[str(info.field_name)](value))
+        return value
+
     @model_validator(mode="after")
-    def _resolves(self) -> FlowerParams:
-        """Every import path resolves and every object is what its field needs (the
-        optional extra must be installed to use this policy)."""
-        try:
-            resolved(self)
-        except ImportError as exc:
-            raise ValueError(str(exc)) from None
+    def _real_mode_has_arrays(self) -> FlowerParams:
+        if self.client_app is not None and self.initial_arrays is None \
+                and self.server_app is None:
+            raise ValueError(REAL_NEEDS_ARRAYS)
         return self
 
     @field_serializer(*OBJECT_FIELDS)
@@ -115,20 +133,28 @@ def describe(value: Any) -> Any:
     return f"{type(value).__module__}.{type(value).__qualname__}{plain}"
 
 
-def resolved(params: FlowerParams) -> dict[str, Any]:
-    """The parameters as Flower objects; ValueError naming the field otherwise."""
+REAL_NEEDS_ARRAYS = ("initial_arrays: needed in real mode (a client_app is given): the "
+                     "model's initial arrays, as Flower's start() takes them")
+RESOLVERS: dict[str, Callable[[Any], Any]] = {
+    "client_app": resolve_client_app, "initial_arrays": resolve_arrays,
+    "evaluate_fn": lambda v: resolve_callable("evaluate_fn", v),
+    "server_app": resolve_server_app}
+
+
+def _resolve(make: Callable[[], Any]) -> Any:
+    """``make()``; a parameter that does not resolve, or flwr missing, as a ValueError."""
     try:
-        out = {"strategy": resolve_strategy(params.strategy, params.strategy_args),
-               "client_app": resolve_client_app(params.client_app),
-               "initial_arrays": resolve_arrays(params.initial_arrays),
-               "evaluate_fn": resolve_callable("evaluate_fn", params.evaluate_fn),
-               "server_app": resolve_server_app(params.server_app)}
+        return make()
     except FlowerParamError as exc:
+        raise ValueError(exc.message) from None
+    except ImportError as exc:
         raise ValueError(str(exc)) from None
-    if out["client_app"] is not None and out["initial_arrays"] is None \
-            and out["server_app"] is None:
-        raise ValueError("initial_arrays: needed in real mode (a client_app is given): the "
-                         "model's initial arrays, as Flower's start() takes them")
+
+
+def resolved(params: FlowerParams) -> dict[str, Any]:
+    """The parameters as Flower objects (validation has checked that they resolve)."""
+    out = {"strategy": resolve_strategy(params.strategy, params.strategy_args)}
+    out.update({name: make(getattr(params, name)) for name, make in RESOLVERS.items()})
     return out
 
 
@@ -263,10 +289,11 @@ def _task_identity(run_id: int):
 
 @contextmanager
 def _quiet_flower():
-    """Flower's INFO logging off meanwhile (netsim prints its own summary)."""
+    """Flower's INFO and WARNING logging off meanwhile (netsim prints its own summary and
+    records what went wrong)."""
     logger = logging.getLogger("flwr")
     level = logger.level
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.ERROR)
     try:
         yield
     finally:

@@ -1,0 +1,376 @@
+"""The flower policy (policies/flower, docs/flower.md): Flower strategies on netsim's Grid.
+
+Fidelity: Flower's FedAvg over every node in surrogate mode gives fedavg-all's tables, and over
+netsim's digits MLP as a ClientApp the real backend's losses; every built-in Message-API
+strategy runs in both modes; a round's aggregate is the num-examples-weighted mean; the bytes
+on the wire are the messages'. Determinism, isolation and bad input.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+
+import netsim  # noqa: E402
+from netsim.dynamics.world import run_streams  # noqa: E402
+from netsim.engine import resolve_scenario  # noqa: E402
+from netsim.policy import make_policy  # noqa: E402
+from netsim.scenario.errors import ScenarioError  # noqa: E402
+from netsim.scenario.loading import load_scenario  # noqa: E402
+from netsim.training.real import RealBackend  # noqa: E402
+from policies.flower.digits import digits_app  # noqa: E402
+from policies.flower.loading import BUILTIN_STRATEGIES  # noqa: E402
+from policies.flower.policy import FlowerPolicy  # noqa: E402
+from policies.flower.records import message_bytes, node_id  # noqa: E402
+
+CHURN = Path(__file__).resolve().parents[1] / "experiments" / "dynamics" / "churn.yaml"
+COLUMNS = ["start_s", "end_s", "energy_compute_j", "energy_comm_j", "energy_idle_j", "loss",
+           "samples", "participants", "energy_sleep_j", "dropped", "late"]
+
+
+def _fedavg_all(**kwargs) -> FedAvg:
+    return FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=1,
+                  min_train_nodes=1, **kwargs)
+
+
+def _same_tables(a: netsim.SimulationResult, b: netsim.SimulationResult) -> None:
+    assert len(a.epochs) == len(b.epochs) > 0
+    for col in COLUMNS:
+        np.testing.assert_allclose(a.epochs[col].to_numpy(float), b.epochs[col].to_numpy(float),
+                                   rtol=1e-9, atol=1e-9, err_msg=col)
+    assert list(a.epochs["participant_ids"].map(sorted)) == \
+        list(b.epochs["participant_ids"].map(sorted))
+    for col in ["energy_j", "time_s", "final_loss", "epochs"]:
+        assert a.runs[col].iloc[0] == pytest.approx(b.runs[col].iloc[0], rel=1e-9, abs=1e-9)
+    assert a.runs["status"].iloc[0] == b.runs["status"].iloc[0]
+    dev_a = a.devices.set_index("device")
+    dev_b = b.devices.set_index("device")
+    for col in ["energy_compute_j", "energy_comm_j", "energy_idle_j", "bytes_sent",
+                "bytes_received", "airtime_s"]:
+        np.testing.assert_allclose(dev_a[col].to_numpy(float), dev_b[col].to_numpy(float),
+                                   rtol=1e-9, atol=1e-9, err_msg=col)
+
+
+@pytest.mark.parametrize("scenario", ["default", str(CHURN)])
+def test_surrogate_fedavg_over_every_node_is_fedavg_all(scenario):
+    """(a) FedAvg(fraction_train=1) gives fedavg-all's tables: the built-in default (Wi-Fi,
+    LTE and 5G cells sharing air time) and a changing world (churn, stragglers) on media."""
+    sc = load_scenario(scenario)
+    if scenario != "default":
+        sc = sc.model_copy(update={"training": sc.training.model_copy(
+            update={"max_epochs": 25})})
+    flower = netsim.simulate(sc, policy=FlowerPolicy(strategy=_fedavg_all()), seed=1,
+                             raise_errors=True)
+    fedavg = netsim.simulate(sc, policy="fedavg-all", seed=1)
+    _same_tables(flower, fedavg)
+    assert flower.epochs["airtime_by_medium_s"].map(json.loads).map(
+        lambda d: sum(d.values())).sum() > 0.0  # (the cells' air time was shared)
+
+
+def _real_backend(sc, seed: int) -> RealBackend:
+    res = resolve_scenario(sc, seed)
+    return RealBackend(res.model, [d.id for d in res.devices], [d.samples for d in res.devices],
+                       res.training, np.random.default_rng(run_streams(seed)[1]))
+
+
+def _real_default(max_epochs: int = 6):
+    sc = load_scenario("default")
+    return sc.model_copy(update={"training": sc.training.model_copy(
+        update={"backend": "real", "max_epochs": max_epochs})})
+
+
+def test_real_digits_client_app_gives_the_real_backend_losses():
+    """(b) netsim's digits MLP as a ClientApp under Flower's FedAvg: the real backend's
+    fedavg-all losses and accuracies (same shards, same minibatch stream, same test split)."""
+    sc, seed = _real_default(), 3
+    app, evaluate_fn, arrays = digits_app(_real_backend(sc, seed))
+    flower = netsim.simulate(sc, policy=FlowerPolicy(
+        strategy=_fedavg_all(), client_app=app, evaluate_fn=evaluate_fn,
+        initial_arrays=arrays), seed=seed, raise_errors=True)
+    real = netsim.simulate(sc, policy="fedavg-all", seed=seed)
+    np.testing.assert_allclose(flower.epochs["loss"], real.epochs["loss"], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(flower.epochs["accuracy"], real.epochs["accuracy"], atol=1e-12)
+    assert flower.runs["initial_loss"].iloc[0] == pytest.approx(real.runs["initial_loss"].iloc[0])
+    assert flower.runs["loss_source"].iloc[0] == "Flower evaluate_fn metric 'loss'"
+    # the messages carry the app's float64 arrays: 8 bytes a parameter, both ways
+    per_device = flower.devices.set_index("device")["bytes_received"]
+    rounds = flower.epochs["participant_ids"].explode().value_counts()
+    params = sum(int(np.prod(a.shape)) for a in arrays.values())
+    for dev, n in rounds.items():
+        assert per_device[dev] == pytest.approx(n * 8 * params)
+
+
+def _strategy(name: str):
+    from flwr.serverapp import strategy as flower_strategies
+
+    args = {"fraction_evaluate": 0.0, "min_available_nodes": 2, "min_train_nodes": 2}
+    if name in {"Krum", "MultiKrum"}:
+        args["num_malicious_nodes"] = 1
+    if name == "Bulyan":
+        args["num_malicious_nodes"] = 0
+    if name == "FedProx":
+        args["proximal_mu"] = 0.1
+    if name == "QFedAvg":
+        args["client_learning_rate"] = 0.05
+    return getattr(flower_strategies, name)(**args)
+
+
+@pytest.mark.parametrize("name", BUILTIN_STRATEGIES)
+def test_every_builtin_strategy_runs_three_rounds_in_both_modes(name):
+    """(c) Each built-in Message-API strategy of flwr runs three rounds, surrogate and real."""
+    sc = _real_default(max_epochs=3)
+    surrogate = netsim.simulate(sc.model_copy(update={"training": sc.training.model_copy(
+        update={"backend": "surrogate"})}), policy=FlowerPolicy(strategy=_strategy(name)),
+        seed=0, raise_errors=True)
+    app, evaluate_fn, arrays = digits_app(_real_backend(sc, 0))
+    real = netsim.simulate(sc, policy=FlowerPolicy(
+        strategy=_strategy(name), client_app=app, evaluate_fn=evaluate_fn,
+        initial_arrays=arrays), seed=0, raise_errors=True)
+    for r in (surrogate, real):
+        assert r.runs["status"].iloc[0] == "target_missed", r.runs["error"].iloc[0]
+        assert len(r.epochs) == 3
+        assert (r.epochs["energy_compute_j"] > 0).all()
+        assert np.isfinite(r.epochs["loss"]).all()
+    assert real.epochs["loss"].iloc[-1] < real.runs["initial_loss"].iloc[0]
+
+
+def _constant_app(value_of: dict[str, float], examples_of: dict[str, int]) -> ClientApp:
+    """A ClientApp whose update is a constant array per device, with its example count."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        dev = str(context.node_config["device-id"])
+        shape = msg.content["arrays"]["0"].shape
+        arrays = ArrayRecord([np.full(shape, value_of[dev], dtype=np.float32)])
+        return Message(RecordDict({"arrays": arrays, "metrics": MetricRecord(
+            {"num-examples": examples_of[dev]})}), reply_to=msg)
+
+    return app
+
+
+def test_a_rounds_aggregate_is_the_examples_weighted_mean(star):
+    """(d) FedAvg's aggregate of one round equals the num-examples-weighted mean of what the
+    clients returned; (e) each device received and sent the messages' bytes."""
+    star["training"]["max_epochs"] = 1
+    value_of = {"d1": 1.0, "d2": 2.0, "d3": 4.0}
+    examples_of = {"d1": 10, "d2": 30, "d3": 60}
+    arrays = ArrayRecord([np.zeros(250, dtype=np.float32)])
+    policy = FlowerPolicy(strategy=_fedavg_all(), client_app=_constant_app(value_of, examples_of),
+                          initial_arrays=arrays)
+    r = netsim.simulate(star, policy=policy, seed=0, raise_errors=True)
+    want = sum(value_of[d] * examples_of[d] for d in value_of) / sum(examples_of.values())
+    got = policy.result.arrays["0"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    dev = r.devices.set_index("device")
+    payload = message_bytes(RecordDict({"arrays": arrays}))
+    assert payload == 1000
+    for d in value_of:
+        assert dev.loc[d, "bytes_received"] == payload
+        assert dev.loc[d, "bytes_sent"] == payload
+    assert dev.loc["server", "bytes_sent"] == 3 * payload
+
+
+def test_an_evaluate_round_costs_its_transfers_and_compute(star):
+    """Evaluate messages are a later phase of the same epoch: it ends later and costs more
+    (downloads, forward passes), while its training is the same."""
+    star["training"]["max_epochs"] = 2
+    plain = netsim.simulate(star, policy=FlowerPolicy(strategy=_fedavg_all()), seed=0,
+                            raise_errors=True)
+    evaluated = netsim.simulate(star, policy=FlowerPolicy(strategy=FedAvg(
+        fraction_train=1.0, fraction_evaluate=1.0, min_available_nodes=1, min_train_nodes=1,
+        min_evaluate_nodes=1)), seed=0, raise_errors=True)
+    assert len(evaluated.epochs) == len(plain.epochs) == 2
+    a, b = plain.epochs.iloc[0], evaluated.epochs.iloc[0]
+    assert b["end_s"] > a["end_s"]
+    assert b["energy_compute_j"] > a["energy_compute_j"]
+    assert b["energy_comm_j"] > a["energy_comm_j"]
+    assert b["loss"] == a["loss"]
+    dev = evaluated.devices.set_index("device")
+    assert dev.loc["d1", "bytes_received"] == pytest.approx(2 * 2 * 4.0e6)  # train + evaluate
+    assert dev.loc["d1", "bytes_sent"] == pytest.approx(2 * 4.0e6)  # evaluate replies: metrics
+
+
+def _runs_with(seed: int, star: dict) -> pd.DataFrame:
+    star = copy.deepcopy(star)
+    star["training"]["max_epochs"] = 6
+    policy = FlowerPolicy(strategy=FedAvg(fraction_train=0.5, fraction_evaluate=0.0,
+                                          min_available_nodes=1, min_train_nodes=1))
+    return netsim.simulate(star, policy=policy, seed=seed).epochs
+
+
+def test_the_same_seed_gives_the_same_participants_and_global_random_is_untouched(star):
+    """Flower samples with Python's global random: seeded per run, its state put back."""
+    random.seed(1234)
+    before = random.getstate()
+    a = _runs_with(0, star)
+    assert random.getstate() == before
+    other = _runs_with(1, star)
+    b = _runs_with(0, star)
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a["participant_ids"]) != list(other["participant_ids"])
+
+
+def test_two_simulations_in_one_process_do_not_interact(star):
+    """A strategy instance is copied per run: FedAdam's moments start afresh each run."""
+    from flwr.serverapp.strategy import FedAdam
+
+    star["training"]["max_epochs"] = 3
+    strategy = FedAdam(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1)
+    app = _constant_app({"d1": 1.0, "d2": 2.0, "d3": 3.0}, {"d1": 1, "d2": 1, "d3": 1})
+    arrays = ArrayRecord([np.zeros(10, dtype=np.float32)])
+    first = FlowerPolicy(strategy=strategy, client_app=app, initial_arrays=arrays)
+    netsim.simulate(star, policy=first, seed=0)
+    second = FlowerPolicy(strategy=strategy, client_app=app, initial_arrays=arrays)
+    netsim.simulate(star, policy=second, seed=0)
+    np.testing.assert_array_equal(first.result.arrays["0"].numpy(),
+                                  second.result.arrays["0"].numpy())
+    assert not hasattr(strategy, "m_t") or strategy.m_t is None
+
+
+def test_node_ids_are_stable_and_distinct(star):
+    ids = [d["id"] for d in star["devices"]]
+    assert len({node_id(d) for d in ids}) == len(ids)
+    assert node_id("d1") == node_id("d1") > 1
+
+
+def test_a_client_app_that_raises_is_a_failed_client_not_a_failed_run(star):
+    star["training"]["max_epochs"] = 2
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        if context.node_config["device-id"] == "d2":
+            raise RuntimeError("out of memory on the phone")
+        return Message(RecordDict({"arrays": msg.content["arrays"], "metrics": MetricRecord(
+            {"num-examples": 5})}), reply_to=msg)
+
+    r = netsim.simulate(star, policy=FlowerPolicy(
+        strategy=_fedavg_all(), client_app=app,
+        initial_arrays=ArrayRecord([np.zeros(4, dtype=np.float32)])), seed=0)
+    assert r.runs["status"].iloc[0] == "target_missed"
+    assert r.runs["error"].iloc[0] == ""
+    info = json.loads(r.epochs["info"].iloc[0])
+    assert info["flower_errors"] == {"d2": "RuntimeError: out of memory on the phone"}
+
+
+def test_a_reply_without_num_examples_is_that_clients_error(star):
+    star["training"]["max_epochs"] = 1
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        return Message(RecordDict({"arrays": msg.content["arrays"], "metrics": MetricRecord(
+            {"examples": 5})}), reply_to=msg)
+
+    r = netsim.simulate(star, policy=FlowerPolicy(
+        strategy=_fedavg_all(), client_app=app,
+        initial_arrays=ArrayRecord([np.zeros(4, dtype=np.float32)])), seed=0)
+    info = json.loads(r.epochs["info"].iloc[0])
+    assert set(info["flower_errors"]) == {"d1", "d2", "d3"}
+    assert "'num-examples'" in info["flower_errors"]["d1"]
+
+
+def test_a_strategy_that_wants_more_nodes_than_are_online_fails_at_once(star):
+    r = netsim.simulate(star, policy=FlowerPolicy(strategy=FedAvg(
+        fraction_evaluate=0.0, min_available_nodes=5)), seed=0)
+    assert r.runs["status"].iloc[0] == "failed"
+    assert "needs 5 nodes" in r.runs["error"].iloc[0]
+    assert "3 are available" in r.runs["error"].iloc[0]
+    assert r.runs["wall_s"].iloc[0] < 1.0  # nothing slept in real time
+
+
+def test_a_timeout_is_a_simulated_deadline_on_replies(star):
+    """Replies later than the timeout (simulated seconds) reach the strategy as errors."""
+    star["training"]["max_epochs"] = 1
+    r = netsim.simulate(star, policy=FlowerPolicy(strategy=_fedavg_all(), timeout_s=5.0),
+                        seed=0, raise_errors=True)
+    row = r.epochs.iloc[0]
+    assert row["end_s"] == pytest.approx(5.0, abs=0.5)
+    assert row["late"] >= 1
+    assert row["late"] + row["participants"] - row["late"] == 3
+
+
+@pytest.mark.parametrize(("params", "field", "text"), [
+    ({"strategy": "nosuchmodule:Strategy"}, "strategy", "does not resolve"),
+    ({"strategy": "FedAvgg"}, "strategy", "no built-in Flower strategy"),
+    ({"strategy": "numpy:pi"}, "strategy", "is not a flwr.serverapp.strategy.Strategy"),
+    ({"strategy": "FedAvg", "strategy_args": {"nope": 1}}, "strategy",
+     "FedAvg(**strategy_args) failed"),
+    ({"client_app": "numpy:pi"}, "client_app", "is not a flwr.clientapp.ClientApp"),
+    ({"client_app": "policies.flower.digits:digits_app"}, "client_app", "digits_app() failed"),
+    ({"client_app": "tests.test_flower:EXAMPLE_APP"}, "initial_arrays", "needed in real mode"),
+])
+def test_bad_parameters_are_named(params, field, text):
+    with pytest.raises(ScenarioError) as err:
+        make_policy("flower", params)
+    message = str(err.value)
+    assert f"policies.flower.{field}" in message or (
+        "policies.flower:" in message and f"{field}:" in message)
+    assert text in message
+
+
+EXAMPLE_APP = ClientApp()
+
+
+def test_a_message_to_a_node_that_is_no_device_fails_the_run_clearly(star):
+    from flwr.serverapp import ServerApp
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context) -> None:
+        msg = Message(RecordDict({"arrays": ArrayRecord([np.zeros(3)])}), dst_node_id=12345,
+                      message_type="train")
+        grid.send_and_receive([msg])
+
+    r = netsim.simulate(star, policy=FlowerPolicy(server_app=server), seed=0)
+    assert r.runs["status"].iloc[0] == "failed"
+    assert "node 12345, which is no device of this scenario" in r.runs["error"].iloc[0]
+
+
+def test_a_server_app_runs_with_netsims_grid(star):
+    """A user's ServerApp main receives netsim's grid: its rounds are netsim's epochs."""
+    from flwr.serverapp import ServerApp
+
+    star["training"]["max_epochs"] = 10
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context) -> None:
+        FedAvg(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(8, dtype=np.float32)]),
+            num_rounds=4)
+
+    r = netsim.simulate(star, policy=FlowerPolicy(server_app=server), seed=0,
+                        raise_errors=True)
+    assert len(r.epochs) == 4
+    assert r.runs["status"].iloc[0] == "target_missed"
+    assert "the driver ended after 4 epochs" in r.runs["error"].iloc[0]
+
+
+def test_cli_runs_a_flower_scenario_and_rejects_a_bad_path(tmp_path, star):
+    from netsim.cli import main
+
+    star["training"]["max_epochs"] = 2
+    star["policies"] = {"flower": {"strategy": "FedAvg", "strategy_args": {
+        "fraction_evaluate": 0.0, "min_available_nodes": 1, "min_train_nodes": 1}}}
+    path = tmp_path / "flower.yaml"
+    path.write_text(yaml.safe_dump(star))
+    assert main(["run", str(path), "--policy", "flower", "--out", str(tmp_path / "out")]) == 0
+    star["policies"]["flower"]["strategy"] = "mymodule:Nope"
+    path.write_text(yaml.safe_dump(star))
+    assert main(["run", str(path), "--policy", "flower", "--out", str(tmp_path / "o2")]) == 2
