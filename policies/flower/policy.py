@@ -71,7 +71,8 @@ class FlowerParams(BaseModel):
         ``module:attr``), called before the first round and after each, as ``start`` does.
     server_app: a ServerApp with an ``@app.main()`` function (or ``module:attr``): run with
         netsim's Grid in place of ``strategy.start``.
-    train_config, evaluate_config: Flower ConfigRecords' contents sent each round.
+    train_config: the training ConfigRecord's contents sent each round.
+    evaluate_config: the evaluate ConfigRecord's contents sent each round.
     run_config: each node's Context ``run_config`` (real mode).
     loss_metric: the metric that is the run's loss (real mode).
     num_rounds: rounds of ``start`` (default: the scenario's ``training.max_epochs``).
