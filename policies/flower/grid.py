@@ -245,7 +245,8 @@ class NetsimGrid(Grid):
                              f"{run.epoch} (offline, low battery, or its memory cannot hold "
                              "the model)")
         going = [k for k in order.tolist() if k not in errors]
-        down = {message_bytes(msgs[k].content) for k in going}
+        contents = {id(msgs[k].content): msgs[k].content for k in going}  # (strategies
+        down = {message_bytes(c) for c in contents.values()}  # send one content to all)
         if len(down) > 1:
             raise ValueError(f"{self._name}: the messages of one {kind} phase differ in size "
                              f"({sorted(down)} bytes): netsim moves one size per phase")
@@ -253,10 +254,11 @@ class NetsimGrid(Grid):
         if not going:
             self._reply_all(msgs, answers, errors)
             return
-        sizes = [message_bytes(answers[k].content) for k in going if k in answers]
-        up = max(sizes, default=0)
-        elements = max((array_elements(answers[k].content) for k in going if k in answers),
-                       default=0)
+        replies = {tuple(id(a) for r in answers[k].content.array_records.values()
+                         for a in r.values()): answers[k].content
+                   for k in going if k in answers}  # (each distinct set of arrays once)
+        up = max((message_bytes(c) for c in replies.values()), default=0)
+        elements = max((array_elements(c) for c in replies.values()), default=0)
         model = run.world.model
         fps = model.flop_per_sample(0) * {"train": 1.0, "evaluate": self._eval_fraction}.get(
             kind, 0.0)
