@@ -374,3 +374,62 @@ def test_cli_runs_a_flower_scenario_and_rejects_a_bad_path(tmp_path, star):
     star["policies"]["flower"]["strategy"] = "mymodule:Nope"
     path.write_text(yaml.safe_dump(star))
     assert main(["run", str(path), "--policy", "flower", "--out", str(tmp_path / "o2")]) == 2
+
+
+def _evaluating_app() -> ClientApp:
+    """Trains nothing; evaluates to loss 1/round-ish and accuracy per device."""
+    app = ClientApp()
+    loss_of = {"d1": 1.0, "d2": 2.0, "d3": 4.0}
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        return Message(RecordDict({"arrays": msg.content["arrays"], "metrics": MetricRecord(
+            {"num-examples": 1})}), reply_to=msg)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        dev = str(context.node_config["device-id"])
+        return Message(RecordDict({"metrics": MetricRecord({
+            "loss": loss_of[dev], "accuracy": 1.0 / loss_of[dev],
+            "num-examples": {"d1": 1, "d2": 1, "d3": 2}[dev]})}), reply_to=msg)
+
+    return app
+
+
+def test_without_evaluate_fn_the_loss_and_accuracy_are_the_clients_weighted_means(star):
+    """Real mode with a ServerApp (or no evaluate_fn): each round's loss and accuracy are the
+    clients' num-examples-weighted evaluate metrics, and the run says so."""
+    from flwr.serverapp import ServerApp
+
+    star["training"]["max_epochs"] = 5
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context) -> None:
+        FedAvg(min_available_nodes=1, min_train_nodes=1, min_evaluate_nodes=1).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(4, dtype=np.float32)]),
+            num_rounds=2)
+
+    r = netsim.simulate(star, policy=FlowerPolicy(server_app=server,
+                                                  client_app=_evaluating_app()),
+                        seed=0, raise_errors=True)
+    want_loss = (1.0 + 2.0 + 2 * 4.0) / 4
+    want_accuracy = (1.0 + 0.5 + 2 * 0.25) / 4
+    np.testing.assert_allclose(r.epochs["loss"], want_loss)
+    np.testing.assert_allclose(r.epochs["accuracy"], want_accuracy)
+    assert r.runs["loss_source"].iloc[0] == "Flower clients' aggregated evaluate metric 'loss'"
+    assert np.isnan(r.runs["initial_loss"].iloc[0])
+
+
+def test_what_a_server_app_decides_is_refused_beside_it():
+    with pytest.raises(ScenarioError, match="evaluate_fn: given with server_app"):
+        make_policy("flower", {"server_app": "tests.test_flower:SERVER_APP",
+                               "evaluate_fn": "numpy:mean"})
+
+
+SERVER_APP = flwr.serverapp.ServerApp()
+
+
+@SERVER_APP.main()
+def _server_main(grid, context) -> None:  # (a ServerApp for the refusal test)
+    return None

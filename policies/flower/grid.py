@@ -60,7 +60,7 @@ class EpochLog:
     info: dict[str, Any] = field(default_factory=dict)
     trained: bool = False
     progress: EpochProgress | None = None
-    evaluate_loss: float | None = None
+    evaluated: EpochProgress | None = None
 
 
 class NetsimGrid(Grid):
@@ -191,8 +191,7 @@ class NetsimGrid(Grid):
         log, self.epoch = self.epoch, EpochLog()
         step = measured or log.progress
         if step is None and self._client_app is not None:
-            loss = math.nan if log.evaluate_loss is None else log.evaluate_loss
-            step = EpochProgress(loss=loss)
+            step = log.evaluated or EpochProgress(loss=math.nan)
         return self._run.close_epoch(step)
 
     def _expecting(self) -> str:
@@ -284,7 +283,7 @@ class NetsimGrid(Grid):
                 self.epoch.progress = run.advance(decision, outcome)
         self._reply_all(msgs, answers, errors)
         if kind == "evaluate" and self._client_app is not None:
-            self.epoch.evaluate_loss = self._mean_metric(
+            self.epoch.evaluated = self._evaluated(
                 [answers[k] for k in going if k in answers and k not in errors])
 
     def _answers(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
@@ -362,14 +361,22 @@ class NetsimGrid(Grid):
                 reply.metadata.__dict__["_reply_to_message_id"] = msg.metadata.message_id
             self._replies[msg.metadata.message_id] = reply
 
-    def _mean_metric(self, replies: list[Any]) -> float | None:
-        """The example-weighted mean of the loss metric over evaluate replies (None: none)."""
+    def _evaluated(self, replies: list[Any]) -> EpochProgress | None:
+        """The example-weighted means of the loss metric and of ``accuracy`` over evaluate
+        replies (None: no reply carries the loss metric)."""
+        loss = self._mean_metric(replies, self._loss_metric)
+        if loss is None:
+            return None
+        return EpochProgress(loss=loss, accuracy=self._mean_metric(replies, "accuracy"))
+
+    def _mean_metric(self, replies: list[Any], name: str) -> float | None:
+        """The example-weighted mean of metric ``name`` over replies (None: none has it)."""
         total = weight = 0.0
         for r in replies:
             for rec in r.content.metric_records.values():
-                if self._loss_metric in rec and self._weight_key in rec:
+                if name in rec and self._weight_key in rec:
                     w = float(rec[self._weight_key])
-                    total += w * float(rec[self._loss_metric])
+                    total += w * float(rec[name])
                     weight += w
         return total / weight if weight > 0 else None
 

@@ -111,8 +111,13 @@ class FlowerParams(BaseModel):
 
     @model_validator(mode="after")
     def _real_mode_has_arrays(self) -> FlowerParams:
-        if self.client_app is not None and self.initial_arrays is None \
-                and self.server_app is None:
+        if self.server_app is not None:
+            given = [f for f in SERVER_APP_OWNS if getattr(self, f) not in (None, {}, "FedAvg")]
+            if given:
+                raise ValueError(f"{given[0]}: given with server_app (its main() chooses the "
+                                 "strategy and passes its own initial arrays, evaluate_fn and "
+                                 "configs to start(); leave them out)")
+        elif self.client_app is not None and self.initial_arrays is None:
             raise ValueError(REAL_NEEDS_ARRAYS)
         return self
 
@@ -134,6 +139,9 @@ def describe(value: Any) -> Any:
     return f"{type(value).__module__}.{type(value).__qualname__}{plain}"
 
 
+#: What a ServerApp's main() decides itself (the flower policy refuses them beside it).
+SERVER_APP_OWNS = ("strategy", "strategy_args", "initial_arrays", "evaluate_fn",
+                   "train_config", "evaluate_config", "num_rounds", "timeout_s")
 REAL_NEEDS_ARRAYS = ("initial_arrays: needed in real mode (a client_app is given): the "
                      "model's initial arrays, as Flower's start() takes them")
 RESOLVERS: dict[str, Callable[[Any], Any]] = {
@@ -195,6 +203,8 @@ class FlowerPolicy:
             if objs["server_app"] is not None:
                 import flwr.app as app
 
+                if real:
+                    run.set_initial_loss(float("nan"), _CLIENTS_LOSS.format(p.loss_metric))
                 context = app.Context(run_id=grid.flower_run_id, node_id=0, node_config={},
                                       state=app.RecordDict(), run_config=dict(p.run_config))
                 objs["server_app"](grid, context)
@@ -210,6 +220,9 @@ class FlowerPolicy:
         grid.close_epoch()
 
 
+_CLIENTS_LOSS = "Flower clients' aggregated evaluate metric {!r}"
+
+
 class _EvaluateHook:
     """The evaluate_fn netsim gives ``start``: it calls the user's (if any), and closes the
     round's epoch with its loss (real mode) or the progress model's (surrogate)."""
@@ -219,7 +232,7 @@ class _EvaluateHook:
         self.loss_metric, self.real = loss_metric, real
         if real:
             source = f"Flower evaluate_fn metric {loss_metric!r}" if user_fn is not None else \
-                f"Flower clients' aggregated evaluate metric {loss_metric!r}"
+                _CLIENTS_LOSS.format(loss_metric)
             run.set_initial_loss(float("nan"), source)
 
     def __call__(self, server_round: int, arrays: Any) -> Any:
