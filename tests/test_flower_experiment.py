@@ -46,3 +46,48 @@ def test_the_server_app_runs_on_netsims_grid():
 
 def test_the_scale_world_validates():
     assert load_scenario(HERE / "scale.yaml").generate.n_devices == 100_000
+
+
+def test_calibrate_fits_the_app_and_the_fit_runs_the_model_in_surrogate_mode(tmp_path, capsys):
+    """netsim calibrate --client-app: the app's real runs over a grid of participants, the
+    fit written with its provenance, a held-back fraction predicted (R² on the log-loss),
+    and the written constants run the model in surrogate mode."""
+    import pandas as pd
+
+    from netsim.cli import main
+    from netsim.yamlio import read_text, safe_load
+
+    out = tmp_path / "app.parquet"
+    code = main(["calibrate", "--quick", "--client-app", "experiments.flower.client_app:app",
+                 "--initial-arrays", "experiments.flower.task:initial_arrays",
+                 "--evaluate-fn", "experiments.flower.server_app:evaluate",
+                 "--scenario", str(HERE / "churn.yaml"), "--entry", "digits-app",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    curves = pd.read_parquet(out)
+    assert set(curves["config"]) == {"fraction-0.25", "fraction-0.5", "fraction-1",
+                                     "fraction-0.75"}
+    r2 = float(printed.split("R² on the log-loss ")[1].split(",")[0])
+    assert r2 > 0.9
+    entry = safe_load(read_text(str(tmp_path / "loss_params.yaml")))["digits-app"]
+    assert "netsim calibrate --client-app experiments.flower.client_app:app" in entry["source"]
+    sc = load_scenario(HERE / "churn.yaml")
+    model = {"name": "digits-app", "params": 4810, "train_flop_per_sample": 28860,
+             "loss": entry}
+    r = netsim.simulate({**sc.model_dump(mode="json", exclude_none=True), "model": model,
+                         "training": {**sc.training.model_dump(mode="json", exclude_none=True),
+                                      "max_epochs": 5}},
+                        policy="random-k", seed=0)
+    assert r.runs["loss_source"].iloc[0].startswith("fitted by `netsim calibrate --client-app")
+    assert r.epochs["loss"].iloc[-1] < entry["initial_loss"]
+
+
+def test_calibrate_names_what_an_app_run_is_missing(capsys):
+    from netsim.cli import main
+
+    code = main(["calibrate", "--client-app", "experiments.flower.client_app:app",
+                 "--fractions", "0.5,2", "--out", "/tmp/never.parquet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--fractions" in err and "--evaluate-fn" in err

@@ -14,6 +14,9 @@ none). Nothing is written into the installed package unless its path is given ex
 only by one whose held-out R² (mean over configurations, both scored on the new table) is
 not lower; ``--force`` replaces it anyway.
 
+``--client-app M:A`` (with ``--initial-arrays`` and ``--evaluate-fn``) fits the progress model
+to a Flower app's real runs on a scenario's fleet instead (netsim.commands.calibrate_app).
+
 ``--asynchronous`` runs real asynchronous training instead (FedBuff on the digits MLP over IID
 and Dirichlet shards, several buffer sizes and concurrencies: netsim.training.calibrate_async)
 and fits ``staleness_exponent`` alone, every other constant taken from the entry it updates
@@ -37,6 +40,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from netsim.commands import calibrate_app
 from netsim.outputs import file_problems, user_mode
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import LossParams
@@ -80,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--updates", type=int, default=None,
                    help="--asynchronous: updates per run (default "
                         f"{cal_async.UPDATES_PER_RUN}; --quick 60)")
+    calibrate_app.add_arguments(p)
     p.set_defaults(func=main)
 
 
@@ -132,6 +137,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
         return 2
     fit_seeds = min(cal.FIT_SEEDS, max(1, seeds * 4 // 5))
+    if getattr(args, "client_app", None):
+        return calibrate_app.main(args, args.seeds or (3 if args.quick else 6),
+                                  args.epochs or (8 if args.quick else 20))
     if asynchronous:
         return _main_async(args, seeds, fit_seeds)
     if args.from_curves:
@@ -321,7 +329,9 @@ def format_entry(name: str, entry: dict) -> str:
     """A top-level YAML block ``name: {...}``, nested dicts in flow style."""
     lines = [f"{name}:"]
     for key, value in entry.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not value:
+            lines.append(f"  {key}: {{}}")
+        elif isinstance(value, dict):
             lines.append(f"  {key}:")
             for sub, subval in value.items():
                 inner = ", ".join(f"{k}: {v}" for k, v in subval.items())

@@ -334,15 +334,17 @@ def fit_surrogate(
     def floor_res(p: np.ndarray) -> np.ndarray:
         return np.array([floor_full + p[0] * (1 - f) ** p[1] - curves[f][0] for f in prune_f])
 
-    floor_sol = least_squares(floor_res, [0.5, 2.0], bounds=([0.0, 0.05], [100.0, 20.0]))
+    # no pruned variant measured (curves of recorded runs): no floor increase to fit
+    floor_x = least_squares(floor_res, [0.5, 2.0], bounds=([0.0, 0.05], [100.0, 20.0])).x \
+        if prune_f else np.array([0.0, 2.0])
     _, sigma_epoch, _ = _noise_sigmas(fit)
     spread = fit_spread(fit, initial_loss, sigma_epoch)
     sigma_run, noise_het = spread.sigma_run, spread.heterogeneity
     return SurrogateFit(
         initial_loss=initial_loss,
         variants={VARIANT_NAMES.get(f, f"pf-{f:g}"): c for f, c in curves.items()},
-        floor_full=floor_full, floor_prune=float(floor_sol.x[0]),
-        floor_exponent=float(floor_sol.x[1]), prune_progress_loss=ppl, heterogeneity=het,
+        floor_full=floor_full, floor_prune=float(floor_x[0]),
+        floor_exponent=float(floor_x[1]), prune_progress_loss=ppl, heterogeneity=het,
         participant_exponent=beta, noise_run_sigma=sigma_run, noise_epoch_sigma=sigma_epoch,
         noise_heterogeneity=noise_het,
         report=fit_report(table, initial_loss, curves, ppl, het, beta, fit_seeds),

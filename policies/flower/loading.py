@@ -9,7 +9,9 @@ is evaluated: ``importlib`` imports the module and ``getattr`` walks the dotted 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -79,7 +81,8 @@ def resolve_strategy(value: Any, args: Mapping[str, Any]) -> Any:
         return obj
     if callable(obj):
         try:
-            made = obj(**dict(args))
+            with quiet_flower():  # (FedAvg warns of fraction_evaluate 0 when made)
+                made = obj(**dict(args))
         except TypeError as exc:
             raise FlowerParamError("strategy_args", f"{_name(obj)}(**strategy_args) "
                                    f"failed: {exc}") from None
@@ -153,3 +156,16 @@ def resolve_arrays(value: Any) -> Any:
 
 def _name(obj: Any) -> str:
     return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+@contextmanager
+def quiet_flower() -> Iterator[None]:
+    """Flower's INFO and WARNING logging off meanwhile (netsim prints its own summary and
+    records what went wrong)."""
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -23,7 +23,6 @@ Python is copied for each run (its state, FedAdam's moments say, starts afresh).
 from __future__ import annotations
 
 import copy
-import logging
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from netsim.scenario.schema import Scenario
 from netsim.training.progress import EpochProgress
 from policies.flower.loading import (
     FlowerParamError,
+    quiet_flower,
     resolve_arrays,
     resolve_callable,
     resolve_client_app,
@@ -199,7 +199,7 @@ class FlowerPolicy:
                           str(getattr(strategy, "weighted_by_key", "num-examples")), strategy,
                           p.run_config)
         real = objs["client_app"] is not None
-        with _seeded_random(self._seed), _quiet_flower(), _task_identity(grid.flower_run_id):
+        with _seeded_random(self._seed), quiet_flower(), _task_identity(grid.flower_run_id):
             if objs["server_app"] is not None:
                 import flwr.app as app
 
@@ -299,16 +299,3 @@ def _task_identity(run_id: int):
         yield
     finally:
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = old
-
-
-@contextmanager
-def _quiet_flower():
-    """Flower's INFO and WARNING logging off meanwhile (netsim prints its own summary and
-    records what went wrong)."""
-    logger = logging.getLogger("flwr")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
