@@ -118,16 +118,19 @@ def strategy_alone(n: int, k: int, epochs: int) -> dict:
     arrays, each with its samples and a train loss): wall (s), median round (s)."""
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
+    from policies.flower.grid import DecodedArray
     from policies.flower.policy import _task_identity
 
     arrays = ArrayRecord([np.zeros(4810, dtype=np.float32)])  # (mlp-digits' parameters)
+    decoded = ArrayRecord()  # (as netsim's surrogate replies carry them: decoded once)
+    decoded["0"] = DecodedArray.of(arrays["0"])
     with _task_identity(1234):
         sent = RecordDict({"arrays": arrays})
         replies = []
         for i in range(k):
             msg = Message(sent, dst_node_id=i + 2, message_type="train")
             msg.metadata.__dict__["_message_id"] = str(i)
-            content = RecordDict({"arrays": arrays, "metrics": MetricRecord(
+            content = RecordDict({"arrays": decoded, "metrics": MetricRecord(
                 {"num-examples": 100 + i, "train_loss": 1.0})})
             replies.append(Message(content, reply_to=msg))
         strategy, grid = fedavg(k / n), InstantGrid(n, replies)

@@ -35,6 +35,7 @@ from typing import Any
 
 import flwr.app as app
 import numpy as np
+from flwr.app import Array
 from flwr.common.constant import ErrorCode
 from flwr.proto.node_pb2 import NodeInfo
 from flwr.serverapp import Grid
@@ -50,6 +51,25 @@ from policies.flower.records import array_elements, message_bytes, node_id
 #: How many get_node_ids calls in a row, with no push between, mean that a strategy waits
 #: for nodes (Flower's FedAvg asks twice per round: its fraction, then sample_nodes).
 WAITING_CALLS = 3
+
+
+class DecodedArray(Array):
+    """A Flower Array that keeps its decoded values: ``numpy()`` returns a copy of them
+    rather than parsing the bytes again (a surrogate round's replies share one set of
+    arrays; Flower's aggregation decodes every reply's)."""
+
+    @classmethod
+    def of(cls, array: Array) -> DecodedArray:
+        """The same array (dtype, shape, serialization, bytes)."""
+        return cls(dtype=array.dtype, shape=tuple(array.shape), stype=array.stype,
+                   data=array.data)
+
+    def numpy(self) -> Any:
+        values = self.__dict__.get("_decoded")
+        if values is None:
+            values = super().numpy()
+            self.__dict__["_decoded"] = values
+        return values.copy()
 
 
 @dataclass
@@ -253,11 +273,14 @@ class NetsimGrid(Grid):
         if not going:
             self._reply_all(msgs, answers, errors)
             return
-        replies = {tuple(id(a) for r in answers[k].content.array_records.values()
-                         for a in r.values()): answers[k].content
-                   for k in going if k in answers}  # (each distinct set of arrays once)
-        up = max((message_bytes(c) for c in replies.values()), default=0)
-        elements = max((array_elements(c) for c in replies.values()), default=0)
+        if self._client_app is None:  # (netsim's replies carry the arrays they were sent)
+            sent = next(iter(contents.values()))
+            up = message_bytes(sent) if kind == "train" else 0
+            elements = array_elements(sent)
+        else:
+            replies = [answers[k].content for k in going if k in answers]
+            up = max(map(message_bytes, replies), default=0)
+            elements = max(map(array_elements, replies), default=0)
         model = run.world.model
         fps = model.flop_per_sample(0) * {"train": 1.0, "evaluate": self._eval_fraction}.get(
             kind, 0.0)
@@ -290,13 +313,12 @@ class NetsimGrid(Grid):
                  errors: dict[int, tuple[int, str]]) -> dict[int, Any]:
         """Each going message's reply: the ClientApp's (real mode; one that raises is an
         error of that client), or netsim's for the client (surrogate)."""
+        if self._client_app is None:
+            return self._surrogate_replies(kind, msgs, rows, going)
         app, t = self._app, self._devices
         out: dict[int, Any] = {}
         for k in going:
             msg, row = msgs[k], int(rows[k])
-            if self._client_app is None:
-                out[k] = self._surrogate_reply(kind, msg, int(t.samples[row]))
-                continue
             ctx = self._context(row)
             own = app.Message(content=copy.deepcopy(msg.content),
                               metadata=copy.copy(msg.metadata))
@@ -329,21 +351,37 @@ class NetsimGrid(Grid):
         metrics = list(reply.content.metric_records.values())
         return bool(metrics) and isinstance(metrics[0].get(self._weight_key), int | float)
 
-    def _surrogate_reply(self, kind: str, msg: Any, samples: int) -> Any:
-        """netsim's reply for a client: a training reply carries the arrays it was sent (the
-        model's size) and its samples; an evaluation the progress model's loss."""
-        app = self._app
+    def _surrogate_replies(self, kind: str, msgs: list[Any], rows: np.ndarray,
+                           going: list[int]) -> dict[int, Any]:
+        """netsim's replies for the clients: a training reply carries the arrays it was sent
+        (the model's size; its own ArrayRecord, since strategies pop what they aggregate, of
+        arrays decoded once per phase: :class:`DecodedArray`) with its samples as the example
+        count and the loss as ``train_loss``; an evaluate reply the progress model's loss."""
+        app, samples = self._app, self._devices.samples
         loss = self._current_loss()
-        metrics = app.MetricRecord({self._weight_key: samples})
-        content = app.RecordDict()
-        if kind == "train":
-            for key, rec in msg.content.array_records.items():  # (its own record: strategies
-                content[key] = app.ArrayRecord(dict(rec.items()))  # pop what they aggregate)
-            metrics["train_loss"] = loss
-        else:
-            metrics[self._loss_metric] = loss
-        content["metrics"] = metrics
-        return app.Message(content, reply_to=msg)
+        arrays: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+        out: dict[int, Any] = {}
+        for k in going:
+            msg = msgs[k]
+            n = int(samples[rows[k]])
+            if kind != "train":
+                metrics = app.MetricRecord({self._weight_key: n, self._loss_metric: loss})
+                out[k] = app.Message(app.RecordDict({"metrics": metrics}), reply_to=msg)
+                continue
+            decoded = arrays.get(id(msg.content))
+            if decoded is None:
+                decoded = [(key, {name: DecodedArray.of(a) for name, a in rec.items()})
+                           for key, rec in msg.content.array_records.items()]
+                arrays[id(msg.content)] = decoded
+            content = app.RecordDict()
+            for key, items in decoded:
+                record = app.ArrayRecord()  # (its constructor would copy the arrays)
+                for name, a in items.items():
+                    record[name] = a
+                content[key] = record
+            content["metrics"] = app.MetricRecord({self._weight_key: n, "train_loss": loss})
+            out[k] = app.Message(content, reply_to=msg)
+        return out
 
     def _current_loss(self) -> float:
         step = self.epoch.progress
