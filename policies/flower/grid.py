@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +125,7 @@ class NetsimGrid(Grid):
         self._pushes = 0
         self.epoch = EpochLog()
         self.flower_run_id = int(run.recorder.run_id, 16) & ((1 << 63) - 1)
-        self.closing_loss: Callable[[], EpochProgress | None] | None = None
+        self._timeout_s: float | None = None  # (the phase under way's, in simulated s)
 
     # -- flwr.serverapp.Grid -----------------------------------------------------------------
     def set_run(self, run: Any) -> None:
@@ -144,8 +144,6 @@ class NetsimGrid(Grid):
     def get_node_ids(self) -> list[int]:
         """The nodes available now (module docstring); the same list until the next push."""
         if self._nodes_now is None:
-            if self.epoch.trained and self._expecting() == "train":
-                self.close_epoch()
             self._obs = self._run.observe()
             fits = self._fits(self._obs)
             self._nodes_now = self._node_ids[fits].tolist()
@@ -196,8 +194,6 @@ class NetsimGrid(Grid):
             return self.pull_messages(self.push_messages(messages))
         finally:
             self._timeout_s = None
-
-    _timeout_s: float | None = None
 
     def get_nodes(self) -> Any:
         """Node infos of the available nodes."""
