@@ -8,8 +8,12 @@ world (topology, device table, meters); an epoch's cost is the median wall time 
 ends of consecutive epochs (the policy's choice included). Printed as ratios against the
 10,000-device fleet measured in the same run (the machine is shared and noisy).
 
+Also the whole ``netsim.simulate`` run (setup, epochs and the result tables) per epoch, and
+that less the setup (the epochs and the tables), each against the 10,000-device fleet's.
+
     python benchmarks/scale.py                  # 10k, 100k, 1M; about 3 minutes
     python benchmarks/scale.py --sizes 10000,100000
+    python benchmarks/scale.py --sizes 10000,1000000 --epochs 200 --modes static
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ EPOCHS = 30
 K = 100
 
 
-def scenario(n: int, markov: bool | str) -> dict:
+def scenario(n: int, markov: bool | str, epochs: int = EPOCHS) -> dict:
     """The default scenario with ``n`` generated devices: static, with markov sessions
     (``True``) or with log-normal bandwidth (``"bandwidth"``: sigma 0.3, pieces of 10 s)."""
     from netsim.scenario.loading import scenario_data
@@ -37,7 +41,7 @@ def scenario(n: int, markov: bool | str) -> dict:
     sc = copy.deepcopy(scenario_data("default"))
     sc["generate"]["n_devices"] = n
     sc["generate"]["devices_per_cell"] = 32
-    sc["training"].update(target_loss=0.01, max_epochs=EPOCHS, deadline_s=1e9)
+    sc["training"].update(target_loss=0.01, max_epochs=epochs, deadline_s=1e9)
     if markov == "bandwidth":
         sc["dynamics"] = {"bandwidth": {"model": "lognormal", "sigma": 0.3,
                                         "correlation_s": 60, "step_s": 10}}
@@ -46,14 +50,14 @@ def scenario(n: int, markov: bool | str) -> dict:
     return sc
 
 
-def measure(n: int, markov: bool | str) -> dict:
+def measure(n: int, markov: bool | str, epochs: int = EPOCHS) -> dict:
     """One fleet in this process: setup (s), per-epoch wall times (s), peak RSS (bytes)."""
     import netsim
     from netsim.engine import World, resolve_scenario
     from netsim.scenario.loading import load_scenario
 
     netsim.simulate(scenario(100, markov), "random-k", seed=0, params={"k": 10})  # warm up
-    sc = scenario(n, markov)
+    sc = scenario(n, markov, epochs)
     t0 = time.perf_counter()
     resolved = resolve_scenario(load_scenario(sc), 0)
     World(resolved, np.random.default_rng(0))
@@ -73,10 +77,10 @@ def measure(n: int, markov: bool | str) -> dict:
             "status": str(run["status"]), "devices_rows": len(res.devices)}
 
 
-def in_child(n: int, markov: bool | str) -> dict:
+def in_child(n: int, markov: bool | str, epochs: int = EPOCHS) -> dict:
     """:func:`measure` in a fresh interpreter (its own peak memory)."""
     mode = markov if isinstance(markov, str) else str(int(markov))
-    out = subprocess.run([sys.executable, __file__, "--child", str(n), mode],
+    out = subprocess.run([sys.executable, __file__, "--child", str(n), mode, str(epochs)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -84,18 +88,24 @@ def in_child(n: int, markov: bool | str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
-    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--epochs", type=int, default=EPOCHS, help="epochs per run")
+    ap.add_argument("--modes", default="static,markov,bandwidth",
+                    help="worlds to measure (static first)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         mode = args.child[1]
         print(json.dumps(measure(int(args.child[0]),
-                                 mode if mode == "bandwidth" else bool(int(mode)))))
+                                 mode if mode == "bandwidth" else bool(int(mode)),
+                                 int(args.child[2]))))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
+    modes = {"static": False, "markov": True, "bandwidth": "bandwidth"}
+    worlds = [modes[m] for m in args.modes.split(",")]
     rows = {}
     for n in sizes:
-        for markov in (False, True, "bandwidth"):
-            rows[(n, markov)] = r = in_child(n, markov)
+        for markov in worlds:
+            rows[(n, markov)] = r = in_child(n, markov, args.epochs)
             name = markov if isinstance(markov, str) else "markov" if markov else "static"
             print(f"  {n:>9,} devices {name:9s}: setup "
                   f"{r['setup_s']:7.2f} s ({1e6 * r['setup_s'] / n:5.2f} us/device), epoch "
@@ -105,8 +115,17 @@ def main() -> None:
     big = sizes[-1]
     print(f"ratios against the {sizes[0]:,}-device static fleet (same run):")
     for n in sizes[1:]:
+        r = rows[(n, False)]
         print(f"  epoch at {n:,} / at {sizes[0]:,}, static: "
-              f"{rows[(n, False)]['epoch_s'] / ref['epoch_s']:.2f}x (target <= 2x at 1M)")
+              f"{r['epoch_s'] / ref['epoch_s']:.2f}x (target <= 2x at 1M)")
+        whole, whole_ref = r["run_s"] / r["epochs"], ref["run_s"] / ref["epochs"]
+        rest = (r["run_s"] - r["setup_s"]) / r["epochs"]
+        rest_ref = (ref["run_s"] - ref["setup_s"]) / ref["epochs"]
+        print(f"  netsim.simulate per epoch, whole run: {1e3 * whole:.2f} ms / "
+              f"{1e3 * whole_ref:.2f} ms = {whole / whole_ref:.2f}x; less the setup (epochs and "
+              f"tables): {1e3 * rest:.2f} ms / {1e3 * rest_ref:.2f} ms = {rest / rest_ref:.2f}x")
+    if (big, True) not in rows or (big, "bandwidth") not in rows:
+        return
     print(f"  epoch with markov sessions / static at {big:,}: "
           f"{rows[(big, True)]['epoch_s'] / rows[(big, False)]['epoch_s']:.2f}x (target <= 3x)")
     print(f"  epoch with log-normal bandwidth / static at {big:,}: "

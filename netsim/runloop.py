@@ -83,7 +83,7 @@ class Run:
                            dynamics_seed=streams[3])
         self.training = self.resolved.training
         self.recorder = recorder
-        recorder.start(self.world.node_ids, self.world.devices, self.world.media_ids)
+        recorder.start(self.world.node_ids, self.world.devices)
         self.backend = _make_backend(self.resolved, loss_rng)
         self.history: list[float] = [self.backend.initial_loss()]
         """The loss after each recorded epoch, the initial loss first."""

@@ -71,9 +71,18 @@ def _rounded(value):
     return value
 
 
+def _used_media(text: str) -> str:
+    """An epoch's air time by medium with the media it did not use left out: the column
+    listed every medium until 0.6.0 and lists the media used since (issue 35), the same
+    content."""
+    return json.dumps({m: s for m, s in json.loads(text).items() if s != 0.0}, sort_keys=True)
+
+
 def table_digest(frame: pd.DataFrame) -> str:
     """A digest of a table's content (columns sorted, wall-clock columns left out, floats
-    to SIGNIFICANT digits)."""
+    to SIGNIFICANT digits, air time by medium over the media used)."""
+    if "airtime_by_medium_s" in frame:
+        frame = frame.assign(airtime_by_medium_s=frame["airtime_by_medium_s"].map(_used_media))
     cols = sorted(c for c in frame.columns if c not in VOLATILE | ADDED_LATER)
     rows = [[_rounded(v) for v in row] for row in frame[cols].itertuples(index=False)]
     text = json.dumps([cols, rows], default=str)

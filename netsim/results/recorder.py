@@ -10,7 +10,8 @@
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
   changing world's (docs/dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
   dropped_ids, late_ids; airtime_by_medium_s: JSON {medium id: air time (s) used in the
-  epoch}, "{}" without media (docs/wireless.md); updates_aggregated, staleness_mean,
+  epoch} over the media the epoch used (a medium left out used none; "{}" without media,
+  docs/wireless.md); updates_aggregated, staleness_mean,
   staleness_max, started, in_flight: asynchronous aggregation (docs/async.md), for a
   synchronous epoch the participants, 0, 0, the participants, 0; an asynchronous epoch's
   participants are the devices its decision started and its ``late`` the updates discarded
@@ -75,7 +76,6 @@ class Recorder:
         self._plan_status = ""
         self._dropouts: dict[int, int] = {}
         self._wasted: dict[int, float] = {}
-        self._media_ids: list[str] = []
         self._asynchronous = False
 
     @property
@@ -85,9 +85,8 @@ class Recorder:
             return None
         return float(self._epochs[-1]["accuracy"])
 
-    def start(self, node_ids: list[str], devices, media_ids: list[str] | None = None) -> None:
-        """The run's nodes (devices first, then network nodes) and shared media."""
-        self._media_ids = list(media_ids or [])
+    def start(self, node_ids: list[str], devices) -> None:
+        """The run's nodes (devices first, then network nodes)."""
         self._node_ids = list(node_ids)
         self._row = {d: i for i, d in enumerate(self._node_ids)}
         self._classes = list(devices.device_class) + [None] * (len(node_ids) - devices.n)
@@ -96,8 +95,8 @@ class Recorder:
     def epoch(self, epoch: int, outcome, step, decision, model,
               airtime_by_medium: dict[str, float] | None = None) -> None:
         """Record one finished epoch; ``airtime_by_medium``: the air time (s) each shared
-        medium was used in it, by medium id (media left out used none; the table lists every
-        medium, filled in by :meth:`tables`, so an epoch's cost follows what it used)."""
+        medium was used in it, by medium id (media left out used none, and the table leaves
+        them out too: an epoch's record follows what it used, not the fleet's cells)."""
         e = outcome.energy
         self._asynchronous |= outcome.updates is not None
         compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
@@ -184,17 +183,11 @@ class Recorder:
             "plan_status": self._plan_status,
         }
 
-    def _airtime_json(self, used: dict[str, float]) -> str:
-        """An epoch's air time as JSON over every medium (0 where it used none)."""
-        full = dict.fromkeys(self._media_ids, 0.0)
-        full.update(used)
-        return json.dumps(full, sort_keys=True)
-
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """(runs, epochs, devices) DataFrames of this run."""
         runs = pd.DataFrame([self._run])
-        epochs = pd.DataFrame([{**row, "airtime_by_medium_s": self._airtime_json(
-            row["airtime_by_medium_s"])} for row in self._epochs]) if self._epochs \
+        epochs = pd.DataFrame([{**row, "airtime_by_medium_s": json.dumps(
+            row["airtime_by_medium_s"], sort_keys=True)} for row in self._epochs]) if self._epochs \
             else _empty_epochs()
         devices = self._devices if self._devices is not None else pd.DataFrame(columns=DEVICE_COLUMNS)
         return runs, epochs, devices
