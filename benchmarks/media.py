@@ -15,7 +15,7 @@ import argparse
 import time
 
 import netsim
-from netsim import engine
+from netsim.epochs import arrays as static_arrays
 
 
 def scenario(n: int, epochs: int, shared: bool) -> dict:
@@ -29,20 +29,20 @@ def scenario(n: int, epochs: int, shared: bool) -> dict:
 def time_run(data: dict) -> tuple[float, int, int]:
     """(wall s of the run, epochs played in arrays, epochs run as events)."""
     counts = {"arrays": 0, "events": 0}
-    real = engine.play_plain_epoch
+    real = static_arrays.play_plain_epoch
 
     def spy(*args, **kwargs):
         plan = real(*args, **kwargs)
         counts["arrays" if plan is not None else "events"] += 1
         return plan
 
-    engine.play_plain_epoch = spy
+    static_arrays.play_plain_epoch = spy
     try:
         t = time.perf_counter()
         netsim.simulate(data, "fedavg-all", seed=0, raise_errors=True)
         return time.perf_counter() - t, counts["arrays"], counts["events"]
     finally:
-        engine.play_plain_epoch = real
+        static_arrays.play_plain_epoch = real
 
 
 def main() -> None:

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import netsim
-from netsim import engine
 from netsim.engine import World, resolve_scenario
+from netsim.epochs import arrays as static_arrays
 from netsim.fastepoch import RouteTable, play_plain_epoch
 from netsim.network.playback import last_bit_times
 from netsim.policy import Decision
@@ -73,11 +73,11 @@ def _both_paths(monkeypatch, scenario, policy="fedavg-all", seed=0, played_fast=
         return plans[-1]
 
     with monkeypatch.context() as m:
-        m.setattr(engine, "play_plain_epoch", spy)
+        m.setattr(static_arrays, "play_plain_epoch", spy)
         fast = netsim.simulate(scenario, policy, seed=seed, raise_errors=True)
     assert plans and all((p is not None) == played_fast for p in plans)
     with monkeypatch.context() as m:
-        m.setattr(engine, "play_plain_epoch", None)  # (called, it would raise)
+        m.setattr(static_arrays, "play_plain_epoch", None)  # (called, it would raise)
         slow = netsim.simulate(scenario, policy, seed=seed, raise_errors=True,
                                fast_epochs=False)
     return fast, slow
@@ -154,7 +154,7 @@ def test_routes_crossing_two_binding_links_nested_in_arrays_else_events(monkeypa
     scenario = resolve_scenario(load_scenario(data), 0)
     world = World(scenario, np.random.default_rng(0))
     rows = np.array([world.devices.index[f"d{i}"] for i in range(4)])
-    down, up = RouteTable.of(world._down), RouteTable.of(world._up)
+    down, up = RouteTable.of(world.routes_down), RouteTable.of(world.routes_up)
     capacity = np.asarray(world.topology.capacity_bps)
     played = play_plain_epoch(0.0, rows, np.ones(4), 8e6, down, up, capacity)
     assert (played is not None) == nested

@@ -1,0 +1,67 @@
+"""The plain epoch in arrays (netsim.fastepoch): participants only, on an idle network, each
+transfer crossing at most one link that can saturate, played forward to the last update's
+arrival with no SimPy event per participant; booked (bytes, energy, busy time, radios) and
+measured as the event path books and measures them (tests/test_fastepoch.py). Entry point
+:func:`play`; :func:`book` and :func:`measure` serve the changing world's array path too."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netsim.fastepoch import PlainEpoch, book_radios, play_plain_epoch
+from netsim.policy import Decision
+
+if TYPE_CHECKING:
+    from netsim.engine import World
+
+
+def play(world: World, decision: Decision, model_bytes: float,
+         flop_per_sample: float) -> bool:
+    """The plain epoch played forward in arrays up to the last update's arrival
+    (netsim.fastepoch): bytes, energy and busy time booked as the event path books them.
+    False, with nothing changed, when it needs the event path."""
+    down, up, capacity, flops = world.static_tables()
+    n, index = len(decision.participants), world.devices.index
+    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+    compute_s = samples * flop_per_sample / flops[rows]
+    now = world.env.now
+    plan = play_plain_epoch(now, rows, compute_s, 8.0 * model_bytes, down, up, capacity,
+                            onset_flows=world.devices.onset_flows)
+    if plan is None:
+        return False
+    book(world, plan, rows, model_bytes)
+    measure(world, plan, rows, flops[rows], model_bytes, now)
+    end = float(plan.upload_arrival_s.max())
+    if end > now:
+        world.env.run(until=end)
+    return True
+
+
+def book(world: World, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -> None:
+    """Book a plain epoch's bytes, communication energy and busy time as the event path
+    books them (downloads in participant order, uploads in the order training ends)."""
+    down, up = world.devices.down_routes, world.devices.up_routes  # (ids and hops: any caps)
+    assert down is not None and up is not None
+    up_rows = rows[np.argsort(plan.trained_s, kind="stable")]
+    for table, order in ((down, rows), (up, up_rows)):
+        moving = order[table.hop_start[order + 1] > table.hop_start[order]]
+        world.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
+    world.meter.add_busy_many(rows.tolist(),
+                             (plan.trained_s - plan.download_arrival_s).tolist())
+    if model_bytes > 0.0:
+        book_radios(world.network.radio, float(world.env.now), rows, down, up, plan)
+
+
+def measure(world: World, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
+                   nbytes: float, start_s: float) -> None:
+    """What the participants of an array epoch achieved: their speed and the throughput
+    of their download and upload (bits over the time the bits took, latency excluded)."""
+    t = world.devices
+    took = (plan.download_arrival_s - t.down_latency_s[rows] - start_s,
+            plan.upload_arrival_s - t.up_latency_s[rows] - plan.trained_s)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (no bits to move: NaN)
+        rates = [np.where(d > 0.0, 8.0 * nbytes / d, np.nan) for d in took]
+    world.measure(rows, flop_per_s, rates[0], rates[1])

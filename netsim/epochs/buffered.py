@@ -1,0 +1,114 @@
+"""A buffered asynchronous epoch (docs/async.md): the decision's participants start jobs
+from the current model version, jobs from earlier epochs go on, and the epoch ends at the
+aggregation that follows the K-th buffered update (or once nothing is in flight, or at the
+training deadline). Always guarded SimPy events: jobs outlive the epoch
+(netsim.dynamics.buffered). Entry point :func:`run`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netsim.dynamics.buffered import Job
+from netsim.dynamics.epoch import GuardedParticipant
+from netsim.epochs.outcome import EpochOutcome
+from netsim.policy import Decision
+
+if TYPE_CHECKING:
+    from netsim.engine import World
+
+
+def run(world: World, decision: Decision) -> EpochOutcome:
+    """One asynchronous epoch: the decision's participants start jobs from the current
+    model version, jobs from earlier epochs go on, and the epoch ends at the aggregation
+    that follows the K-th buffered update (or once nothing is in flight, or at the
+    training deadline). Always guarded SimPy events: jobs outlive the epoch."""
+    env, v, dyn, buf = world.env, decision.variant, world.dynamics, world.buffer
+    start = env.now
+    wait, ahead = world.take_wait()
+    before = wait.totals() if wait is not None else world.meter.totals(start)
+    ahead_before = ahead if wait is not None else world.network.unsent_j()
+    live = list(buf.jobs.values()) + _start_jobs(world, decision, start)
+    n = len(decision.participants)
+    closed = buf.open(int(decision.buffer_updates or 1), decision.max_staleness,
+                      float(world.scenario.training.deadline_s))  # type: ignore[union-attr]
+    world.arm_capacity_ticks()
+    if not closed.triggered:
+        env.run(until=closed)
+    updates = buf.take()
+    world.aggregate(world.model.workload(v), len(updates))
+    world.end_capacity_ticks()
+    buf.aggregated()
+    end = env.now
+    arrived, discarded, dropped = buf.drain()
+    for job in dropped:
+        if job.participant.battery_out:
+            dyn.timeline.kill(job.row, float(job.ended_s if job.ended_s is not None else end))
+    if arrived:
+        p = [j.participant for j in arrived]
+        world.measure(np.array([j.row for j in arrived], dtype=np.intp),
+                      np.array([j.flop_per_s for j in arrived]),
+                      np.array([q.down_bps for q in p]), np.array([q.up_bps for q in p]))
+    if world.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the
+        # epoch's, or when its device went offline); every job of the epoch is in ``live``
+        world.meter.add_selected(
+            np.array([j.row for j in live], dtype=np.intp),
+            np.array([max(min(end if j.ended_s is None else j.ended_s, end,
+                              j.participant.offline_at_s) - max(j.started_s, start), 0.0)
+                      for j in live]))
+        dyn.timeline.advance(end)
+    energy = world.meter.totals(end) - before
+    # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
+    # transfer's bits at its start)
+    energy = replace(energy, communication_j=energy.communication_j
+                     - (world.network.unsent_j() - ahead_before))
+    ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
+    if len(ended):  # their batteries are checked at the next epoch's start
+        world.check_batteries_next(ended)
+    wasted = discarded + dropped
+    wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
+    spent = world.meter.node_j_of(wasted_rows, end) - np.array(
+        [j.node_before_j for j in wasted], dtype=float)
+    wasted_j: dict[int, float] = {}
+    for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
+        wasted_j[r] = wasted_j.get(r, 0.0) + joules
+    counted: dict[str, int] = {}
+    for u in updates:
+        counted[u.device] = counted.get(u.device, 0) + u.samples
+    return EpochOutcome(start, end, energy, counted, tuple(j.device for j in dropped),
+                        tuple(j.device for j in discarded), wasted_j, tuple(updates), n,
+                        buf.in_flight)
+
+
+def _start_jobs(world: World, decision: Decision, start: float) -> list[Job]:
+    """Start a job for each of the decision's participants now, from the current model
+    version (guarded participants: they drop out when their device goes offline or its
+    battery empties); returns the jobs."""
+    env, v, dyn, t, buf = world.env, decision.variant, world.dynamics, world.devices, world.buffer
+    nbytes, fps = world.model.model_bytes(v), world.model.flop_per_sample(v)
+    flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
+    n, index = len(decision.participants), t.index
+    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    samples = list(decision.participants.values())
+    compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
+    offline_at = dyn.timeline.next_change_s[rows]
+    left = np.full(n, math.inf)
+    if dyn.batteries.any:
+        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
+    node_before = world.meter.node_j_of(rows, start)
+    jobs = []
+    with world.network.batch():
+        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+            job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
+                      float(node_before[k]), float(flops[r]))
+            buf.add(job)
+            jobs.append(job)
+            job.participant = GuardedParticipant(
+                env, world.network, world.meter, buf, job.key, r, nbytes,
+                float(compute_s[k]), world.routes_down[r], world.routes_up[r], float(offline_at[k]),
+                float(left[k]), float(t.power_idle_w[r]), float(t.power_busy_w[r]),
+                float(world.own_up_j_per_bit[r]))
+    return jobs

@@ -1,0 +1,33 @@
+"""The static epoch as SimPy events, up to the last update's arrival: the reference path (any
+decision, any network state). A participant is a chain of callbacks (netsim.epoch), not a
+process: the network reports each transfer's arrival as soon as its last bit leaves, so the
+end of training is scheduled directly. Model-parallel clusters run as processes
+(netsim.epochs.clusters). Entry point :func:`run`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from netsim.epoch import EpochBarrier, EpochContext, Participant
+from netsim.epochs import clusters
+from netsim.policy import Decision
+from netsim.workload import Workload
+
+if TYPE_CHECKING:
+    from netsim.engine import World
+
+
+def run(world: World, decision: Decision, work: Workload) -> None:
+    """The epoch's transfers and training as SimPy events, up to the last update's
+    arrival (the reference path: any decision, any network state)."""
+    env, fps, nbytes = world.env, work.flop_per_sample, work.download_bytes
+    barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
+    ctx = EpochContext(env, world.network, world.meter, nbytes, barrier, work.upload_bytes)
+    index, flops, down, up = world.devices.index, world.flops, world.routes_down, world.routes_up
+    with world.network.batch():  # every download starts now: one rebalance per shared link
+        for dev, samples in decision.participants.items():
+            i = index[dev]
+            Participant(ctx, i, samples * fps / flops[i], down[i], up[i])
+    for cluster in decision.clusters:
+        env.process(clusters.cluster(world, cluster, fps, nbytes, barrier))
+    env.run(until=barrier.event)

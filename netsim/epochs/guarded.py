@@ -1,0 +1,174 @@
+"""An epoch of the changing world (netsim.dynamics, docs/dynamics.md): played forward in
+arrays when nothing changes before its last update arrives (no session ends, no capacity
+change, no battery empties, no update cut by ``keep_updates`` or ``epoch_deadline_s``), else as
+guarded SimPy events (netsim.dynamics.epoch) in which participants drop out and links are
+re-shared. Entry point :func:`run`."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
+from netsim.epochs import clusters
+from netsim.epochs.arrays import book, measure
+from netsim.epochs.outcome import EpochOutcome
+from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch
+from netsim.policy import Decision
+from netsim.workload import Workload
+
+if TYPE_CHECKING:
+    from netsim.engine import World
+
+
+def run(world: World, decision: Decision) -> EpochOutcome:
+    """One epoch in a changing world: played forward in arrays when nothing changes before
+    its last update arrives (no session ends, no capacity change, no battery empties, no
+    update cut by ``keep_updates`` or ``epoch_deadline_s``), else as guarded SimPy events
+    (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
+    env, dyn = world.env, world.dynamics
+    start = env.now
+    wait, _ = world.take_wait()  # (a wait belongs to the epoch)
+    before = wait.totals() if wait is not None else world.meter.totals(start)
+    work = world.workload_of(decision)
+    nbytes, fps = work.download_bytes, work.flop_per_sample
+    flops = world.devices.flop_per_s
+    if dyn.varies_compute:
+        flops = flops * dyn.compute_factors()
+    n, index = len(decision.participants), world.devices.index
+    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
+    cluster_rows = [index[dev] for c in decision.clusters for dev in c.devices]
+    taking_part = np.unique(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]))
+    node_before = wait.node_j[taking_part] if wait is not None \
+        else world.meter.node_j_of(taking_part, start)
+    compute_s = samples * fps / flops[rows]
+    offline_at = dyn.timeline.next_change_s[rows]
+    left = np.full(n, math.inf)
+    if dyn.batteries.any:
+        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
+    deadline_at = start + decision.epoch_deadline_s if decision.epoch_deadline_s else math.inf
+    keep = decision.keep_updates
+    plan = None
+    if world.fast_epochs and n and not decision.clusters and world.network.active_flows == 0 \
+            and (keep is None or keep >= n) and work.symmetric:
+        plan = _plain_if_unchanged(world, rows, compute_s, nbytes, offline_at, left,
+                                        deadline_at)
+    world.epochs_by_path["arrays" if plan is not None else "events"] += 1
+    if plan is not None:
+        book(world, plan, rows, nbytes)
+        counted, dropped, late = None, list[str](), list[str]()
+        measure(world, plan, rows, flops[rows], nbytes, start)
+        stopped = np.full(n, math.nan)
+        end_run = float(plan.upload_arrival_s.max())
+        if end_run > env.now:
+            env.run(until=end_run)
+    else:
+        counted, dropped, late, stopped = _run_guarded(world,
+            decision, rows, compute_s, work, offline_at, left, deadline_at, flops)
+    n_kept = (len(decision.participants) + len(decision.clusters)) if counted is None \
+        else len(counted)
+    world.aggregate(work, n_kept)
+    end = env.now
+    # selected until it stopped, else until the epoch's end or, if earlier, until it went
+    # offline after its update had left (an offline device draws nothing)
+    selected = np.where(np.isnan(stopped), np.minimum(end, np.maximum(offline_at, start)),
+                        stopped) - start
+    world.meter.add_selected(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]),
+                            np.concatenate([selected, np.full(len(cluster_rows), end - start)]))
+    dyn.timeline.advance(end)
+    energy = world.meter.totals(end) - before
+    # devices that took part: their batteries are checked at the next epoch's start
+    world.check_batteries_next(taking_part)
+    wasted_rows = np.array([index[d] for d in dropped + late], dtype=np.intp)
+    wasted = world.meter.node_j_of(wasted_rows, end) \
+        - node_before[np.searchsorted(taking_part, wasted_rows)]
+    return EpochOutcome(start, end, energy, counted, tuple(dropped), tuple(late),
+                        dict(zip(wasted_rows.tolist(), wasted.tolist(), strict=True)))
+
+
+def _plain_if_unchanged(world: World, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
+                        offline_at: np.ndarray, left_j: np.ndarray,
+                        deadline_at: float) -> PlainEpoch | None:
+    """The epoch's array timeline if nothing changes while it matters: no session ends
+    and no battery empties before a participant's update arrives, no deadline cuts an
+    update, and no capacity changes while the downloads or the uploads are moving (a
+    change while everyone trains only sets the capacities the uploads run under)."""
+    down, up = world.current_tables()
+    now, capacity = world.env.now, world.dynamics.capacity
+    def uploads_under(t_s: float) -> tuple[RouteTable, np.ndarray]:
+        if t_s < world.caps_until:  # the same piece: the tables in force now
+            return up, world.caps_now
+        caps = world.constraint_caps(capacity.at(t_s))
+        return world.tables_under(caps)[1], caps
+
+    plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, world.caps_now,
+                            None if capacity.static else uploads_under,
+                            world.devices.onset_flows)
+    if plan is None:
+        return None
+    arrival = plan.upload_arrival_s
+    last = float(arrival.max())
+    if last > deadline_at or np.any(offline_at <= arrival):
+        return None
+    if not capacity.static:
+        t = world.devices
+        downloads_end = float((plan.download_arrival_s - t.down_latency_s[rows]).max())
+        uploads_start = float(plan.trained_s.min())
+        uploads_end = float((arrival - t.up_latency_s[rows]).max())
+        if downloads_end >= capacity.next_change_s(now) \
+                or uploads_end >= capacity.next_change_s(uploads_start):
+            return None
+    if np.isfinite(left_j).any():
+        t = world.devices
+        spent = (t.power_busy_w[rows] * compute_s
+                 + t.power_idle_w[rows] * (arrival - now - compute_s)
+                 + 8.0 * nbytes * world.own_up_j_per_bit[rows])
+        if np.any(spent >= left_j):
+            return None
+    return plan
+
+
+def _run_guarded(world: World, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,
+                 work: Workload, offline_at: np.ndarray, left_j: np.ndarray,
+                 deadline_at: float, flops: np.ndarray
+                 ) -> tuple[dict[str, int], list[str], list[str], np.ndarray]:
+    """The epoch as guarded events up to its close; returns (counted updates, dropped,
+    late, when each participant stopped (s; NaN: it did not))."""
+    env, t, dyn = world.env, world.devices, world.dynamics
+    nbytes, fps = work.download_bytes, work.flop_per_sample
+    barrier = GuardedBarrier(env, len(rows) + len(decision.clusters), decision.keep_updates,
+                             deadline_at)
+    parts = []
+    with world.network.batch():
+        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+            parts.append(GuardedParticipant(
+                env, world.network, world.meter, barrier, dev, r, nbytes, float(compute_s[k]),
+                world.routes_down[r], world.routes_up[r], float(offline_at[k]), float(left_j[k]),
+                float(t.power_idle_w[r]), float(t.power_busy_w[r]),
+                float(world.own_up_j_per_bit[r]), work.upload_bytes))
+    for c, cluster in enumerate(decision.clusters):
+        env.process(clusters.cluster(world, cluster, fps, nbytes, barrier, ("cluster", c)))
+    world.arm_capacity_ticks()
+    env.run(until=barrier.event)
+    world.end_capacity_ticks()
+    dropped = [p for p in parts if p.phase == "gone"]
+    late = cancel_all(parts, lambda key: key in barrier.kept)
+    for p in dropped:
+        if p.battery_out:
+            dyn.timeline.kill(p.node, float(p.stopped_s or env.now))
+    finished = [p for p in parts if not math.isnan(p.up_bps)]
+    world.measure(np.array([p.node for p in finished], dtype=np.intp),
+                  flops[[p.node for p in finished]],
+                  np.array([p.down_bps for p in finished]),
+                  np.array([p.up_bps for p in finished]))
+    counted = {p.key: decision.participants[p.key] for p in parts if p.key in barrier.kept}
+    for c, cluster in enumerate(decision.clusters):
+        if ("cluster", c) in barrier.kept:
+            head = cluster.devices[0]
+            counted[head] = counted.get(head, 0) + cluster.samples
+    stopped = np.array([p.stopped_s if p.stopped_s is not None and not p.late else math.nan
+                        for p in parts], dtype=float)
+    return counted, [p.key for p in dropped], [p.key for p in late], stopped
