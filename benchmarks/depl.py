@@ -8,7 +8,12 @@ Prints, measured in this run:
 2. DepL's plan cost over depl-optimum's on small instances and on a 6-device x 3-variant x
    40-epoch one (ratio, 1.0 = optimal; the optimum's status and gap beside it);
 3. DepL's planning time for 100 devices, 3 models, a 200-epoch horizon (target < 5 s), and its
-   growth with the number of devices (log-log slope).
+   growth with the number of devices (log-log slope);
+4. the wall time of one DepL run (planning included, default parameters) on the 6-device x
+   3-variant x 40-epoch instance (target < 1 s; issue 35 measured 3.8-5.5 s before the
+   quadrature and the placements were computed once);
+
+and, last, whether each time target is met.
 
 Usage: python benchmarks/depl.py [--seeds N] [--default-seeds N] [--quick]
 """
@@ -94,14 +99,7 @@ def optimum_ratios() -> None:
         d.reset(sc, None)
         o.reset(sc, None)
         ratios.append(_ratio_line(f"L*={target} pi={pi} switch-loss={rho}", d, o))
-    # 6 devices (five phones with 1000 samples each), 3 variants, 40 epochs: 3^40 sequences
-    phones = [dv.model_copy(update={"samples": 1000}) for dv in base.devices if dv.samples]
-    devices = [base.devices[0], *phones, phones[0].model_copy(update={"id": "phone-5"})]
-    links = [*base.links, base.links[0].model_copy(update={"b": "phone-5"})]
-    training = base.training.model_copy(update={"target_loss": 0.3, "max_epochs": 40,
-                                                "target_probability": 0.9})
-    sc = resolve_scenario(base.model_copy(update={"devices": devices, "links": links,
-                                                  "training": training}), 0)
+    sc = large_scenario()
     same = {"data_fractions": fr, "spread": "montecarlo", "mc_draws": 200_000}
     d = make_policy("depl", {**same, "epsilon": 0.01})
     o = make_policy("depl-optimum", same)
@@ -109,6 +107,43 @@ def optimum_ratios() -> None:
     o.reset(sc, None)
     ratios.append(_ratio_line("6 devices x 3 variants x 40 epochs, L*=0.3 pi=0.9", d, o))
     print(f"  worst ratio {max(ratios):.4f}")
+
+
+def large_scenario():
+    """6 devices (the small instance's server and five phones with 1000 samples each), 3
+    variants, a 40-epoch horizon (3^40 sequences), L* = 0.3, pi = 0.9: the instance of
+    tests/test_depl_optimum.py's ``large_instance``, resolved."""
+    base = load_scenario(SMALL)
+    phones = [dv.model_copy(update={"samples": 1000}) for dv in base.devices if dv.samples]
+    devices = [base.devices[0], *phones, phones[0].model_copy(update={"id": "phone-5"})]
+    links = [*base.links, base.links[0].model_copy(update={"b": "phone-5"})]
+    training = base.training.model_copy(update={"target_loss": 0.3, "max_epochs": 40,
+                                                "target_probability": 0.9})
+    return resolve_scenario(base.model_copy(update={"devices": devices, "links": links,
+                                                    "training": training}), 0)
+
+
+def run_time(seeds: int = 3) -> float:
+    """Wall time of one DepL run (default parameters: 6 data fractions x 7 relaxations x 3
+    variants; a fresh policy each, so the plan is made in every run) on the 6 x 3 x 40
+    instance; returns the slowest of ``seeds`` runs (s)."""
+    print("\n== one DepL run: 6 devices x 3 variants x 40 epochs (default parameters) ==")
+    sc = large_scenario()
+    policy = make_policy("depl", {})
+    t0 = time.perf_counter()
+    policy.reset(sc, None)
+    print(f"  planning alone (reset): {time.perf_counter() - t0:.3f} s ({policy.describe()})")
+    times = []
+    for seed in range(seeds):
+        policy = make_policy("depl", {})
+        t0 = time.perf_counter()
+        run = netsim.simulate(sc, policy=policy, seed=seed).runs.iloc[0]
+        times.append(time.perf_counter() - t0)
+        print(f"  seed {seed}: {times[-1]:6.3f} s ({policy.replans} re-plans; {run.status}, "
+              f"{run.epochs} epochs, {run.energy_j:.1f} J)")
+    print(f"  slowest run {max(times):.3f} s, median {float(np.median(times)):.3f} s "
+          f"(target < 1 s)")
+    return max(times)
 
 
 def _ratio_line(label: str, d, o) -> float:
@@ -121,7 +156,7 @@ def _ratio_line(label: str, d, o) -> float:
     return ratio
 
 
-def planning_time(sizes: tuple[int, ...]) -> None:
+def planning_time(sizes: tuple[int, ...]) -> float:
     """DepL's planning time vs devices (3 models, 200-epoch horizon)."""
     print("\n== planning time: 3 models, 200-epoch horizon ==")
     base = load_scenario("default")
@@ -144,6 +179,7 @@ def planning_time(sizes: tuple[int, ...]) -> None:
     slope = np.polyfit(np.log(sizes), np.log(times), 1)[0]
     at100 = times[sizes.index(100)] if 100 in sizes else float("nan")
     print(f"  100 devices: {at100:.3f} s (target < 5 s); growth ~ devices^{slope:.2f}")
+    return at100
 
 
 def main() -> None:
@@ -154,12 +190,18 @@ def main() -> None:
     a = ap.parse_args()
     if a.quick:
         a.seeds, a.default_seeds = 60, 0
-    planning_time((25, 50, 100, 200) if a.quick else (25, 50, 100, 200, 400))
+    at100 = planning_time((25, 50, 100, 200) if a.quick else (25, 50, 100, 200, 400))
+    one_run = run_time()
+    targets = [("DepL planning, 100 devices x 3 models x 200 epochs", at100, 5.0),
+               ("one DepL run, 6 devices x 3 variants x 40 epochs (slowest of 3)", one_run, 1.0)]
     optimum_ratios()
     with ProcessPoolExecutor(2) as pool:
         cost_table(SMALL, a.seeds, pool)
         if a.default_seeds:
             cost_table("default", a.default_seeds, pool)
+    print("\n== time targets ==")
+    for label, took, limit in targets:
+        print(f"  {label}: {took:.3f} s < {limit:g} s: {'met' if took < limit else 'MISSED'}")
 
 
 if __name__ == "__main__":

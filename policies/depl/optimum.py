@@ -42,6 +42,7 @@ from policies.depl.policy import DepL, DepLParams, target_probability
 from policies.depl.predictor import (
     QUADRATURE_NODES,
     DistributionalPredictor,
+    gauss_hermite,
     montecarlo_spread,
 )
 
@@ -71,8 +72,7 @@ def enumerate_plans(pred: DistributionalPredictor, epoch_cost_j: Sequence[float]
     seqs = usable[None, :].copy()
     n = gain[usable].copy()
     cost = cost_m[usable]
-    x, w = np.polynomial.hermite_e.hermegauss(QUADRATURE_NODES)
-    w = w / w.sum()
+    x, w = gauss_hermite(QUADRATURE_NODES)
     log_fail = np.zeros((len(n), len(x)))
     for k in range(1, horizon + 1):
         last = seqs[-1]
@@ -153,8 +153,7 @@ class SearchResult:
 
 def _quadrature() -> tuple[np.ndarray, np.ndarray]:
     """The Gauss-Hermite nodes and normalised weights of :func:`enumerate_plans`."""
-    x, w = np.polynomial.hermite_e.hermegauss(QUADRATURE_NODES)
-    return x, w / w.sum()
+    return gauss_hermite(QUADRATURE_NODES)
 
 
 def _increment(base: LossPredictor, x: np.ndarray, target_loss: float, variants: np.ndarray,

@@ -76,17 +76,33 @@ class Plan:
         return sum(a != b for a, b in zip(self.variants, self.variants[1:], strict=False))
 
 
+PlacementMemo = dict[tuple[int, int, float, str], Cluster | None]
+
+
 def epoch_options(table: DeviceTable, model: ModelSpec, training: TrainingSpec,
                   fraction: float, variants: Sequence[int], budget_s: float,
-                  placement: str = "auto") -> tuple[int, list[Cluster | None]]:
+                  placement: str = "auto", memo: PlacementMemo | None = None
+                  ) -> tuple[int, list[Cluster | None]]:
     """Samples per epoch for ``fraction`` and the cheapest cluster of each variant (None where
-    no placement meets the budget or memory)."""
+    no placement meets the budget or memory).
+
+    ``memo``: placements already solved, keyed by (variant, samples, budget, method), filled
+    here; valid for one (table, model, training) only. A placement depends on nothing else,
+    so DepL's planning (every relaxation and variant set over the same grid of phi) solves
+    each distinct one once: on the 6-device x 3-variant instance 18 of its 126 placements
+    are distinct."""
     total = int(table.samples[table.trainers].sum())
     samples = max(1, int(round(fraction * total)))
     out: list[Cluster | None] = [None] * len(model.variants)
     for v in variants:
+        key = (int(v), samples, float(budget_s), placement)
+        if memo is not None and key in memo:
+            out[v] = memo[key]
+            continue
         cand = eligible_trainers(table, model, v, training.memory_overhead)
         out[v] = place_epoch(table, model, v, samples, budget_s, cand, method=placement)
+        if memo is not None:
+            memo[key] = out[v]
     return samples, out
 
 
@@ -103,7 +119,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
                   epsilon: float = 0.005, data_rule: str = "cheapest",
                   switch_cost_j: float = 0.0, epoch_budget_s: float | None = None,
                   placement: str = "auto", predictor: LossPredictor | None = None,
-                  start: LossState | None = None, horizon: int | None = None) -> Plan:
+                  start: LossState | None = None, horizon: int | None = None,
+                  memo: PlacementMemo | None = None) -> Plan:
     """DepL's plan for ``goal`` (see the module docstring).
 
     Parameters
@@ -119,6 +136,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
     placement: placement method (see :func:`~policies.depl.placement.place_epoch`).
     start, horizon: the state the plan starts from and the epochs it may use (online
         re-planning); default untrained and ``max_epochs``.
+    memo: placements solved by earlier calls on the same table, model and training, reused
+        and extended (see :func:`epoch_options`); None solves every placement afresh.
     """
     t0 = time.perf_counter()
     pred = predictor or LossPredictor(model, training)
@@ -127,7 +146,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
     horizon = training.max_epochs if horizon is None else horizon
     best, best_level, smallest, costs = None, np.inf, np.nan, {}
     for phi in sorted(fractions):
-        samples, clusters = epoch_options(table, model, training, phi, allowed, budget, placement)
+        samples, clusters = epoch_options(table, model, training, phi, allowed, budget,
+                                          placement, memo)
         cost = [c.energy_j if c is not None else np.inf for c in clusters]
         res = search(pred, cost, epoch_gains(pred, clusters), goal.target_loss, horizon,
                      goal.level or goal.factor, epsilon, switch_cost_j, start)

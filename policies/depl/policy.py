@@ -44,7 +44,7 @@ from netsim.scenario.schema import Scenario
 from netsim.training.loss import LossPredictor, LossState
 from netsim.training.tracking import RunTracker
 from policies.depl.placement import eligible_trainers, place_epoch
-from policies.depl.planner import Goal, Plan, plan_training
+from policies.depl.planner import Goal, PlacementMemo, Plan, plan_training
 from policies.depl.predictor import (
     DistributionalPredictor,
     calibration_spread,
@@ -224,12 +224,13 @@ class DepL:
         table = build_device_table(scenario)
         model = scenario.model
         best: Plan | None = None
+        memo: PlacementMemo = {}  # every (phi, variant) placed once for all the plans below
         for variants in self.variant_sets(len(model.variants)):  # type: ignore[union-attr]
             for relax in self.relaxations():
                 plan = plan_training(table, model, scenario.training,  # type: ignore[arg-type]
                                      relaxed(goal, relax), variants, p.data_fractions,
                                      p.epsilon, p.data_rule, p.switch_cost_j,
-                                     p.epoch_budget_s, p.placement, pred.base)
+                                     p.epoch_budget_s, p.placement, pred.base, memo=memo)
                 plan = self.shorten(plan, scenario, pred)
                 if best is None or (plan.feasible and (not best.feasible
                                                        or plan.cost_j < best.cost_j)):
@@ -317,12 +318,13 @@ class DepL:
         goal = Goal(obs.training.target_loss, 1.0, f"{pi:g}-quantile given the run so far",
                     level)
         best: Plan | None = None
+        memo: PlacementMemo = {}  # this observation's devices: placed once for every set
         for variants in self.variant_sets(len(obs.model.variants)):
             # online, the sufficient level only (no relaxations): re-plans must stay quick
             plan = plan_training(obs.devices, obs.model, obs.training, goal, variants,
                                  p.data_fractions, p.epsilon, p.data_rule, p.switch_cost_j,
                                  p.epoch_budget_s, p.placement, pred.base, self._state,
-                                 obs.training.max_epochs - obs.epoch)
+                                 obs.training.max_epochs - obs.epoch, memo)
             plan = self.shorten(plan, sc, pred, self._state, (m, v))
             if best is None or (plan.feasible and plan.cost_j < best.cost_j):
                 best = plan
