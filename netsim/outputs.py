@@ -1,8 +1,8 @@
 """Output paths and files: checked before anything runs, written with the user's file mode.
 
 A command that writes results checks its output paths first (:func:`dir_problems`,
-:func:`file_problems`), so a wrong ``--out`` fails in a second with exit code 2, not after the
-whole simulation. Files written through a temporary file and a rename get the mode a plain
+:func:`file_problems`, :func:`replace_problems`), so a wrong ``--out`` fails in a second with
+exit code 2, not after the whole simulation, and never replaces a file netsim did not write. Files written through a temporary file and a rename get the mode a plain
 ``open()`` would have given them (0666 less the umask, :func:`user_mode`), not the temporary
 file's 0600, so a shared results folder stays readable to collaborators.
 """
@@ -52,6 +52,31 @@ def file_problems(path: str | Path, flag: str = "--out") -> list[Problem]:
     if p.exists() and not os.access(p, os.W_OK):
         return [Problem(flag, f"{str(path)!r}: no permission to replace it")]
     return [Problem(flag, q.message) for q in dir_problems(p.parent or Path("."), flag)]
+
+
+def head_text(path: str | Path, size: int = 65536) -> str:
+    """The first ``size`` bytes of a file as text (undecodable bytes replaced); ``""`` when it
+    cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def replace_problems(path: str | Path, is_own: Callable[[Path], bool], what: str,
+                     flag: str = "--out") -> list[Problem]:
+    """:func:`file_problems`, and more: an existing file at ``path`` that ``is_own`` does not
+    recognise as one netsim wrote (``what``: "netsim report") is refused, so that an output
+    path never replaces a user's own file, as an output folder never replaces a file (see
+    :func:`dir_problems`). Empty when ``path`` can be written."""
+    problems = file_problems(path, flag)
+    p = Path(path)
+    if not problems and p.exists() and not is_own(p):
+        problems.append(Problem(flag, f"{str(path)!r} exists and is not a {what}; netsim "
+                                      "replaces only its own (give a new file name, or remove "
+                                      "that file first)"))
+    return problems
 
 
 def write_atomic(path: str | Path, write: Callable[[str], object], suffix: str = ".tmp") -> None:

@@ -35,6 +35,7 @@ from netsim.scenario.schema import (
     TrainingSpec,
     VariantSpec,
 )
+from netsim.units import unit_label
 
 #: ``netsim schema SECTION``: the scenario's top level and its blocks.
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -43,11 +44,6 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
     "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
     "dynamics.compute": ComputeSpec,
-}
-
-UNITS = {  # longest suffix first
-    "_j_per_bit": "J/bit", "_flop_per_s": "FLOP/s", "_bytes": "bytes", "_bps": "bit/s",
-    "_flop": "FLOP", "_j": "J", "_w": "W", "_s": "s",
 }
 
 #: What each scenario field means (the schema holds types and ranges; this, the words).
@@ -122,8 +118,9 @@ _BOUNDS = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
 
 
 def unit_of(name: str) -> str:
-    """The SI unit a field's name carries (``latency_s`` -> ``s``), or ``""``."""
-    return next((u for s, u in UNITS.items() if name.endswith(s)), "")
+    """The SI unit a field's name carries (``latency_s`` -> ``s``, ``flop_per_s`` ->
+    ``FLOP/s``), or ``""``: :func:`netsim.units.unit_label`, the one reading of the names."""
+    return unit_label(name)
 
 
 def type_name(annotation: Any) -> str:

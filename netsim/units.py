@@ -35,6 +35,18 @@ SI_UNITS = {
     "flop_per_s": "flop / second",
 }
 
+#: How each unit of :data:`SI_UNITS` is shown to the user (``netsim schema``, docs/reference.md).
+UNIT_LABELS = {
+    "s": "s",
+    "j": "J",
+    "w": "W",
+    "bytes": "bytes",
+    "bps": "bit/s",
+    "j_per_bit": "J/bit",
+    "flop": "FLOP",
+    "flop_per_s": "FLOP/s",
+}
+
 #: Plausible magnitudes (SI, inclusive; None: unbounded) per scenario field name. A value
 #: outside is accepted but warned about (``--strict`` makes it an error): it is a typo or a
 #: unit trap far more often than a real edge network.
@@ -151,6 +163,14 @@ def unit_of_field(name: str) -> str | None:
         if name == suffix or name.endswith("_" + suffix):
             return suffix
     return None
+
+
+def unit_label(name: str) -> str:
+    """The unit a field's name carries, as shown to the user (:data:`UNIT_LABELS`):
+    ``latency_s`` -> ``s``, ``flop_per_s`` -> ``FLOP/s`` (the whole name is the suffix there,
+    not ``_s``); ``""`` for a name without a unit suffix."""
+    unit = unit_of_field(name)
+    return UNIT_LABELS[unit] if unit is not None else ""
 
 
 def _walk(data: Any, path: str) -> Iterator[tuple[str, str, Any]]:

@@ -87,8 +87,11 @@ def expanded_size(data: Any, limit: int = MAX_NODES) -> int:
     return size(data)
 
 
-def safe_load(text: str) -> Any:
+def safe_load(text: str, name: str | None = None) -> Any:
     """Parse YAML text safely (no object construction), floats like ``1e6`` included.
+
+    ``name`` (the file's path) is what the positions in PyYAML's errors name, instead of
+    ``<unicode string>``; :func:`describe_error` writes such an error as ``PATH:LINE:COLUMN``.
 
     Raises
     ------
@@ -97,10 +100,43 @@ def safe_load(text: str) -> Any:
     yaml.YAMLError
         On text that is not YAML.
     """
-    data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    loader = _Loader(text)
+    if name is not None:
+        loader.name = name  # the marks (line, column) of errors name the file
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
     if expanded_size(data) > MAX_NODES:
         raise YamlLimitError(f"more than {MAX_NODES:,} values once aliases are expanded")
     return data
+
+
+def describe_error(exc: yaml.YAMLError, name: str, text: str | None = None) -> str:
+    """A YAML syntax error as ``NAME:LINE:COLUMN: not valid YAML: WHAT``, then the line with a
+    caret under the column (PyYAML's own text names the string it parsed, ``"<unicode
+    string>"``, where the user needs the file). ``text`` locates a bad character's line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = col = None
+        if text is not None:
+            before = text[:exc.position]
+            line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        where = f"{name}:{line}:{col}" if line is not None else name
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f"{where}: not valid YAML: character #x{char:04x}: {exc.reason}"
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return f"{name}: not valid YAML: {exc}"
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
+    what = exc.problem or exc.context or type(exc).__name__
+    if exc.problem and exc.context:
+        context = exc.context
+        cm = exc.context_mark
+        if cm is not None and mark is not None and (cm.line, cm.column) != (mark.line, mark.column):
+            context += f" (line {cm.line + 1}, column {cm.column + 1})"
+        what = f"{context}: {exc.problem}"
+    snippet = mark.get_snippet() if mark is not None else None
+    return f"{where}: not valid YAML: {what}" + (f"\n{snippet}" if snippet else "")
 
 
 def read_text(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> str:

@@ -52,7 +52,9 @@ def energy_by_policy(results: Results):
     width = 0.8 / len(policies)
     for k, policy in enumerate(policies):
         s = stats[stats["policy_label"] == policy].set_index("point").reindex(points)
-        y = np.arange(len(points)) - (k - (len(policies) - 1) / 2) * width
+        # the y axis is inverted below: the first policy's bar is the top one of each group,
+        # in the legend's order (top to bottom)
+        y = np.arange(len(points)) + (k - (len(policies) - 1) / 2) * width
         err = np.vstack([s["mean"] - s["lo"], s["hi"] - s["mean"]])
         ax.barh(y, s["mean"], width, xerr=np.nan_to_num(err), capsize=2, label=policy,
                 color=styles[policy]["color"], edgecolor="black", linewidth=0.4,

@@ -74,3 +74,43 @@ def test_run_with_params_and_seeds(tmp_path, capsys):
     runs = pd.read_parquet(tmp_path / "runs")
     assert sorted(runs["seed"]) == [1, 2]
     assert '"k": 1' in runs["policy_params"].iloc[0]
+
+
+def test_policy_takes_several_names_and_the_scenario_stays_unambiguous(tmp_path, capsys):
+    out = tmp_path / "a"
+    assert main(["run", "two-phones", "--policy", "fedavg-all", "random-k", "--out", str(out),
+                 "--no-figure"]) == 0
+    assert sorted(pd.read_parquet(out / "runs")["policy"]) == ["fedavg-all", "random-k"]
+    # the scenario written after the names is still the scenario; the repeated form mixes in
+    out = tmp_path / "b"
+    assert main(["run", "--policy", "fedavg-all", "two-phones", "--policy", "random-k",
+                 "--out", str(out), "--no-figure"]) == 0
+    runs = pd.read_parquet(out / "runs")
+    assert sorted(runs["policy"]) == ["fedavg-all", "random-k"]
+    assert set(runs["scenario"]) == {"two-phones"}
+    capsys.readouterr()
+    # a second scenario is not a policy; a typo gets a suggestion
+    assert main(["run", "two-phones", "--policy", "pact", "default", "--out", str(out)]) == 2
+    assert "unknown policy 'default': it names a scenario" in capsys.readouterr().err
+    assert main(["run", "two-phones", "--policy", "pactt", "--out", str(out)]) == 2
+    assert "--policy: unknown policy 'pactt'; did you mean 'pact'?" in capsys.readouterr().err
+
+
+def test_a_run_into_a_results_folder_says_what_it_replaces_and_adds(tmp_path, capsys):
+    out = tmp_path / "res"
+    args = ["run", "two-phones", "--seed", "1", "--out", str(out), "--no-figure"]
+    assert main([*args, "--policy", "fedavg-all"]) == 0
+    first = capsys.readouterr().out
+    assert "already holds" not in first
+    header = next(ln for ln in first.splitlines() if ln.split()[:2] == ["policy", "seed"])
+    assert "sim_time_s" in header.split() and "time_s" not in header.split()  # simulated time
+    (earlier,) = pd.read_parquet(out / "runs")["run_id"]
+    assert main([*args, "--policy", "fedavg-all", "random-k"]) == 0
+    second = capsys.readouterr().out
+    runs = pd.read_parquet(out / "runs")
+    (added,) = set(runs["run_id"]) - {earlier}
+    lines = second.splitlines()
+    assert lines[0] == f"{out} already holds 1 run(s); this run replaces 1 of them, keeps 0 and adds 1:"
+    assert lines[1].split() == ["replaces", earlier, "fedavg-all", "seed", "1"]
+    assert lines[2].split() == ["adds", added, "random-k", "seed", "1"]
+    assert second.index("already holds") < second.index("sim_time_s")  # said before it runs

@@ -13,6 +13,8 @@ import pytest
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt  # noqa: E402
+
 import netsim  # noqa: E402
 from netsim import figures as registry  # noqa: E402
 from netsim.cli import main  # noqa: E402
@@ -94,6 +96,20 @@ def test_energy_by_policy_has_a_bar_per_policy_and_point(results):
     expected = results.runs[results.runs["policy_label"] == "fedavg-all"].groupby(
         "point")["energy_j"].mean()
     assert fedavg == pytest.approx(list(expected))
+
+
+def test_energy_by_policy_legend_runs_in_the_bars_order(results):
+    fig = compare.energy_by_policy(results)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    from matplotlib.container import BarContainer
+
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for point in range(len(SIZES)):  # top to bottom on the page, in each group of bars
+        tops = {c.get_label(): c.patches[point].get_window_extent().y0
+                for c in ax.containers if isinstance(c, BarContainer)}
+        assert sorted(tops, key=lambda label: -tops[label]) == legend
+    plt.close(fig)
 
 
 def test_metric_vs_axis_draws_mean_and_band_per_policy(results):
@@ -192,6 +208,25 @@ def test_figures_command_writes_png_and_pdf(tmp_path, capsys):
     assert main(["figures", "--results", str(tmp_path / "res"), "--out", str(tmp_path),
                  "--only", "nosuch"]) == 2
     assert "unknown figure" in capsys.readouterr().err
+
+
+def test_figures_command_lists_skipped_figures_once_per_reason(tmp_path, capsys):
+    synthetic(tmp_path / "res")
+    assert main(["figures", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "fig")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    skipped = [ln for ln in lines if ln.startswith("skipped")]
+    missing = []
+    for d in registry.draw(load_results(tmp_path / "res")):
+        if d.figure is not None:
+            plt.close(d.figure)
+        elif not d.error:
+            missing.append(d)
+    assert len(missing) > len(skipped) >= 1
+    assert sorted(skipped) == sorted(
+        f"skipped {sum(d.note == note for d in missing)} figure(s) ({note}): "
+        + ", ".join(d.name for d in missing if d.note == note)
+        for note in {d.note for d in missing})
+    assert lines[-1].endswith(f"figure(s) in {tmp_path / 'fig'}")
 
 
 def family_synthetic(out) -> pd.DataFrame:

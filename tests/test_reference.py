@@ -68,3 +68,62 @@ def test_every_command_has_help_that_ends_a_sentence(capsys):
 def test_the_reference_page_is_generated_from_the_code():
     assert PAGE.read_text(encoding="utf-8") == reference_markdown(), (
         "docs/reference.md is stale: run `netsim schema --markdown > docs/reference.md`")
+
+
+#: The unit each field-name suffix carries (issue 36): the whole name may be the suffix
+#: (``flop_per_s`` is FLOP/s, not seconds), else ``_`` + suffix ends it; longest first.
+DIMENSIONS = [("j_per_bit", "J/bit", "joule / bit"), ("flop_per_s", "FLOP/s", "flop / second"),
+              ("bytes", "bytes", "byte"), ("flop", "FLOP", "flop"), ("bps", "bit/s", "bit / second"),
+              ("j", "J", "joule"), ("w", "W", "watt"), ("s", "s", "second")]
+
+
+def expected_unit(name: str) -> tuple[str, str] | None:
+    """(label, pint unit) of the dimension a field's name carries, or None."""
+    for suffix, label, si in DIMENSIONS:
+        if name == suffix or name.endswith("_" + suffix):
+            return label, si
+    return None
+
+
+def shown_units(text: str, sections: list[str]) -> dict[str, str]:
+    """``section.field -> unit`` from `netsim schema`'s aligned tables (the unit column)."""
+    out, section, start, end = {}, None, 0, 0
+    for line in text.splitlines():
+        head = line.split(":", 1)[0]
+        if head in sections and not line.startswith(" "):
+            section = head
+        elif line.startswith("field "):
+            start, end = line.index("unit"), line.index("description")
+        elif section and line.strip():
+            out[f"{section}.{line.split()[0]}"] = line[start:end].strip()
+    return out
+
+
+def test_every_fields_unit_shown_matches_the_dimension_its_name_carries(capsys):
+    from netsim.reference import SECTIONS
+    from netsim.units import registry
+
+    assert main(["schema"]) == 0
+    shown = shown_units(capsys.readouterr().out, list(SECTIONS))
+    fields = [f"{s}.{f}" for s, m in SECTIONS.items() for f in m.model_fields]
+    assert sorted(shown) == sorted(fields)
+    assert shown["devices.flop_per_s"] == "FLOP/s"
+    ureg = registry()
+    for key, unit in shown.items():
+        want = expected_unit(key.rsplit(".", 1)[1])
+        if want is None:
+            assert unit == "", key
+            continue
+        assert unit == want[0], key
+        # the label is a unit of the field's dimension, as pint reads it
+        assert ureg.Quantity(1, unit).dimensionality == ureg.Quantity(1, want[1]).dimensionality
+
+
+def test_the_reference_page_shows_each_fields_unit_by_its_dimension():
+    from netsim.reference import SECTIONS, field_rows
+
+    for section, model in SECTIONS.items():
+        for row in field_rows(model, section):
+            want = expected_unit(row["field"])
+            assert row["unit"] == (want[0] if want else ""), f"{section}.{row['field']}"
+    assert "| `flop_per_s` | float | required | > 0, <= 1e+24 | FLOP/s |" in PAGE.read_text()

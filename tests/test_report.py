@@ -37,3 +37,32 @@ def test_report_is_self_contained_with_tables_figures_and_failures(tmp_path, cap
     assert "<script" not in text
     assert "wrote" in capsys.readouterr().out
     assert main(["report", str(tmp_path / "nothing")]) == 2
+
+
+def test_report_replaces_only_its_own_page_and_lists_skipped_figures_by_reason(tmp_path, capsys):
+    import netsim
+    from netsim.commands.report import GENERATOR
+
+    res = tmp_path / "res"
+    netsim.simulate("two-phones", "fedavg-all", out=res)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine")
+    assert main(["report", str(res), "--out", str(precious)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "is not a netsim report" in err and precious.read_text() == "mine"
+    page = tmp_path / "page.html"
+    assert main(["report", str(res), "--out", str(page)]) == 0
+    out = capsys.readouterr().out
+    skipped = [ln for ln in out.splitlines() if ln.startswith("skipped")]
+    assert skipped and all(re.match(r"skipped \d+ figure\(s\) \(.+\): \S", ln) for ln in skipped)
+    reasons = [ln.split("(s) ")[1].split("):")[0] for ln in skipped]
+    assert len(reasons) == len(set(reasons))  # one line per reason
+    assert GENERATOR in page.read_text(encoding="utf-8")
+    assert main(["report", str(res), "--out", str(page)]) == 0  # its own page: replaced
+    # a page written before the mark is netsim's too
+    page.write_text(page.read_text(encoding="utf-8").replace(GENERATOR, ""), encoding="utf-8")
+    assert main(["report", str(res), "--out", str(page)]) == 0
+    (res / "report.html").write_text("<html>my notes</html>")
+    assert main(["report", str(res)]) == 2
+    assert "report.html' exists and is not a netsim report" in capsys.readouterr().err
+    assert (res / "report.html").read_text() == "<html>my notes</html>"

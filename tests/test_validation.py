@@ -185,6 +185,31 @@ def test_unreadable_files_exit_2_with_a_plain_message(tmp_path, capsys, content,
     assert expect in err and "Traceback" not in err and "Error:" not in err
 
 
+def test_an_unknown_medium_says_when_no_media_are_defined(star):
+    star["links"][0]["medium"] = "cell-9"
+    message = paths_of(star)["links[0].medium"]
+    assert "unknown medium 'cell-9'; no media are defined" in message and "one of" not in message
+    star["media"] = [{"id": "cell-1", "kind": "wifi"}]
+    assert "did you mean 'cell-1'?" in paths_of(star)["links[0].medium"]
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, capsys):
+    scenario = write(tmp_path, "name: x\nseed: 1\n  bad: [\n")
+    assert main(["validate", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert f"{scenario}:3:6: not valid YAML: mapping values are not allowed here" in err
+    assert "<unicode string>" not in err and "Traceback" not in err
+    sweep = write(tmp_path, "name: s\nbase: two-phones\npolicies: [fedavg-all\nseeds: 2\n",
+                  "sweep.yaml")
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "res"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{sweep}:4:" in err and "<unicode string>" not in err
+    control = write(tmp_path, "name: x\nseed: \"a\x07\"\n", "control.yaml")
+    assert main(["validate", str(control)]) == 2
+    err = capsys.readouterr().err
+    assert f"{control}:2:9: not valid YAML: character #x0007" in err and "<unicode" not in err
+
+
 def test_files_over_the_size_limit_are_refused_unread(tmp_path, capsys):
     path = tmp_path / "huge.yaml"
     with open(path, "wb") as fh:

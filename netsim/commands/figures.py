@@ -1,19 +1,25 @@
 """``netsim figures --results DIR --out FIGDIR [--only NAME ...]``; ``netsim figures`` alone
 lists the registered figures (netsim's and any installed package's) with what each shows.
 
-Redraws every figure registered under the entry-point group ``netsim.figures`` from the stored results in DIR
-(nothing is simulated) as PNG and PDF in FIGDIR. A figure whose runs are absent is skipped
-with a note; a figure whose plot function fails is reported and the exit code is 1.
+Redraws every figure registered under the entry-point group ``netsim.figures`` from the stored
+results in DIR (nothing is simulated) as PNG and PDF in FIGDIR. Figures whose runs are absent
+are skipped, listed on one line per reason; a figure whose plot function fails is reported and
+the exit code is 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from netsim.outputs import dir_problems
 from netsim.scenario.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from netsim.figures import Drawn
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +31,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", metavar="NAME", help="draw only this figure "
                    "(repeatable; `netsim figures` lists the names)")
     p.set_defaults(func=figures_command)
+
+
+def skipped_lines(drawn: Iterable[Drawn]) -> list[str]:
+    """One line per reason for the figures skipped (not failed), naming them:
+    ``skipped 10 figure(s) (no runs match its selector): a, b, ...``."""
+    by_reason: dict[str, list[str]] = {}
+    for d in drawn:
+        if d.figure is None and not d.error:
+            by_reason.setdefault(d.note, []).append(d.name)
+    return [f"skipped {len(names)} figure(s) ({reason}): {', '.join(names)}"
+            for reason, names in by_reason.items()]
 
 
 def figures_command(args: argparse.Namespace) -> int:
@@ -51,14 +68,19 @@ def figures_command(args: argparse.Namespace) -> int:
     if problems:
         raise ScenarioError(problems, "command line")
     results = load_results(args.results)
-    out, failed, written = Path(args.out), 0, 0
+    out, failed, written, skipped = Path(args.out), 0, 0, []
     for drawn in draw(results, only=args.only):
         if drawn.figure is None:
             failed += drawn.error
-            print(f"{'FAILED' if drawn.error else 'skipped'} {drawn.name}: {drawn.note}")
+            if drawn.error:
+                print(f"FAILED {drawn.name}: {drawn.note}")
+            else:
+                skipped.append(drawn)  # listed together below, one line per reason
             continue
         paths = save(drawn.figure, out / drawn.name)
         written += 1
         print(f"wrote {', '.join(str(p) for p in paths)}")
+    for line in skipped_lines(skipped):
+        print(line)
     print(f"{written} figure(s) in {out}" + (f"; {failed} failed" if failed else ""))
     return 1 if failed else 0

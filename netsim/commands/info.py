@@ -59,6 +59,7 @@ def _policies(args: argparse.Namespace) -> int:
 
     entries = registered()
     if args.name:
+        from netsim.commands.schema import with_units
         from netsim.reference import format_rows, policy_rows
         from netsim.scenario.errors import ScenarioError
 
@@ -66,7 +67,7 @@ def _policies(args: argparse.Namespace) -> int:
             raise ScenarioError([Problem("NAME", f"no policy {args.name!r}; one of: "
                                                  f"{', '.join(entries)}")], "command line")
         print(f"{args.name}: {entries[args.name].description}")
-        print(format_rows(policy_rows(args.name)), end="")
+        print(format_rows(with_units(policy_rows(args.name))), end="")
         return 0
     width = max(len(n) for n in entries)
     for name, entry in entries.items():

@@ -1,8 +1,12 @@
 """``netsim run [SCENARIO] [--policy NAME ...] [--seed N ...] [--out DIR]``.
 
-Runs each policy with each seed, prints a summary table (energy J, time s, final loss, target
-reached), writes the tables (Parquet, one file per run and table, atomically) and one figure
-(loss and cumulative energy vs simulated time) to the output folder.
+Runs each policy with each seed, prints a summary table (energy J, simulated time s as
+``sim_time_s``, final loss, target reached), writes the tables (Parquet, one file per run and
+table, atomically) and one figure (loss and cumulative energy vs simulated time) to the output
+folder. Into a folder that holds results, it first lists by run id the runs it replaces (same
+scenario, policy, parameters and seed) and those it adds. ``--policy a b`` and ``--policy a
+--policy b`` both run a and b; give SCENARIO before ``--policy`` (a built-in scenario or scenario
+file after the names is still read as the scenario when none came before).
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``netsim run``."""
     p = sub.add_parser("run", help="simulate policies on a scenario (default: built-in 'default')")
-    p.add_argument("scenario", nargs="?", default="default", help="scenario file or built-in name")
-    p.add_argument("--policy", action="append", metavar="NAME",
-                   help="policy to run (repeatable; default: the scenario's 'policies' block, "
-                        f"else {', '.join(DEFAULT_POLICIES)})")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="scenario file or built-in name (default: 'default'); give it before "
+                        "--policy")
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME",
+                   help="policies to run: --policy a b, or --policy a --policy b (default: the "
+                        f"scenario's 'policies' block, else {', '.join(DEFAULT_POLICIES)})")
     p.add_argument("--seed", action="append", type=int, metavar="N",
                    help="seed (repeatable; default: the scenario's seed)")
     p.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
@@ -76,18 +82,62 @@ def params_and_problems(items: list[str]) -> tuple[dict[str, dict[str, Any]], li
     return out, problems
 
 
+def _looks_like_scenario(name: str) -> bool:
+    """Whether a name given to ``--policy`` is rather a scenario (a built-in or a file)."""
+    from netsim.scenario.loading import builtin_scenarios
+
+    return name in builtin_scenarios() or name.endswith((".yaml", ".yml")) or Path(name).is_file()
+
+
+def scenario_and_policies(args: argparse.Namespace) -> tuple[str, list[str] | None]:
+    """The scenario and the policy names ``netsim run`` was given.
+
+    ``--policy a b`` takes every name after it, so a scenario written after the names
+    (``netsim run --policy pact two-phones``) lands among them. Where no scenario came before
+    ``--policy``, the one name there that is no registered policy but a built-in scenario or a
+    scenario file is the scenario; any other such name stays a policy name, for
+    :func:`_policy_problems` to report."""
+    from netsim.policy import registered
+
+    names = list(args.policy) if args.policy else None
+    scenario = args.scenario
+    if scenario is None and names:
+        known = registered()
+        found = [n for n in names if n not in known and _looks_like_scenario(n)]
+        if len(found) == 1 and len(names) > 1:
+            scenario = found[0]
+            names.remove(scenario)
+    return scenario or "default", names
+
+
+def _unknown_policy(name: str, known: list[str]) -> Problem:
+    """``--policy: unknown policy 'pactt'; did you mean 'pact'?`` (else every name)."""
+    import difflib
+
+    if _looks_like_scenario(name):
+        return Problem("--policy", f"unknown policy {name!r}: it names a scenario; give one "
+                                   "scenario, before --policy (netsim run SCENARIO --policy NAME ...)")
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (registered: {', '.join(known)})"
+    return Problem("--policy", f"unknown policy {name!r}{hint}")
+
+
 def _policy_problems(scenario: Scenario | None, names: list[str],
                      params: dict[str, dict[str, Any]]) -> list[Problem]:
     """Unknown policies and bad parameters of the policies to run (every one, not the first)."""
     from netsim.api import resolve_policy
-    from netsim.policy import make_policy
+    from netsim.policy import make_policy, registered
 
     out = []
     for name in params:
         if name not in names:
             out.append(Problem("--param", f"policy {name!r} is not being run "
                                           f"(running: {', '.join(names)})"))
+    known = list(registered())
     for name in names:
+        if name not in known:
+            out.append(_unknown_policy(name, known))
+            continue
         try:
             if scenario is not None:
                 resolve_policy(scenario, name, params.get(name))
@@ -109,13 +159,14 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
     ScenarioError
         With every problem found (and every warning, with ``--strict``).
     """
-    result = validate_scenario(args.scenario)
+    source, given = scenario_and_policies(args)
+    result = validate_scenario(source)
     print_warnings(result.warnings)
     problems = result.problems + (result.warnings if args.strict else [])
     params, param_problems = params_and_problems(args.param)
     problems += param_problems
     scenario = result.scenario
-    names = args.policy or (list(scenario.policies) if scenario is not None else []) \
+    names = given or (list(scenario.policies) if scenario is not None else []) \
         or DEFAULT_POLICIES
     problems += _policy_problems(scenario, names, params)
     for i, seed in enumerate(args.seed or []):
@@ -129,10 +180,11 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
 
 
 def summary_table(runs: pd.DataFrame) -> str:
-    """The per-run summary printed by ``netsim run``."""
+    """The per-run summary printed by ``netsim run``; ``time_s`` is shown as ``sim_time_s``
+    (simulated time, not the wall clock)."""
     cols = ["policy", "seed", "status", "epochs", "energy_j", "time_s", "final_loss",
             "target_reached"]
-    table = runs[cols].copy()
+    table = runs[cols].rename(columns={"time_s": "sim_time_s"})
     if "planned_energy_j" in runs and runs["planned_energy_j"].notna().any():
         # a planning policy's first plan beside what the simulator did (blank for the others)
         table["planned_j"] = runs["planned_energy_j"]
@@ -140,13 +192,52 @@ def summary_table(runs: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="")
 
 
+#: At most this many runs are listed by :func:`stored_notice` (then "... and N more").
+MAX_LISTED = 20
+
+
+def stored_notice(out: str | Path, planned: list[tuple[str, str, int]]) -> list[str]:
+    """What a run into ``out`` does to the results already there: the lines naming, by run id,
+    each run it replaces (same scenario, policy, parameters and seed) and each it adds; empty
+    where ``out`` holds no results. ``planned``: (run id, policy, seed) of each run."""
+    from netsim.results.store import completed_runs
+
+    stored = completed_runs(out)
+    if not stored:
+        return []
+    ids = list(dict.fromkeys(rid for rid, _, _ in planned))
+    replaced = [rid for rid in ids if rid in stored]
+    kept = len(stored) - len(replaced)
+    lines = [f"{out} already holds {len(stored)} run(s); this run replaces {len(replaced)} of "
+             f"them, keeps {kept} and adds {len(ids) - len(replaced)}:"]
+    seen: set[str] = set()
+    for rid, policy, seed in planned:
+        if rid in seen:
+            continue
+        seen.add(rid)
+        if len(seen) > MAX_LISTED:
+            lines.append(f"  ... and {len(ids) - MAX_LISTED} more")
+            break
+        lines.append(f"  {'replaces' if rid in stored else 'adds':<8}  {rid}  {policy} seed {seed}")
+    return lines
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Validate everything first, then simulate; returns the exit code."""
-    from netsim.api import resolve_policy, simulate
+    from netsim.api import resolve_policy, run_id, simulate
+    from netsim.policy import policy_params
 
     scenario, names, params = check_run_inputs(args)
     seeds = args.seed or [scenario.seed]
     out = Path(args.out)
+    planned = []
+    for name in names:
+        policy = resolve_policy(scenario, name, params.get(name))
+        for seed in seeds:
+            planned.append((run_id(scenario, policy.name, policy_params(policy), seed), name,
+                            seed))
+    for line in stored_notice(out, planned):
+        print(line)
     results = []
     with tqdm(total=len(names) * len(seeds), desc="runs", unit="run", delay=1.0,
               file=sys.stderr) as bar:

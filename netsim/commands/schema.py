@@ -25,6 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=schema_command)
 
 
+def with_units(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Reference rows with each field's unit from :func:`netsim.units.unit_label` (the unit
+    its name's suffix carries: ``flop_per_s`` is FLOP/s, not seconds)."""
+    from netsim.units import unit_label
+
+    return [{**row, "unit": unit_label(row["field"])} for row in rows]
+
+
 def schema_command(args: argparse.Namespace) -> int:
     """Print the fields of one section or all; exit code 0."""
     from netsim.reference import SECTIONS, field_rows, format_rows, reference_markdown
@@ -36,5 +44,5 @@ def schema_command(args: argparse.Namespace) -> int:
         model = SECTIONS[section]
         doc = " ".join((model.__doc__ or "").split("\n\n")[0].split())
         print(("\n" if i else "") + f"{section}: {doc}")
-        print(format_rows(field_rows(model, section)), end="")
+        print(format_rows(with_units(field_rows(model, section))), end="")
     return 0

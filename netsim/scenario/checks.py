@@ -29,8 +29,11 @@ from netsim.scenario.errors import Problem, problems_from_validation
 from netsim.scenario.schema import DeviceSpec, GenerateSpec, ModelSpec, TrainingSpec
 
 
-def _hint(name: str, known: Sequence[str]) -> str:
-    """``; did you mean 'x'?`` for a close match, else the list of known names (at most 12)."""
+def name_hint(name: str, known: Sequence[str], none: str = "there are none") -> str:
+    """``; did you mean 'x'?`` for a close match, else the list of known names (at most 12);
+    ``; NONE`` when there are no names at all (never an empty ``(one of: )``)."""
+    if not known:
+        return f"; {none}"
     close = difflib.get_close_matches(name, list(known), n=1)
     if close:
         return f"; did you mean {close[0]!r}?"
@@ -90,7 +93,7 @@ def model_problems(data: dict[str, Any]) -> list[Problem]:
     raw, out = data.get("model"), []
     if isinstance(raw, str) and raw not in builtin_models():
         out.append(Problem("model", f"unknown built-in model {raw!r}"
-                                    + _hint(raw, sorted(builtin_models()))))
+                                    + name_hint(raw, sorted(builtin_models()))))
     if _field(data.get("training"), "backend") == "real":
         from netsim.training.real import REAL_MODELS
 
@@ -112,7 +115,7 @@ def policy_problems(data: dict[str, Any]) -> list[Problem]:
     for name, params in block.items():
         if not isinstance(name, str) or name not in entries:
             out.append(Problem(f"policies.{name}", f"unknown policy {name!r}"
-                                                   + _hint(str(name), list(entries))))
+                                                   + name_hint(str(name), list(entries))))
             continue
         if not isinstance(params, dict):
             continue  # the schema reports it
@@ -142,7 +145,7 @@ def generate_problems(data: dict[str, Any]) -> list[Problem]:
         for key in shares:
             if key not in table:
                 out.append(Problem(f"generate.{field}.{key}",
-                                   f"unknown {field} entry" + _hint(str(key), list(table))))
+                                   f"unknown {field} entry" + name_hint(str(key), list(table))))
         numbers = [v for v in shares.values() if isinstance(v, int | float)]
         if len(numbers) == len(shares) and not any(v > 0 for v in numbers):
             out.append(Problem(f"generate.{field}", "needs at least one positive share"))
@@ -150,7 +153,7 @@ def generate_problems(data: dict[str, Any]) -> list[Problem]:
         value = raw.get(field)
         if isinstance(value, str) and value not in table:
             out.append(Problem(f"generate.{field}", f"unknown entry {value!r}"
-                                                    + _hint(value, list(table))))
+                                                    + name_hint(value, list(table))))
     spec = _valid(GenerateSpec, raw)
     if spec is None:
         return out
@@ -209,7 +212,7 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
         if end not in seen and uses[end] == 1:
             out.append(Problem(f"links[{i}].{key}", f"{end!r} is not a device id, and as a "
                                "network node it would join no other link (a typo?)"
-                               + _hint(end, list(seen))))
+                               + name_hint(end, list(seen))))
     graph = nx.Graph()
     graph.add_nodes_from(seen)
     by_link: dict[int, list[str]] = {}
@@ -225,7 +228,8 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
     if not isinstance(agg, str):
         return out
     if agg not in seen:
-        out.append(Problem("aggregator", f"{agg!r} is not a device id" + _hint(agg, list(seen))))
+        out.append(Problem("aggregator", f"{agg!r} is not a device id"
+                           + name_hint(agg, list(seen))))
         return out
     reach = nx.node_connected_component(graph, agg)
     for i, d in enumerate(raw_devices):
@@ -393,7 +397,8 @@ def media_problems(data: dict[str, Any]) -> list[Problem]:
             continue
         if not isinstance(mid, str) or mid not in kinds:
             out.append(Problem(f"links[{i}].medium", f"unknown medium {mid!r}"
-                               + _hint(str(mid), list(kinds))))
+                               + name_hint(str(mid), list(kinds), "no media are defined "
+                                           "(define them in a top-level media: block)")))
             continue
         ends = [e for e in (_field(link, "a"), _field(link, "b")) if isinstance(e, str)]
         stations = [e for e in ends if e in device_ids]

@@ -28,7 +28,7 @@ from netsim.scenario.network import (  # noqa: F401  (re-exported: their home be
 )
 from netsim.scenario.schema import Scenario
 from netsim.units import unit_warnings
-from netsim.yamlio import YamlLimitError, read_text, safe_load
+from netsim.yamlio import YamlLimitError, describe_error, read_text, safe_load
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -48,12 +48,14 @@ def read_yaml(source: str | Path, what: str = "scenario") -> dict[str, Any]:
         unparsable, beyond the limits, or not a mapping.
     """
     path = Path(source)
+    text = None
     try:
-        data = safe_load(read_text(path))
+        text = read_text(path)
+        data = safe_load(text, name=str(path))
     except YamlLimitError as exc:
         raise ScenarioError([Problem("", str(exc))], what) from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError([Problem("", f"{path}: not valid YAML: {exc}")], what) from None
+    except yaml.YAMLError as exc:  # named PATH:LINE:COLUMN, not "<unicode string>"
+        raise ScenarioError([Problem("", describe_error(exc, str(path), text))], what) from None
     if not isinstance(data, dict):
         kind = "nothing" if data is None else type(data).__name__
         raise ScenarioError([Problem("", f"{path}: expected a mapping (key: value) at the top "
