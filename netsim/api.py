@@ -41,6 +41,11 @@ _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power
 #: generated networks: private links (0.3) are "as before"; shared media (the default since
 #: 0.4) change the results, so they change the hashes
 _LATER_GENERATE_DEFAULTS = {"shared_media": False}
+#: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
+#: the local-training exponents and the accuracy map (0.6.0)
+_LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None}
+_LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
+                        "accuracy": None}
 
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -52,9 +57,13 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
     for key, default in _LATER_DEFAULTS.items():
         if key in data and data[key] == default:
             del data[key]
+    model = data.get("model")
+    loss = model.get("loss") if isinstance(model, dict) else None
     for entries, defaults in ((data.get("devices"), _LATER_DEVICE_DEFAULTS),
                               (data.get("links"), _LATER_LINK_DEFAULTS),
-                              ([data.get("generate")], _LATER_GENERATE_DEFAULTS)):
+                              ([data.get("generate")], _LATER_GENERATE_DEFAULTS),
+                              ([data.get("training")], _LATER_TRAINING_DEFAULTS),
+                              ([loss], _LATER_LOSS_DEFAULTS)):
         for entry in entries or []:
             for key, default in defaults.items():
                 if entry is not None and key in entry and entry[key] == default:

@@ -52,7 +52,18 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
     return scenario.model_copy(update={
         "devices": net.devices if fleet else tuple(net.devices),
         "links": net.links if fleet else tuple(net.links), "aggregator": net.aggregator,
-        "media": tuple(net.media), "generate": None, "model": resolve_model(scenario.model)})
+        "media": tuple(net.media), "generate": None,
+        "model": epoch_model(resolve_model(scenario.model), scenario.training.local_epochs)})
+
+
+def epoch_model(model: ModelSpec, local_epochs: int) -> ModelSpec:
+    """The model as an epoch uses it: its training FLOP per sample per epoch, the model's per
+    pass times the ``local_epochs`` each participant makes (what the engine and every planner
+    read from the resolved scenario, so E local epochs cost E times the compute everywhere)."""
+    if local_epochs == 1:
+        return model
+    return model.model_copy(update={
+        "train_flop_per_sample": model.train_flop_per_sample * local_epochs})
 
 
 class World:
@@ -67,6 +78,7 @@ class World:
         self.scenario = scenario
         self.fast_epochs = fast_epochs
         self.model: ModelSpec = scenario.model  # type: ignore[assignment]
+        self.local_epochs = int(scenario.training.local_epochs)  # type: ignore[union-attr]
         net = network_of(scenario)
         self.env = simpy.Environment()
         self.topology = scenario_topology(scenario)
@@ -302,9 +314,15 @@ class World:
 
     def workload_of(self, decision: Decision) -> Workload:
         """What each participant of ``decision`` moves and computes: its own workload, else
-        its variant's training (netsim.workload)."""
-        return decision.workload if decision.workload is not None \
-            else self.model.workload(decision.variant)
+        its variant's training (netsim.workload) at its local epochs (the resolved model's
+        FLOP per sample are per epoch at the scenario's: :func:`epoch_model`)."""
+        if decision.workload is not None:
+            return decision.workload
+        work = self.model.workload(decision.variant)
+        if decision.local is not None and decision.local.epochs != self.local_epochs:
+            work = replace(work, flop_per_sample=work.flop_per_sample * decision.local.epochs
+                           / self.local_epochs)
+        return work
 
     def aggregate(self, work: Workload, updates: int) -> None:
         """The aggregator takes ``updates`` updates of ``work`` now (busy for their FLOP)."""

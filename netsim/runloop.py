@@ -35,6 +35,7 @@ from netsim.gcpause import relaxed_gc
 from netsim.policy import Decision, InvalidDecision, Observation, Policy, validate_decision
 from netsim.results.recorder import Recorder
 from netsim.scenario.schema import Scenario
+from netsim.training.loss import SurrogateLoss
 from netsim.training.progress import EpochProgress
 
 
@@ -194,6 +195,8 @@ class Run:
             return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)
         counted = _samples_by_device(decision) if outcome.counted is None else outcome.counted
         if counted:
+            if decision.local is not None and isinstance(backend, SurrogateLoss):
+                return backend.advance(counted, decision.variant, decision.local)
             return backend.advance(counted, decision.variant)
         # every participant dropped out or was late (or nothing trained): no progress
         return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)

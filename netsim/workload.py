@@ -42,3 +42,23 @@ class Workload:
     def aggregation_flop(self, updates: int | float) -> float:
         """FLOP the aggregator spends on ``updates`` updates."""
         return self.aggregation_flop_per_update * updates
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """How each participant trains in an epoch: ``epochs`` local passes (E) over the samples
+    it uses, in minibatches of ``batch_size`` samples (B; None: the whole local data, one step
+    a pass). A decision may set it for its epoch (``Decision.local``); else the scenario's
+    ``training.local_epochs`` and ``training.batch_size`` hold."""
+
+    epochs: int = 1
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.epochs, int) and self.epochs >= 1):
+            raise ValueError(f"local.epochs: {self.epochs!r} is not an integer >= 1")
+        if self.batch_size is not None and not (isinstance(self.batch_size, int)
+                                                and self.batch_size >= 1):
+            raise ValueError(f"local.batch_size: {self.batch_size!r} is not an integer >= 1 "
+                             "(or None: the whole local data)")
+

@@ -28,7 +28,7 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
-from netsim.workload import Workload
+from netsim.workload import LocalTraining, Workload
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,10 @@ class Decision:
         the variant's training (:class:`netsim.workload.Workload`: bytes down and up, FLOP
         per sample, the aggregator's FLOP per update), as a driven run's message round does
         (docs/flower.md); synchronous data-parallel epochs only.
+    local: optional, how the participants train this epoch (:class:`netsim.workload.
+        LocalTraining`: E local passes in minibatches of B) in place of the scenario's
+        ``training.local_epochs`` and ``training.batch_size``: their compute scales with E,
+        their progress as the progress model says (docs/curves.md).
     """
 
     participants: Mapping[str, int] = field(default_factory=dict)
@@ -144,6 +148,7 @@ class Decision:
     buffer_updates: int | None = None
     max_staleness: int | None = None
     workload: Workload | None = None
+    local: LocalTraining | None = None
 
 
 class InvalidDecision(ValueError):

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializationInfo,
@@ -127,6 +128,31 @@ class VariantSpec(_Strict):
     flop_fraction: Annotated[float, Field(gt=0, le=1)]
 
 
+class AccuracyMap(_Strict):
+    """Test accuracy from test loss: ``chance + (top - chance) / (1 + (loss / loss_mid) **
+    exponent)`` (netsim's formalization, fitted per model to recorded (loss, accuracy) pairs)."""
+
+    chance: Annotated[float, Field(ge=0, le=1)]
+    top: Annotated[float, Field(ge=0, le=1)]
+    loss_mid: Annotated[float, PositiveF]
+    exponent: Annotated[float, Field(gt=0, le=100)]
+
+    def accuracy(self, loss: float) -> float:
+        """The accuracy at ``loss`` (nats)."""
+        return self.chance + (self.top - self.chance) / (1.0 + (loss / self.loss_mid)
+                                                         ** self.exponent)
+
+    def loss_for(self, accuracy: float) -> float:
+        """The loss at which the map reaches ``accuracy`` (inf at or below chance, 0 at or
+        above top)."""
+        if accuracy <= self.chance:
+            return float("inf")
+        if accuracy >= self.top:
+            return 0.0
+        ratio = (self.top - self.chance) / (accuracy - self.chance) - 1.0
+        return self.loss_mid * ratio ** (1.0 / self.exponent)
+
+
 class LossParams(_Strict):
     """Parameters of the surrogate loss model (formula in :mod:`netsim.training.loss`)."""
 
@@ -147,6 +173,16 @@ class LossParams(_Strict):
     staleness_exponent: Annotated[float, Field(ge=0, le=10)] = 0.5
     """An update of staleness s counts as samples * (1 + s) ** -staleness_exponent
     (docs/async.md); 0.5 (FedBuff's 1/sqrt(1 + s) weighting) where nothing was fitted."""
+    local_step_exponent: Annotated[float, Field(ge=0, le=2)] = 0.0
+    """A round's progress grows as (local steps per participant) ** this: E local epochs of
+    ceil(n / B) minibatch steps each (netsim.training.loss, docs/curves.md); 0: local steps
+    do not matter (the default where nothing was fitted)."""
+    local_epoch_exponent: Annotated[float, Field(ge=-2, le=2)] = 0.0
+    """And as (local epochs E) ** this besides (negative: passes over the same data are worth
+    less than fresh steps); 0 where nothing was fitted."""
+    accuracy: AccuracyMap | None = None
+    """The model's test accuracy as a function of its loss (fitted to recorded pairs); None:
+    no accuracy is reported."""
     variants: dict[str, VariantLossParams] = Field(default_factory=dict)
     source: str = ""
 
@@ -216,6 +252,18 @@ class RealTrainingSpec(_Strict):
     hidden_units: Annotated[int, Field(ge=1, le=4096)] = 64
 
 
+def _batch_size(value: Any) -> Any:
+    """``inf`` (text or float) is the whole local data: None."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return None
+    if isinstance(value, float) and value == float("inf"):
+        return None
+    return value
+
+
+BatchSize = Annotated[Annotated[int, Field(ge=1, le=10**9)] | None, BeforeValidator(_batch_size)]
+
+
 class TrainingSpec(_Strict):
     """Training goal and limits."""
 
@@ -227,6 +275,12 @@ class TrainingSpec(_Strict):
     dirichlet_alpha: Annotated[float, PositiveF] | None = None
     truth_sample_efficiency: Annotated[float, Field(gt=0, le=10)] = 1.0
     memory_overhead: Annotated[float, Field(ge=1, le=100)] = 3.0
+    local_epochs: Annotated[int, Field(ge=1, le=10_000)] = 1
+    """E: passes each participant makes over the samples it uses in an epoch (its compute is E
+    times theirs; its progress: netsim.training.loss, docs/curves.md)."""
+    batch_size: BatchSize = None
+    """B: local minibatch size in samples; None (or ``inf``): the whole local data, one step
+    per pass."""
     real: RealTrainingSpec = Field(default_factory=RealTrainingSpec)
 
 

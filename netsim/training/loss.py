@@ -15,7 +15,14 @@ asynchronous update of staleness ``s`` counts its samples times ``(1 + s) **
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
 times ``participants ** -participant_exponent``: under federated averaging, progress per round
 follows the samples *per participant* more than their total (measured: b = 0.93 for
-mlp-digits; 0 counts the total, the default where nothing was measured).
+mlp-digits; 0 counts the total, the default where nothing was measured), times the local
+training's factor ``steps ** local_step_exponent * E ** local_epoch_exponent``: each
+participant makes E local passes over the n samples it uses in minibatches of B, ``steps = E *
+ceil(n / B)`` local SGD steps (B = n when the whole local data is one batch; n the epoch's
+samples per participant), so a round of many small steps moves further than one of a single
+full-batch step, with diminishing returns, and passes over the same data count less than
+fresh steps when ``local_epoch_exponent`` < 0 (netsim's formalization, fitted to real FedAvg
+runs: docs/curves.md; both 0, the factor is 1, where nothing was fitted).
 A change of variant keeps what the model has learned, its loss: the new variant starts at the
 effective samples where its own curve reaches the current loss (never more than the samples
 seen), then loses ``exp(-prune_progress_loss * |f_new - f_old|)`` of them: the loss jump,
@@ -41,6 +48,7 @@ from scipy.special import ndtri
 
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
 from netsim.training.progress import EpochProgress
+from netsim.workload import LocalTraining
 
 
 @dataclass(frozen=True)
@@ -136,12 +144,17 @@ class LossPredictor:
         self.noise_prune = loss.noise_prune if loss else 0.0
         self.initial_loss = loss.initial_loss if loss else self.curves[0].initial_loss
         self.staleness_exponent = loss.staleness_exponent if loss else 0.0
+        self.local_step_exponent = loss.local_step_exponent if loss else 0.0
+        self.local_epoch_exponent = loss.local_epoch_exponent if loss else 0.0
+        self.local = LocalTraining(training.local_epochs, training.batch_size)
+        """The scenario's local training (what :meth:`gain` assumes unless told)."""
 
     @classmethod
     def from_curves(cls, curves: list[CurveParams], params_fractions: list[float],
                     efficiency: float, prune_progress_loss: float,
                     participant_exponent: float,
-                    staleness_exponent: float = 0.0) -> LossPredictor:
+                    staleness_exponent: float = 0.0, local_step_exponent: float = 0.0,
+                    local_epoch_exponent: float = 0.0) -> LossPredictor:
         """The model from explicit curves (one per variant, all with one initial loss) and
         constants, without noise (calibration fits its constants through this)."""
         self = cls.__new__(cls)
@@ -152,6 +165,9 @@ class LossPredictor:
         self.noise_level_exponent = self.noise_prune = 0.0
         self.initial_loss = curves[0].initial_loss
         self.staleness_exponent = float(staleness_exponent)
+        self.local_step_exponent = float(local_step_exponent)
+        self.local_epoch_exponent = float(local_epoch_exponent)
+        self.local = LocalTraining()
         return self
 
     def _setup(self, curves: list[CurveParams], fractions: list[float], efficiency: float,
@@ -166,14 +182,31 @@ class LossPredictor:
         self._fraction = np.array(fractions, dtype=float)
         self._initial = curves[0].initial_loss
 
-    def gain(self, samples, participants):
+    def gain(self, samples, participants, local: LocalTraining | None = None):
         """Effective samples one epoch adds: ``samples`` trained in total by ``participants``
-        devices (clusters count one each). numpy-vectorised; scalars give a float.
+        devices (clusters count one each), each training as ``local`` says (default: the
+        scenario's). numpy-vectorised; scalars give a float.
 
-        ``samples x efficiency x participants ** -participant_exponent`` (module docstring)."""
+        ``samples x efficiency x participants ** -participant_exponent x`` the local
+        training's factor (:meth:`local_factor`; module docstring)."""
         p = np.maximum(np.asarray(participants, dtype=float), 1.0)
-        out = np.asarray(samples, dtype=float) * self.efficiency * p ** -self.participant_exponent
+        s = np.asarray(samples, dtype=float)
+        out = s * self.efficiency * p ** -self.participant_exponent
+        if self.local_step_exponent or self.local_epoch_exponent:
+            out = out * self.local_factor(s / p, local)
         return float(out) if out.ndim == 0 else out
+
+    def local_factor(self, samples_per_participant, local: LocalTraining | None = None):
+        """``steps ** local_step_exponent * E ** local_epoch_exponent`` with ``steps = E *
+        ceil(n / B)`` for ``n`` samples per participant (vectorised; 1 with both exponents 0).
+        ``local``: E and B (default: the scenario's)."""
+        local = local or self.local
+        n = np.maximum(np.asarray(samples_per_participant, dtype=float), 1.0)
+        batches = 1.0 if local.batch_size is None else np.ceil(n / local.batch_size)
+        steps = local.epochs * batches
+        out = np.power(steps, self.local_step_exponent) \
+            * float(local.epochs) ** self.local_epoch_exponent
+        return float(out) if np.ndim(out) == 0 else out
 
     def stale_samples(self, samples, staleness):
         """What updates of ``samples`` samples and ``staleness`` aggregations count as
@@ -213,11 +246,12 @@ class LossPredictor:
         return LossState(self.carry(state.n_eff, state.variant, variant), variant)
 
     def step(self, state: LossState, samples: float, variant: int, *,
-             participants: int) -> LossState:
+             participants: int, local: LocalTraining | None = None) -> LossState:
         """State after one epoch in which ``participants`` devices (clusters count one each)
-        trained ``samples`` samples in total with ``variant``: the switch, then the gain."""
+        trained ``samples`` samples in total with ``variant`` (and ``local`` training, default
+        the scenario's): the switch, then the gain."""
         s = self.switch(state, variant)
-        return LossState(s.n_eff + self.gain(samples, participants), variant)
+        return LossState(s.n_eff + self.gain(samples, participants, local), variant)
 
     def replay(self, state: LossState, epochs) -> list[LossState]:
         """The states after each of ``epochs`` = [(variant, samples, participants), ...]."""
@@ -285,6 +319,7 @@ class SurrogateLoss:
         self._predictor = LossPredictor(model, training)
         self._truth_efficiency = training.truth_sample_efficiency
         loss = model.loss
+        self._accuracy_map = loss.accuracy if loss is not None else None
         self._sigma_epoch = loss.noise_epoch_sigma if loss else 0.0
         self._z_run = float(rng.standard_normal())
         self._rng = rng
@@ -294,10 +329,12 @@ class SurrogateLoss:
         """Loss of the untrained model."""
         return self._predictor.initial_loss
 
-    def advance(self, samples_by_device: dict[str, int], variant_index: int) -> EpochProgress:
-        """Loss after an epoch in which each device trained on its given samples."""
+    def advance(self, samples_by_device: dict[str, int], variant_index: int,
+                local: LocalTraining | None = None) -> EpochProgress:
+        """Loss after an epoch in which each device trained on its given samples (``local``:
+        how; default the scenario's)."""
         samples = float(sum(samples_by_device.values())) * self._truth_efficiency
-        return self._step(samples, len(samples_by_device), variant_index)
+        return self._step(samples, len(samples_by_device), variant_index, local)
 
     def advance_updates(self, updates, variant_index: int) -> EpochProgress:
         """Loss after an asynchronous aggregation of ``updates`` (each with ``samples`` and
@@ -306,9 +343,16 @@ class SurrogateLoss:
             [u.samples for u in updates], [u.staleness for u in updates])))
         return self._step(weighted * self._truth_efficiency, len(updates), variant_index)
 
-    def _step(self, samples: float, participants: int, variant_index: int) -> EpochProgress:
+    def _step(self, samples: float, participants: int, variant_index: int,
+              local: LocalTraining | None = None) -> EpochProgress:
         self.state = self._predictor.step(self.state, samples, variant_index,
-                                          participants=participants)
+                                          participants=participants, local=local)
         run = self._predictor.run_sigma(self.state) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
-        return EpochProgress(loss=self._predictor.mean(self.state) * math.exp(noise), accuracy=None)
+        loss = self._predictor.mean(self.state) * math.exp(noise)
+        return EpochProgress(loss=loss, accuracy=self._accuracy(loss))
+
+    def _accuracy(self, loss: float) -> float | None:
+        """The model's accuracy at ``loss`` by its fitted map (None without one)."""
+        accuracy = self._accuracy_map
+        return None if accuracy is None else accuracy.accuracy(loss)
