@@ -43,7 +43,7 @@ _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power
 _LATER_GENERATE_DEFAULTS = {"shared_media": False}
 #: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
 #: the local-training exponents and the accuracy map (0.6.0)
-_LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None}
+_LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None}
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
                         "accuracy": None}
 
@@ -155,6 +155,9 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     runs["scenario_hash"] = scenario_hash(sc)  # what netsim compare groups runs by
     runs["target_probability"] = (math.nan if sc.training.target_probability is None
                                   else float(sc.training.target_probability))
+    # a target given as accuracy: the run's target_loss is its equivalent (the model's map)
+    runs["target_accuracy"] = (math.nan if sc.training.target_accuracy is None
+                               else float(sc.training.target_accuracy))
     if out is not None:
         write_run(out, runs, epochs, devices)
     return SimulationResult(runs, epochs, devices)

@@ -26,7 +26,8 @@ VOLATILE = {"wall_s"}  # wall-clock columns
 # here so the digests show every older column unchanged; tests/test_async.py checks their
 # synchronous values (participants, 0, 0, participants, 0) on these same cases
 ADDED_LATER = {"updates_aggregated", "staleness_mean", "staleness_max", "started", "in_flight",
-               "updates_ids", "updates_samples", "updates_staleness"}
+               "updates_ids", "updates_samples", "updates_staleness",
+               "target_accuracy"}  # (0.6.0: NaN unless the target is an accuracy)
 VOLATILE_INFO = {"planning_s"}  # wall-clock keys of a decision's info
 
 

@@ -90,3 +90,39 @@ def test_the_surrogate_reports_accuracy_when_the_model_has_a_map(star):
     m = loss.accuracy
     assert m is not None
     np.testing.assert_allclose(r.epochs["accuracy"], [m.accuracy(x) for x in r.epochs["loss"]])
+
+
+def _with_map(star) -> dict:
+    star["model"]["loss"] = LossParams(
+        initial_loss=2.3, floor_full=0.05, samples_half=500, exponent=1.0,
+        accuracy={"chance": 0.1, "top": 0.99, "loss_mid": 0.5, "exponent": 2.0}).model_dump()
+    return star
+
+
+def test_a_target_accuracy_is_its_equivalent_loss_for_the_run_and_the_planners(star):
+    star = _with_map(star)
+    del star["training"]["target_loss"]
+    star["training"]["target_accuracy"] = 0.9
+    r = netsim.simulate(star, "fedavg-all", seed=0)
+    want = AccuracyMap(chance=0.1, top=0.99, loss_mid=0.5, exponent=2.0).loss_for(0.9)
+    assert r.runs["target_loss"].iloc[0] == pytest.approx(want)
+    assert r.runs["target_accuracy"].iloc[0] == 0.9
+    assert r.runs["status"].iloc[0] == "ok"
+    assert r.epochs["accuracy"].iloc[-1] >= 0.9 > r.epochs["accuracy"].iloc[-2]
+
+
+@pytest.mark.parametrize(("change", "text"), [
+    ({"target_accuracy": 0.9}, "not both"),
+    ({"target_accuracy": 0.995, "drop_loss": True}, "outside (0.1, 0.99)"),
+    ({"target_accuracy": 0.9, "drop_loss": True, "no_map": True}, "has no accuracy map"),
+])
+def test_a_target_accuracy_that_cannot_hold_is_named(star, change, text):
+    star = _with_map(star)
+    if change.pop("no_map", False):
+        star["model"]["loss"].pop("accuracy")
+    if change.pop("drop_loss", False):
+        del star["training"]["target_loss"]
+    star["training"].update(change)
+    with pytest.raises(ScenarioError) as err:
+        netsim.simulate(star, "fedavg-all")
+    assert "training.target_accuracy" in str(err.value) and text in str(err.value)

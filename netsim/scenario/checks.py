@@ -74,6 +74,29 @@ def resolved_model(raw: Any) -> ModelSpec | None:
     return _valid(ModelSpec, raw)
 
 
+def with_target_loss(data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """The raw scenario with ``training.target_loss`` filled in from ``target_accuracy`` by
+    the model's accuracy map (its inverse), and the problems: both targets given, a model
+    without a map, an accuracy the map never reaches. Unchanged without target_accuracy."""
+    training = data.get("training")
+    if not isinstance(training, dict) or training.get("target_accuracy") is None:
+        return data, []
+    path, accuracy = "training.target_accuracy", training["target_accuracy"]
+    if "target_loss" in training:
+        return data, [Problem(path, "give target_loss or target_accuracy, not both")]
+    model = resolved_model(data.get("model"))
+    if model is None or not isinstance(accuracy, int | float) or isinstance(accuracy, bool):
+        return data, []  # (the model's or the field's own problem is reported)
+    amap = model.loss.accuracy if model.loss is not None else None
+    if amap is None:
+        return data, [Problem(path, f"model {model.name!r} has no accuracy map (its loss "
+                                    "parameters' accuracy); give target_loss instead")]
+    if not amap.chance < accuracy < amap.top:
+        return data, [Problem(path, f"{accuracy!r} outside ({amap.chance:g}, {amap.top:g}), "
+                                    f"the accuracies model {model.name!r}'s map spans")]
+    return {**data, "training": {**training, "target_loss": amap.loss_for(float(accuracy))}}, []
+
+
 def _training(data: dict[str, Any]) -> TrainingSpec | None:
     return _valid(TrainingSpec, data.get("training"))
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from netsim.scenario.checks import cross_problems
+from netsim.scenario.checks import cross_problems, with_target_loss
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 from netsim.scenario.network import (  # noqa: F401  (re-exported: their home before 0.4)
     ResolvedNetwork,
@@ -157,11 +157,11 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
         if not isinstance(data, dict):
             return Validation(None, [Problem("", "a scenario is a mapping (key: value), found "
                                                  f"{type(data).__name__}")], [])
-        raw = data
+        raw, targeted = with_target_loss(data)
         try:
-            scenario, problems = Scenario.model_validate(data), []
+            scenario, problems = Scenario.model_validate(raw), targeted
         except ValidationError as exc:
-            scenario, problems = None, problems_from_validation(exc)
+            scenario, problems = None, problems_from_validation(exc) + targeted
         except (OverflowError, RecursionError) as exc:
             scenario, problems = None, [Problem("", f"cannot be read: {exc}")]
     problems = _unique(problems + cross_problems(raw))

@@ -269,6 +269,11 @@ class TrainingSpec(_Strict):
 
     backend: Literal["surrogate", "real"] = "surrogate"
     target_loss: Annotated[float, PositiveF]
+    """The loss that ends the run (nats); with ``target_accuracy`` instead, the equivalent
+    loss by the model's accuracy map, filled in when the scenario is read."""
+    target_accuracy: Annotated[float, Field(gt=0, lt=1)] | None = None
+    """Test accuracy that ends the run, an alternative to ``target_loss`` (needs a model with
+    an accuracy map): the run and every planner use its equivalent loss."""
     deadline_s: Annotated[Seconds, _range("gt", 0, 1e15)]
     max_epochs: Annotated[int, Field(ge=1, le=1_000_000)] = 200
     target_probability: Annotated[float, Field(gt=0, lt=1)] | None = None
