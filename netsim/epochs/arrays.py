@@ -6,18 +6,14 @@ measured as the event path books and measures them (tests/test_fastepoch.py). En
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from netsim.epochs.shared import EpochWorld
 from netsim.fastepoch import PlainEpoch, book_radios, play_plain_epoch
 from netsim.policy import Decision
 
-if TYPE_CHECKING:
-    from netsim.engine import World
 
-
-def play(world: World, decision: Decision, model_bytes: float,
+def play(world: EpochWorld, decision: Decision, model_bytes: float,
          flop_per_sample: float) -> bool:
     """The plain epoch played forward in arrays up to the last update's arrival
     (netsim.fastepoch): bytes, energy and busy time booked as the event path books them.
@@ -40,7 +36,7 @@ def play(world: World, decision: Decision, model_bytes: float,
     return True
 
 
-def book(world: World, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -> None:
+def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -> None:
     """Book a plain epoch's bytes, communication energy and busy time as the event path
     books them (downloads in participant order, uploads in the order training ends)."""
     down, up = world.devices.down_routes, world.devices.up_routes  # (ids and hops: any caps)
@@ -55,7 +51,7 @@ def book(world: World, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -
         book_radios(world.network.radio, float(world.env.now), rows, down, up, plan)
 
 
-def measure(world: World, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
+def measure(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
                    nbytes: float, start_s: float) -> None:
     """What the participants of an array epoch achieved: their speed and the throughput
     of their download and upload (bits over the time the bits took, latency excluded)."""

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import GuardedParticipant
 from netsim.epochs.outcome import EpochOutcome
+from netsim.epochs.shared import EpochWorld
 from netsim.policy import Decision
 
-if TYPE_CHECKING:
-    from netsim.engine import World
 
-
-def run(world: World, decision: Decision) -> EpochOutcome:
+def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     """One asynchronous epoch: the decision's participants start jobs from the current
     model version, jobs from earlier epochs go on, and the epoch ends at the aggregation
     that follows the K-th buffered update (or once nothing is in flight, or at the
@@ -83,7 +80,7 @@ def run(world: World, decision: Decision) -> EpochOutcome:
                         buf.in_flight)
 
 
-def _start_jobs(world: World, decision: Decision, start: float) -> list[Job]:
+def _start_jobs(world: EpochWorld, decision: Decision, start: float) -> list[Job]:
     """Start a job for each of the decision's participants now, from the current model
     version (guarded participants: they drop out when their device goes offline or its
     battery empties); returns the jobs."""

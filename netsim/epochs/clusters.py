@@ -5,19 +5,17 @@ processes. Entry point :func:`cluster` (a process, in a static or a guarded epoc
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import simpy
 
 from netsim.dynamics.epoch import GuardedBarrier
 from netsim.epoch import EpochBarrier
+from netsim.epochs.shared import EpochWorld
 from netsim.policy import ClusterDecision
 
-if TYPE_CHECKING:
-    from netsim.engine import World
 
-
-def cluster(world: World, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
+def cluster(world: EpochWorld, cluster: ClusterDecision, flop_per_sample: float, nbytes: float,
              barrier: EpochBarrier | GuardedBarrier,
              key: Any = None) -> Generator[simpy.Event, Any, None]:
     env, head = world.env, cluster.devices[0]
@@ -34,7 +32,7 @@ def cluster(world: World, cluster: ClusterDecision, flop_per_sample: float, nbyt
         barrier.arrived(env.now)
 
 
-def _member(world: World, dev: str, flop: float, act_bytes: float,
+def _member(world: EpochWorld, dev: str, flop: float, act_bytes: float,
             head: str) -> Generator[simpy.Event, Any, None]:
     env, i = world.env, world.devices.index[dev]
     if dev != head and act_bytes > 0:

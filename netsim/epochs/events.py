@@ -6,18 +6,14 @@ end of training is scheduled directly. Model-parallel clusters run as processes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.epochs import clusters
+from netsim.epochs.shared import EpochWorld
 from netsim.policy import Decision
 from netsim.workload import Workload
 
-if TYPE_CHECKING:
-    from netsim.engine import World
 
-
-def run(world: World, decision: Decision, work: Workload) -> None:
+def run(world: EpochWorld, decision: Decision, work: Workload) -> None:
     """The epoch's transfers and training as SimPy events, up to the last update's
     arrival (the reference path: any decision, any network state)."""
     env, fps, nbytes = world.env, work.flop_per_sample, work.download_bytes

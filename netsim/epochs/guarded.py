@@ -7,7 +7,6 @@ re-shared. Entry point :func:`run`."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,15 +14,13 @@ from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.epochs import clusters
 from netsim.epochs.arrays import book, measure
 from netsim.epochs.outcome import EpochOutcome
+from netsim.epochs.shared import EpochWorld
 from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch
 from netsim.policy import Decision
 from netsim.workload import Workload
 
-if TYPE_CHECKING:
-    from netsim.engine import World
 
-
-def run(world: World, decision: Decision) -> EpochOutcome:
+def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     """One epoch in a changing world: played forward in arrays when nothing changes before
     its last update arrives (no session ends, no capacity change, no battery empties, no
     update cut by ``keep_updates`` or ``epoch_deadline_s``), else as guarded SimPy events
@@ -89,7 +86,7 @@ def run(world: World, decision: Decision) -> EpochOutcome:
                         dict(zip(wasted_rows.tolist(), wasted.tolist(), strict=True)))
 
 
-def _plain_if_unchanged(world: World, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
+def _plain_if_unchanged(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
                         offline_at: np.ndarray, left_j: np.ndarray,
                         deadline_at: float) -> PlainEpoch | None:
     """The epoch's array timeline if nothing changes while it matters: no session ends
@@ -131,7 +128,7 @@ def _plain_if_unchanged(world: World, rows: np.ndarray, compute_s: np.ndarray, n
     return plan
 
 
-def _run_guarded(world: World, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,
+def _run_guarded(world: EpochWorld, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,
                  work: Workload, offline_at: np.ndarray, left_j: np.ndarray,
                  deadline_at: float, flops: np.ndarray
                  ) -> tuple[dict[str, int], list[str], list[str], np.ndarray]:
