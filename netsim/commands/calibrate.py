@@ -17,6 +17,9 @@ not lower; ``--force`` replaces it anyway.
 ``--client-app M:A`` (with ``--initial-arrays`` and ``--evaluate-fn``) fits the progress model
 to a Flower app's real runs on a scenario's fleet instead (netsim.commands.calibrate_app).
 
+``--recorded mnist|cifar`` fits a built-in model's constants to recorded real federated runs
+instead (netsim/data/curves/; netsim.commands.calibrate_recorded, docs/curves.md).
+
 ``--asynchronous`` runs real asynchronous training instead (FedBuff on the digits MLP over IID
 and Dirichlet shards, several buffer sizes and concurrencies: netsim.training.calibrate_async)
 and fits ``staleness_exponent`` alone, every other constant taken from the entry it updates
@@ -27,12 +30,10 @@ and fits ``staleness_exponent`` alone, every other constant taken from the entry
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
 import sys
-import tempfile
 from datetime import datetime, timezone
 from importlib import resources
 
@@ -40,8 +41,16 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from netsim.commands import calibrate_app
-from netsim.outputs import file_problems, user_mode
+from netsim.commands import calibrate_app, calibrate_recorded
+from netsim.commands.calibration_io import (
+    DEFAULT_OUT,
+    inside_package,
+    params_path,
+    repo_relative,
+    write_curves,
+    write_entry,
+)
+from netsim.outputs import file_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import LossParams
 from netsim.training import calibrate as cal
@@ -50,9 +59,6 @@ from netsim.training.real import RealTrainingConfig
 from netsim.yamlio import read_text, safe_load
 
 ENTRY = "mlp-digits"
-#: Where ``netsim calibrate`` writes by default: a folder in the working directory, never the
-#: installed package.
-DEFAULT_OUT = os.path.join("netsim-calibration", "curves.parquet")
 DEFAULT_ASYNC_OUT = os.path.join("netsim-calibration", "async_curves.parquet")
 
 
@@ -85,20 +91,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="--asynchronous: updates per run (default "
                         f"{cal_async.UPDATES_PER_RUN}; --quick 60)")
     calibrate_app.add_arguments(p)
+    calibrate_recorded.add_arguments(p)
     p.set_defaults(func=main)
-
-
-def params_path(args: argparse.Namespace) -> str:
-    """Where the fitted parameters go: ``--params``, else loss_params.yaml beside ``--out``."""
-    if args.params:
-        return str(args.params)
-    out = args.out or DEFAULT_OUT
-    return os.path.join(os.path.dirname(os.path.abspath(out)), "loss_params.yaml")
-
-
-def _inside_package(path: str) -> bool:
-    package = os.path.realpath(str(resources.files("netsim")))
-    return os.path.realpath(path).startswith(package + os.sep)
 
 
 def _input_problems(args: argparse.Namespace) -> list[Problem]:
@@ -115,7 +109,7 @@ def _input_problems(args: argparse.Namespace) -> list[Problem]:
         out += file_problems(args.out or DEFAULT_OUT, "--out")
     if not args.no_params:
         path = params_path(args)
-        if not args.params and _inside_package(path):
+        if not args.params and inside_package(path):
             out.append(Problem("--out", f"the fitted parameters would go to {path}, inside the "
                                "installed package; give --params with that path explicitly "
                                "(maintainers) or another --out"))
@@ -126,6 +120,8 @@ def _input_problems(args: argparse.Namespace) -> list[Problem]:
 def main(args: argparse.Namespace) -> int:
     """Run the calibration; returns the exit code (0 ok, 2 invalid input, 1 failure or a worse
     fit refused)."""
+    if getattr(args, "recorded", None):  # recorded runs of real models (calibrate_recorded)
+        return calibrate_recorded.main(args)
     seeds = args.seeds if args.seeds is not None else (4 if args.quick else 25)
     epochs = args.epochs if args.epochs is not None else (10 if args.quick else 30)
     asynchronous = bool(getattr(args, "asynchronous", False))  # (callers building a Namespace)
@@ -178,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
                   f"R² ({new_r2:.4f}) is lower than the current one's ({old_r2:.4f}); --force "
                   "replaces it anyway", file=sys.stderr)
             return 1
-    source = (f"fitted by `netsim calibrate` to {_repo_relative(source_file)} "
+    source = (f"fitted by `netsim calibrate` to {repo_relative(source_file)} "
               f"(seeds < {fit_seeds}; held-out R² {new_r2:.3f}; see "
               "netsim/data/calibration/README.md)")
     record = fit.loss_params(source)
@@ -233,7 +229,7 @@ def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
     record = dict((data or {}).get(ENTRY) or entry.model_dump(exclude_defaults=True))
     record["staleness_exponent"] = float(f"{fit.exponent:.4g}")
     note = (f"staleness_exponent fitted by `netsim calibrate --asynchronous` to "
-            f"{_repo_relative(source_file)} (held-out R² {fit.r2_held_out:.3f})")
+            f"{repo_relative(source_file)} (held-out R² {fit.r2_held_out:.3f})")
     source = re.sub(r"; staleness_exponent fitted .*$", "", str(record.get("source", "")))
     record["source"] = f"{source}; {note}" if source else note
     write_entry(path, ENTRY, record)
@@ -295,67 +291,6 @@ def _metadata(seeds: int, fit_seeds: int, points: list, **run_length: int) -> di
         "training_real": RealTrainingConfig().__dict__,
         "grid": [p.__dict__ for p in points],
     }
-
-
-def _repo_relative(path: str) -> str:
-    root = os.path.normpath(os.path.join(os.path.dirname(cal.__file__), "..", ".."))
-    full = os.path.abspath(path)
-    return os.path.relpath(full, root) if full.startswith(root) else path
-
-
-def write_curves(table: pd.DataFrame, path: str, metadata: dict) -> None:
-    """Write the curves table as Parquet atomically, ``metadata`` as JSON in its schema."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    arrow = pa.Table.from_pandas(table, preserve_index=False)
-    meta = dict(arrow.schema.metadata or {})
-    meta[b"netsim.calibration"] = json.dumps(metadata).encode()
-    arrow = arrow.replace_schema_metadata(meta)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".parquet.tmp")
-    os.close(fd)
-    try:
-        pq.write_table(arrow, tmp)
-        os.chmod(tmp, user_mode())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def format_entry(name: str, entry: dict) -> str:
-    """A top-level YAML block ``name: {...}``, nested dicts in flow style."""
-    lines = [f"{name}:"]
-    for key, value in entry.items():
-        if isinstance(value, dict) and not value:
-            lines.append(f"  {key}: {{}}")
-        elif isinstance(value, dict):
-            lines.append(f"  {key}:")
-            for sub, subval in value.items():
-                inner = ", ".join(f"{k}: {v}" for k, v in subval.items())
-                lines.append(f"    {sub}: {{{inner}}}")
-        elif isinstance(value, str):
-            lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
-        else:
-            lines.append(f"  {key}: {value}")
-    return "\n".join(lines) + "\n"
-
-
-def write_entry(path: str, name: str, entry: dict) -> None:
-    """Replace (or append) the top-level ``name`` block of a YAML file, keeping the rest."""
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    block = format_entry(name, entry)
-    pattern = re.compile(rf"^{re.escape(name)}:.*?(?=^[^\s#]|\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
-    else:
-        text = text + ("" if text.endswith("\n") or not text else "\n") + block
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def print_fit(fit: cal.SurrogateFit, table: pd.DataFrame, fit_seeds: int) -> None:

@@ -63,7 +63,7 @@ def _fractions(text: str) -> list[float]:
 def main(args: argparse.Namespace, seeds: int, epochs: int) -> int:
     """Run the grid, fit, report, write; returns the exit code (2: bad input)."""
     import netsim
-    from netsim.commands import calibrate as command
+    from netsim.commands import calibration_io as command
     from netsim.policy import make_policy
     from netsim.scenario.loading import load_scenario
     from netsim.training import calibrate as cal
@@ -133,7 +133,7 @@ def main(args: argparse.Namespace, seeds: int, epochs: int) -> int:
     if args.no_params:
         return 0
     source = (f"fitted by `netsim calibrate --client-app {args.client_app}` to "
-              f"{command._repo_relative(args.out)} (scenario {args.scenario}, {args.strategy}, "
+              f"{command.repo_relative(args.out)} (scenario {args.scenario}, {args.strategy}, "
               f"fractions {fractions}, seeds < {fit_seeds}; held-back fraction {held:g}: R² on "
               f"the log-loss {r2:.3f})")
     path = command.params_path(args)
