@@ -419,7 +419,7 @@ class _RoutesByRow:
     when first asked for (a fleet of a million asks for its participants' only)."""
 
     def __init__(self, topology, agg_id: str, ids: tuple[str, ...], to_device: bool) -> None:
-        self._topology, self.aggregator_row, self._ids, self.routes_down = topology, agg_id, ids, to_device
+        self._topology, self._agg_id, self._ids, self._to_device = topology, agg_id, ids, to_device
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -427,9 +427,9 @@ class _RoutesByRow:
     def __getitem__(self, row: int):
         if not 0 <= row < len(self._ids):
             raise IndexError(row)
-        if self.routes_down:
-            return self._topology.route(self.aggregator_row, self._ids[row])
-        return self._topology.route(self._ids[row], self.aggregator_row)
+        if self._to_device:
+            return self._topology.route(self._agg_id, self._ids[row])
+        return self._topology.route(self._ids[row], self._agg_id)
 
 
 def _sleep_powers(net: ResolvedNetwork) -> np.ndarray:
