@@ -9,7 +9,7 @@ entry below, and one line under ``netsim.figures`` in setup.cfg; reinstall (``pi
 from __future__ import annotations
 
 from netsim.figures import figure
-from plots import asynchronous, baechi, compare, dynamics, families, media, timeline
+from plots import asynchronous, baechi, compare, curves, dynamics, families, media, timeline
 
 ENERGY_BY_POLICY = figure("energy-by-policy", compare.energy_by_policy)
 ENERGY_VS_TIME = figure("energy-vs-time", compare.energy_time)
@@ -54,3 +54,8 @@ ASYNC_LOSS_TIME_ENERGY = figure("async-loss-time-energy", asynchronous.loss_time
 
 # Shared media (docs/wireless.md): each cell's air time in use over a run, any run with media.
 AIRTIME_BY_CELL = figure("airtime-by-cell", media.airtime_by_cell)
+
+# Recorded runs of real models against netsim's prediction (docs/curves.md): read from
+# netsim/data/curves (never simulated) for runs whose model's constants were fitted to them
+# (cnn-mnist, vgg11-cifar10: fedavg-mnist, fednova-cifar); one figure per recorded table.
+RECORDED_CURVES = figure("recorded-curves", curves.recorded_curves_for, curves.uses_recorded_fit)
