@@ -228,5 +228,26 @@ def write(name: str, out_dir: str | os.PathLike, fit: rec.RecordedFit | None = N
     return [str(p) for p in save(fig, os.path.join(out_dir, f"{NAME}-{name}"), formats)]
 
 
-__all__ = ["fitted", "recorded_curves", "recorded_curves_for", "runs_of", "tables_used",
-           "uses_recorded_fit", "write"]
+def main(argv: list[str] | None = None) -> int:
+    """``python -m plots.curves mnist cifar --out DIR``: each recorded table's figure, with
+    the fit ``netsim calibrate --recorded`` makes (its default held-back settings)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="recorded runs against netsim's prediction")
+    ap.add_argument("tables", nargs="+", choices=sorted(rec.LOADERS))
+    ap.add_argument("--out", required=True, help="folder for recorded-curves-NAME.png")
+    args = ap.parse_args(argv)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        ap.error(f"--out: {args.out!r} exists and is not a folder")
+    for name in args.tables:
+        for written in write(name, args.out):
+            print(f"figure: {written}")
+    return 0
+
+
+__all__ = ["fitted", "main", "recorded_curves", "recorded_curves_for", "runs_of",
+           "tables_used", "uses_recorded_fit", "write"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """The figure ``recorded-curves`` (plots/curves.py, docs/curves.md): the recorded runs of
 cnn-mnist and vgg11-cifar10 against netsim's prediction, one panel per modelled setting, its
 lines and bands from the fit; registered, and drawn by ``netsim calibrate --recorded
---figure``."""
+``python -m plots.curves``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 
 import netsim  # noqa: E402
 from netsim import figures as registry  # noqa: E402
-from netsim.cli import main  # noqa: E402
 from netsim.training import recorded as rec  # noqa: E402
 from plots import curves  # noqa: E402
 
@@ -187,14 +186,17 @@ def test_registered_for_runs_of_the_fitted_models_only(tmp_path):
     assert not curves.uses_recorded_fit(other.runs).any()
 
 
-def test_calibrate_figure_flag_writes_the_png(tmp_path, capsys):
+def test_the_plots_module_writes_the_pngs(tmp_path, capsys):
+    """``python -m plots.curves cifar --out DIR`` (netsim never imports plots: the figure is
+    drawn from plots/, the registry's or this command's)."""
     out = tmp_path / "figs"
-    assert main(["calibrate", "--recorded", "cifar", "--no-params", "--figure", str(out)]) == 0
+    assert curves.main(["cifar", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["recorded-curves-cifar.png"]
     assert f"figure: {out / 'recorded-curves-cifar.png'}" in capsys.readouterr().out
     assert (out / "recorded-curves-cifar.png").read_bytes()[:4] == b"\x89PNG"
     blocked = tmp_path / "a-file"
     blocked.write_text("x")
-    assert main(["calibrate", "--recorded", "mnist", "--no-params", "--figure",
-                 str(blocked)]) == 2
-    assert "--figure" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        curves.main(["mnist", "--out", str(blocked)])
+    assert err.value.code == 2
+    assert "--out" in capsys.readouterr().err

@@ -44,8 +44,8 @@ import yaml
 from netsim.commands import calibrate_app, calibrate_recorded
 from netsim.commands.calibration_io import (
     DEFAULT_OUT,
-    inside_package,
     params_path,
+    params_problems,
     repo_relative,
     write_curves,
     write_entry,
@@ -107,14 +107,7 @@ def _input_problems(args: argparse.Namespace) -> list[Problem]:
         out.append(Problem("--from-curves", f"no such file {args.from_curves}"))
     if not args.from_curves:
         out += file_problems(args.out or DEFAULT_OUT, "--out")
-    if not args.no_params:
-        path = params_path(args)
-        if not args.params and inside_package(path):
-            out.append(Problem("--out", f"the fitted parameters would go to {path}, inside the "
-                               "installed package; give --params with that path explicitly "
-                               "(maintainers) or another --out"))
-        out += file_problems(path, "--params")
-    return out
+    return out + params_problems(args)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ federated runs (netsim/data/curves/), predict the settings held back, write the 
     netsim calibrate --recorded mnist --params netsim/data/loss_params.yaml   # maintainers
     netsim calibrate --recorded cifar --no-params                             # print only
     netsim calibrate --recorded mnist --hold-out B50-E1 B10-E5 Binf-E5 --no-params
-    netsim calibrate --recorded cifar --no-params --figure docs/figures               # + figure
 
 The fit, the accuracy map, the spread and the held-back comparison: netsim.training.recorded
 and docs/curves.md. Prints the fitted constants, the runs left out (diverged) and, per
@@ -15,8 +14,8 @@ seeds). Writes the model's entry (``cnn-mnist`` or ``vgg11-cifar10``) to loss_pa
 beside ``--out`` unless ``--params FILE`` names another (the package's own only when named),
 with a ``source`` naming the data file and the held-back results; constants no recorded run
 measures (pruning, staleness) are set as netsim.training.recorded declares them, and said so.
-``--figure DIR`` also draws the recorded runs against the prediction, one panel per modelled
-setting (plots/curves.py, the figure ``recorded-curves``), as DIR/recorded-curves-NAME.png.
+The figure of the recorded runs against the prediction is plots/curves.py's
+(``python -m plots.curves mnist cifar --out DIR``; registered as ``recorded-curves``).
 """
 
 from __future__ import annotations
@@ -28,12 +27,11 @@ import sys
 import pandas as pd
 
 from netsim.commands.calibration_io import (
-    inside_package,
     params_path,
+    params_problems,
     repo_relative,
     write_entry,
 )
-from netsim.outputs import dir_problems, file_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import LossParams
 from netsim.training import recorded as rec
@@ -47,9 +45,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hold-out", nargs="+", default=None, metavar="SETTING",
                    help="settings held back from the fit and predicted (default: mnist "
                         "B50-E1 B10-E5, cifar fedavg-vanilla-fixed); commas also separate")
-    g.add_argument("--figure", default=None, metavar="DIR",
-                   help="also draw the recorded runs against the prediction (test accuracy vs "
-                        "round, one panel per modelled setting) as DIR/recorded-curves-NAME.png")
 
 
 def _hold_out(args: argparse.Namespace) -> list[str] | None:
@@ -66,16 +61,7 @@ def _problems(args: argparse.Namespace, data: rec.Recorded) -> list[Problem]:
         if h not in data.settings:
             out.append(Problem("--hold-out", f"{data.name} has no setting {h!r}; its settings: "
                                f"{', '.join(data.settings)}"))
-    if not args.no_params:
-        path = params_path(args)
-        if not args.params and inside_package(path):
-            out.append(Problem("--out", f"the fitted parameters would go to {path}, inside the "
-                               "installed package; give --params with that path explicitly "
-                               "(maintainers) or another --out"))
-        out += file_problems(path, "--params")
-    if getattr(args, "figure", None):
-        out += dir_problems(args.figure, "--figure")
-    return out
+    return out + params_problems(args)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -94,11 +80,6 @@ def main(args: argparse.Namespace) -> int:
     entry = fit.entry()
     table = rec.report(fit, entry)
     print_fit(fit, entry, table)
-    if getattr(args, "figure", None):
-        from plots.curves import write as write_figure  # (plots: installed with netsim)
-
-        for written in write_figure(data.name, args.figure, fit, entry):
-            print(f"\nfigure: {repo_relative(written)}")
     if path is None:
         return 0
     write_entry(path, data.model, fit.loss_params(source_text(fit, entry, table)))

@@ -14,7 +14,8 @@ from importlib import resources
 
 import pandas as pd
 
-from netsim.outputs import user_mode
+from netsim.outputs import file_problems, user_mode
+from netsim.scenario.errors import Problem
 from netsim.training import calibrate as cal
 from netsim.yamlio import read_text
 
@@ -29,6 +30,20 @@ def params_path(args: argparse.Namespace) -> str:
         return str(args.params)
     out = args.out or DEFAULT_OUT
     return os.path.join(os.path.dirname(os.path.abspath(out)), "loss_params.yaml")
+
+
+def params_problems(args: argparse.Namespace) -> list[Problem]:
+    """Where the fitted parameters would go, unless ``--no-params``: never inside the
+    installed package unless ``--params`` names it, and a file that can be written."""
+    if args.no_params:
+        return []
+    out = []
+    path = params_path(args)
+    if not args.params and inside_package(path):
+        out.append(Problem("--out", f"the fitted parameters would go to {path}, inside the "
+                           "installed package; give --params with that path explicitly "
+                           "(maintainers) or another --out"))
+    return out + file_problems(path, "--params")
 
 
 def inside_package(path: str) -> bool:
