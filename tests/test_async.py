@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -359,3 +360,23 @@ def test_calibrate_asynchronous_writes_curves_and_only_the_staleness_exponent(tm
     assert 0.0 <= written["staleness_exponent"] <= 10.0
     assert written["samples_half"] == packaged.samples_half  # every other constant kept
     assert "netsim calibrate --asynchronous" in written["source"]
+
+
+def test_a_finish_below_the_clocks_resolution_does_not_live_lock():
+    """A shared group's flow whose remaining time rounds to now (below float resolution at
+    t ~ 604 s) finishes now; it was put back and woken at the same instant forever (fedasync
+    on experiments/async/uniform.yaml, seed 13). In a child process, so a regression fails on
+    its time-out instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    code = ("import netsim\n"
+            "from netsim.scenario.loading import scenario_data\n"
+            "sc = scenario_data('experiments/async/uniform.yaml')\n"
+            "sc['training'].update(deadline_s=620)\n"
+            "r = netsim.simulate(sc, 'fedasync', seed=13)\n"
+            "print(r.runs['status'].iloc[0], r.runs['time_s'].iloc[0])\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["deadline", "620.0"]

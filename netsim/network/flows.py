@@ -763,7 +763,10 @@ class FlowNetwork:
     def _finish_group_members(self, g: _Group, now: float) -> None:
         g.settle(now)
         fin, due = g.finishing, 0
-        reached = g.clock + max(abs(g.clock), 1.0) * _TOL
+        # due: within the tolerance of the clock, or within the wake-up's time slack (the one
+        # _wakeup allows): a finish closer than that cannot be scheduled later than now, and
+        # putting it back would wake at this instant again and again
+        reached = g.clock + max(max(abs(g.clock), 1.0) * _TOL, g.rate * (abs(now) * 1e-12 + 1e-12))
         while fin:
             target, _, flow = fin[0]
             if flow.group is not g or flow.target != target:
