@@ -4,6 +4,13 @@ and with churn (and a uniform fleet as a control), over seeds.
     python -m experiments.async.run [--out DIR] [--seeds N] [--quick] [--workers W]
                                     [--model NAME] [--target-loss L]
 
+The worlds train cnn-mnist (fitted to real FedAvg MNIST runs) to 97 % test accuracy, B = 10,
+E = 1, 600 examples per device on average. ``--model NAME`` trains another model on the worlds
+as they were before issue 37 (:data:`BEFORE_CNN_MNIST`: 300 examples per device, the whole
+local data as one batch, loss 0.3, 30 s churn sessions), so ``--model small-cnn`` reproduces
+the small-cnn tables and ``--model mlp-digits --target-loss 0.2`` the digits MLP's
+(experiments/async/README.md); their default folder is results/async-NAME/.
+
 Four sweeps through netsim's Python API (``netsim.sweep``) into one results folder (default
 results/async/; runs already there are skipped, so it resumes): fedavg-all, random-k,
 overselect, fedbuff and fedasync, their parameters from the scenarios' ``policies`` blocks
@@ -29,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 import netsim
 from experiments.report import draw_figures, interval_text
@@ -41,6 +49,38 @@ SCENARIOS = {"uniform": HERE / "uniform.yaml", "static": HERE / "static.yaml",
 POLICIES = ["fedavg-all", "random-k", "overselect", "fedbuff", "fedasync"]
 SYNCHRONOUS_REFERENCE = "random-k"
 FIGURES = ["async-loss-time-energy"]
+MODEL = "cnn-mnist"
+"""The model the scenarios train."""
+BEFORE_CNN_MNIST: dict[str, object] = {
+    "generate.samples_mean": 300, "training.target_loss": 0.3, "training.deadline_s": "2 hours",
+    "training.max_epochs": 6000, "dynamics.availability.mean_online_s": "30 s",
+    "dynamics.availability.mean_offline_s": "30 s"}
+"""The worlds before issue 37 (small-cnn's): the fields that differ from the scenarios' (those
+under ``dynamics.availability`` only where the scenario has it); ``target_accuracy``,
+``batch_size`` and ``local_epochs`` are removed (the whole local data as one batch, E = 1)."""
+
+
+def scenarios_before_cnn_mnist(folder: Path, model: str,
+                               scenarios: dict[str, Path] | None = None) -> dict[str, Path]:
+    """The scenarios as they were before issue 37 (:data:`BEFORE_CNN_MNIST`) training
+    ``model``, written into ``folder``; their paths by world."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, path in (scenarios or SCENARIOS).items():
+        data = yaml.safe_load(path.read_text())
+        data["model"] = model
+        for key in ("target_accuracy", "batch_size", "local_epochs"):
+            data["training"].pop(key, None)
+        for dotted, value in BEFORE_CNN_MNIST.items():
+            *parents, last = dotted.split(".")
+            node = data
+            for key in parents:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node[last] = value
+        out[name] = folder / f"{name}.yaml"
+        out[name].write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
 
 
 def run_sweeps(out: Path, seeds: int, workers: int = 2, policies: list[str] | None = None,
@@ -176,22 +216,29 @@ def draw(results: Results, folder: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("results/async"))
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results folder (default results/async, with --model results/async-NAME)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="a 2-seed smoke run")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--model", default=None,
-                    help="train this model instead (e.g. mlp-digits: every curve fitted)")
-    ap.add_argument("--target-loss", type=float, default=None, help="loss target instead")
+                    help="train this model on the worlds as they were before issue 37 "
+                         "(small-cnn: the earlier tables; mlp-digits: every curve fitted)")
+    ap.add_argument("--target-loss", type=float, default=None,
+                    help="a loss target instead (of 97 %% accuracy; with --model, of 0.3)")
     a = ap.parse_args(argv)
     seeds = 2 if a.quick else a.seeds
+    before = bool(a.model) and a.model != MODEL
+    if a.out is None:
+        a.out = Path(f"results/async-{a.model}" if before else "results/async")
+    scenarios = scenarios_before_cnn_mnist(a.out / "scenarios", a.model) if before else None
     overrides: dict[str, object] = {}
-    if a.model:
-        overrides["model"] = a.model
     if a.target_loss is not None:
         overrides["training.target_loss"] = a.target_loss
+        if not before:
+            overrides["training.target_accuracy"] = None
     t0 = time.perf_counter()
-    results = run_sweeps(a.out, seeds, a.workers, overrides=overrides)
+    results = run_sweeps(a.out, seeds, a.workers, scenarios=scenarios, overrides=overrides)
     print(f"{len(results.runs)} runs under {a.out} ({time.perf_counter() - t0:.0f} s)")
     a.out.mkdir(parents=True, exist_ok=True)
     t = table(results)
