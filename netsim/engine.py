@@ -155,7 +155,7 @@ class World:
     def airtime_by_medium(self) -> dict[str, float]:
         """Air time used since the last call (s), by medium id, for the media used (the
         others used none): what the recorder stores per epoch (``epochs.airtime_by_medium_s``,
-        where every medium is listed); empty without media."""
+        the media used only); empty without media."""
         if not len(self._airtime_read):
             return {}
         now = self.network.ledger.airtime_by_medium_s
@@ -163,11 +163,6 @@ class World:
         self._airtime_read = now
         media = self.topology.media
         return {media[k].id: float(used[k]) for k in np.flatnonzero(used).tolist()}
-
-    @property
-    def media_ids(self) -> list[str]:
-        """The shared media's ids, in the topology's order."""
-        return [m.id for m in self.topology.media]
 
     @property
     def now_s(self) -> float:

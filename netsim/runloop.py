@@ -35,7 +35,6 @@ from netsim.gcpause import relaxed_gc
 from netsim.policy import Decision, InvalidDecision, Observation, Policy, validate_decision
 from netsim.results.recorder import Recorder
 from netsim.scenario.schema import Scenario
-from netsim.training.loss import SurrogateLoss
 from netsim.training.progress import EpochProgress
 
 
@@ -195,9 +194,7 @@ class Run:
             return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)
         counted = _samples_by_device(decision) if outcome.counted is None else outcome.counted
         if counted:
-            if decision.local is not None and isinstance(backend, SurrogateLoss):
-                return backend.advance(counted, decision.variant, decision.local)
-            return backend.advance(counted, decision.variant)
+            return backend.advance(counted, decision.variant, decision.local)
         # every participant dropped out or was late (or nothing trained): no progress
         return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)
 

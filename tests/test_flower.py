@@ -345,19 +345,26 @@ def test_a_message_to_a_node_that_is_no_device_fails_the_run_clearly(star):
     assert "node 12345, which is no device of this scenario" in r.runs["error"].iloc[0]
 
 
-def test_a_server_app_runs_with_netsims_grid(star):
-    """A user's ServerApp main receives netsim's grid: its rounds are netsim's epochs."""
+def _fedavg_server(rounds: int, **strategy_args):
+    """A user's ServerApp whose main runs FedAvg for ``rounds`` rounds on the grid it gets."""
     from flwr.serverapp import ServerApp
 
-    star["training"]["max_epochs"] = 10
     server = ServerApp()
 
     @server.main()
     def main(grid, context) -> None:
-        FedAvg(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1).start(
-            grid=grid, initial_arrays=ArrayRecord([np.zeros(8, dtype=np.float32)]),
-            num_rounds=4)
+        FedAvg(min_available_nodes=1, min_train_nodes=1, **strategy_args).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(4, dtype=np.float32)]),
+            num_rounds=rounds)
 
+    return server
+
+
+def test_a_server_app_runs_with_netsims_grid(star):
+    """A user's ServerApp main receives netsim's grid: its rounds are netsim's epochs."""
+
+    star["training"]["max_epochs"] = 10
+    server = _fedavg_server(4, fraction_evaluate=0.0)
     r = netsim.simulate(star, policy=FlowerPolicy(server_app=server), seed=0,
                         raise_errors=True)
     assert len(r.epochs) == 4
@@ -402,17 +409,9 @@ def _evaluating_app() -> ClientApp:
 def test_without_evaluate_fn_the_loss_and_accuracy_are_the_clients_weighted_means(star):
     """Real mode with a ServerApp (or no evaluate_fn): each round's loss and accuracy are the
     clients' num-examples-weighted evaluate metrics, and the run says so."""
-    from flwr.serverapp import ServerApp
 
     star["training"]["max_epochs"] = 5
-    server = ServerApp()
-
-    @server.main()
-    def main(grid, context) -> None:
-        FedAvg(min_available_nodes=1, min_train_nodes=1, min_evaluate_nodes=1).start(
-            grid=grid, initial_arrays=ArrayRecord([np.zeros(4, dtype=np.float32)]),
-            num_rounds=2)
-
+    server = _fedavg_server(2, min_evaluate_nodes=1)
     r = netsim.simulate(star, policy=FlowerPolicy(server_app=server,
                                                   client_app=_evaluating_app()),
                         seed=0, raise_errors=True)

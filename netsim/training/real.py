@@ -203,8 +203,11 @@ class RealBackend:
         self.params = mlp.apply_masks(self.params, self.masks)
         self.params_fraction = fraction
 
-    def advance(self, samples_by_device: Mapping[str, int], variant_index: int) -> EpochProgress:
+    def advance(self, samples_by_device: Mapping[str, int], variant_index: int,
+                local: Any = None) -> EpochProgress:
         """Run one federated epoch and return the test loss (nats) and accuracy after it.
+        ``local`` (a decision's LocalTraining) is not read: real training's passes and
+        minibatches are ``training.real``'s (:class:`RealTrainingConfig`).
 
         ``samples_by_device`` maps participant id -> samples it uses this epoch (its
         declared samples at most); absent devices and 0 samples sit the epoch out. With no

@@ -99,7 +99,6 @@ class NetsimGrid(Grid):
     def __init__(self, run: Run, policy_name: str, client_app: Any, loss_metric: str,
                  evaluate_flop_fraction: float, weighted_by_key: str, strategy: Any,
                  run_config: dict[str, Any]) -> None:
-        self._app = app
         self._run = run
         self._name = policy_name
         self._client_app = client_app
@@ -139,7 +138,7 @@ class NetsimGrid(Grid):
     def create_message(self, content: Any, message_type: str, dst_node_id: int,
                        group_id: str, ttl: float | None = None) -> Any:
         """A new message (as Flower's own grids make it)."""
-        return self._app.Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+        return app.Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> list[int]:
         """The nodes available now (module docstring); the same list until the next push."""
@@ -252,7 +251,7 @@ class NetsimGrid(Grid):
         can = np.zeros(t.n, dtype=bool)
         can[self._fits(obs)] = True
         order = np.argsort(rows, kind="stable")  # concurrent: netsim runs them in row order
-        errors: dict[int, tuple[int, str]] = {}
+        errors: dict[int, tuple[int, str | None]] = {}
         for k in order.tolist():
             if not can[rows[k]]:
                 errors[k] = (ErrorCode.NODE_UNAVAILABLE,
@@ -306,17 +305,19 @@ class NetsimGrid(Grid):
                 [answers[k] for k in going if k in answers and k not in errors])
 
     def _answers(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
-                 errors: dict[int, tuple[int, str]]) -> dict[int, Any]:
+                 errors: dict[int, tuple[int, str | None]]) -> dict[int, Any]:
         """Each going message's reply: the ClientApp's (real mode; one that raises is an
         error of that client), or netsim's for the client (surrogate)."""
         if self._client_app is None:
             return self._surrogate_replies(kind, msgs, rows, going)
-        app, t = self._app, self._devices
+        t = self._devices
         out: dict[int, Any] = {}
         for k in going:
             msg, row = msgs[k], int(rows[k])
             ctx = self._context(row)
-            own = app.Message(content=copy.deepcopy(msg.content),
+            # its own copy, as a SuperNode delivers it (flwr's Message takes metadata as it
+            # is, an argument its typed overloads leave out)
+            own = app.Message(content=copy.deepcopy(msg.content),  # type: ignore[call-overload]
                               metadata=copy.copy(msg.metadata))
             try:
                 reply = self._client_app(message=own, context=ctx)
@@ -353,7 +354,7 @@ class NetsimGrid(Grid):
         (the model's size; its own ArrayRecord, since strategies pop what they aggregate, of
         arrays decoded once per phase: :class:`DecodedArray`) with its samples as the example
         count and the loss as ``train_loss``; an evaluate reply the progress model's loss."""
-        app, samples = self._app, self._devices.samples
+        samples = self._devices.samples
         loss = self._current_loss()
         arrays: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         out: dict[int, Any] = {}
@@ -384,8 +385,7 @@ class NetsimGrid(Grid):
         return float(step.loss) if step is not None else float(self._run.history[-1])
 
     def _reply_all(self, msgs: list[Any], answers: dict[int, Any],
-                   errors: dict[int, tuple[int, str]]) -> None:
-        app = self._app
+                   errors: dict[int, tuple[int, str | None]]) -> None:
         for k, msg in enumerate(msgs):
             if k in errors:
                 code, reason = errors[k]
@@ -419,7 +419,6 @@ class NetsimGrid(Grid):
         Flower's ``partition-id`` and ``num-partitions`` and netsim's ``device-id``."""
         ctx = self._contexts.get(row)
         if ctx is None:
-            app = self._app
             ctx = app.Context(
                 run_id=self.flower_run_id, node_id=int(self._node_ids[row]),
                 node_config={"partition-id": self._partition.get(row, -1),
