@@ -50,7 +50,8 @@ CHURN = {**STRAGGLERS, "availability": {"model": "markov", "mean_online_s": "60 
 
 
 def replay_losses(epochs: pd.DataFrame, scenario: dict) -> np.ndarray:
-    """The progress model stepped with each epoch's recorded updates and their staleness."""
+    """The progress model stepped with each epoch's recorded updates and their staleness:
+    staleness discounts the samples once, the local steps follow the samples trained."""
     resolved = netsim.engine.resolve_scenario(netsim.Scenario.model_validate(scenario), 0)
     pred = LossPredictor(resolved.model, resolved.training)
     state, out = LossState(), []
@@ -58,7 +59,8 @@ def replay_losses(epochs: pd.DataFrame, scenario: dict) -> np.ndarray:
         n, s = list(row["updates_samples"]), list(row["updates_staleness"])
         if n:
             samples = float(np.sum(pred.stale_samples(np.array(n, float), np.array(s, float))))
-            state = pred.step(state, samples, int(row["variant"]), participants=len(n))
+            state = pred.step(state, samples, int(row["variant"]), participants=len(n),
+                              samples_per_participant=float(np.mean(n)))
         out.append(pred.mean(state))
     return np.array(out)
 
@@ -278,6 +280,27 @@ def test_the_cli_exits_2_on_bad_fedbuff_parameters(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sc))
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+
+
+def test_local_training_runs_replay_with_staleness_discounted_once():
+    """With local exponents (cnn-mnist has them) a stale update's gain is its fresh gain times
+    (1 + s) ** -a: the local steps count the samples the device trained, not the discounted
+    ones (they once did, and stale updates were discounted twice)."""
+    loss = {**LOSS, "local_step_exponent": 0.5, "local_epoch_exponent": -0.15}
+    sc = fleet(STRAGGLERS)
+    sc["model"]["loss"] = loss
+    sc["training"].update({"batch_size": 10, "local_epochs": 2})
+    resolved = netsim.engine.resolve_scenario(netsim.Scenario.model_validate(sc), 0)
+    pred = LossPredictor(resolved.model, resolved.training)
+    fresh = pred.gain(600.0, 1)
+    assert fresh == pytest.approx(600.0 * (2 * 60) ** 0.5 * 2 ** -0.15 * pred.efficiency, rel=1e-12)
+    for s in (0, 1, 3, 10):
+        assert pred.updates_gain([600], [s]) == pytest.approx(fresh * (1 + s) ** -0.7, rel=1e-12)
+    res = netsim.simulate(sc, "fedbuff", seed=2, params={"concurrency": 10, "buffer_updates": 3},
+                          raise_errors=True)
+    ep = res.epochs
+    assert (ep["updates_staleness"].map(max) > 0).any()
+    np.testing.assert_allclose(ep["loss"].to_numpy(), replay_losses(ep, sc), rtol=1e-9)
 
 
 def test_stale_samples_is_the_formula():

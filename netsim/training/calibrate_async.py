@@ -197,9 +197,8 @@ def predicted_log_loss(table: pd.DataFrame, loss: LossParams, exponent: float) -
             ["config", "dirichlet_alpha"], dropna=False, sort=False):
         pred = _predictor(loss, None if math.isnan(alpha) else float(alpha), exponent)
         for _, run in runs.groupby("seed", sort=False):
-            gains = np.array([pred.gain(float(np.sum(pred.stale_samples(
-                np.asarray(n, dtype=float), np.asarray(s, dtype=float)))), len(n))
-                for n, s in zip(run["update_samples"], run["update_staleness"], strict=True)])
+            gains = np.array([pred.updates_gain(n, s) for n, s in zip(
+                run["update_samples"], run["update_staleness"], strict=True)])
             out[k:k + len(run)] = np.log(pred.mean_of(0, np.cumsum(gains)))
             k += len(run)
     return out

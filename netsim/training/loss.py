@@ -182,19 +182,38 @@ class LossPredictor:
         self._fraction = np.array(fractions, dtype=float)
         self._initial = curves[0].initial_loss
 
-    def gain(self, samples, participants, local: LocalTraining | None = None):
+    def gain(self, samples, participants, local: LocalTraining | None = None, *,
+             samples_per_participant=None):
         """Effective samples one epoch adds: ``samples`` trained in total by ``participants``
         devices (clusters count one each), each training as ``local`` says (default: the
         scenario's). numpy-vectorised; scalars give a float.
 
         ``samples x efficiency x participants ** -participant_exponent x`` the local
-        training's factor (:meth:`local_factor`; module docstring)."""
+        training's factor (:meth:`local_factor`; module docstring). The local steps count the
+        samples a participant really holds: ``samples_per_participant`` where ``samples`` is
+        already weighted (stale updates, the surrogate's truth efficiency), else
+        ``samples / participants``."""
         p = np.maximum(np.asarray(participants, dtype=float), 1.0)
         s = np.asarray(samples, dtype=float)
         out = s * self.efficiency * p ** -self.participant_exponent
         if self.local_step_exponent or self.local_epoch_exponent:
-            out = out * self.local_factor(s / p, local)
+            n = s / p if samples_per_participant is None else samples_per_participant
+            out = out * self.local_factor(n, local)
         return float(out) if out.ndim == 0 else out
+
+    def updates_gain(self, samples, staleness, local: LocalTraining | None = None,
+                     sample_scale: float = 1.0) -> float:
+        """Effective samples an asynchronous aggregation adds: updates of ``samples`` samples
+        and ``staleness`` aggregations (sequences), counting as participants. Staleness
+        discounts each update's samples once (:meth:`stale_samples`); the local steps follow
+        the samples the devices trained (their mean), not the discounted ones.
+        ``sample_scale``: the surrogate's truth efficiency."""
+        raw = np.asarray(samples, dtype=float)
+        if raw.size == 0:
+            return 0.0
+        weighted = float(np.sum(self.stale_samples(raw, staleness))) * sample_scale
+        return float(self.gain(weighted, raw.size, local,
+                               samples_per_participant=float(raw.mean())))
 
     def local_factor(self, samples_per_participant, local: LocalTraining | None = None):
         """``steps ** local_step_exponent * E ** local_epoch_exponent`` with ``steps = E *
@@ -246,12 +265,21 @@ class LossPredictor:
         return LossState(self.carry(state.n_eff, state.variant, variant), variant)
 
     def step(self, state: LossState, samples: float, variant: int, *,
-             participants: int, local: LocalTraining | None = None) -> LossState:
+             participants: int, local: LocalTraining | None = None,
+             samples_per_participant: float | None = None) -> LossState:
         """State after one epoch in which ``participants`` devices (clusters count one each)
         trained ``samples`` samples in total with ``variant`` (and ``local`` training, default
-        the scenario's): the switch, then the gain."""
+        the scenario's): the switch, then the gain (:meth:`gain`)."""
         s = self.switch(state, variant)
-        return LossState(s.n_eff + self.gain(samples, participants, local), variant)
+        return LossState(s.n_eff + self.gain(samples, participants, local,
+                                             samples_per_participant=samples_per_participant),
+                         variant)
+
+    def step_gain(self, state: LossState, gain: float, variant: int) -> LossState:
+        """State after an epoch whose effective samples ``gain`` are known: the switch, then
+        the gain (asynchronous aggregations, :meth:`updates_gain`)."""
+        s = self.switch(state, variant)
+        return LossState(s.n_eff + float(gain), variant)
 
     def replay(self, state: LossState, epochs) -> list[LossState]:
         """The states after each of ``epochs`` = [(variant, samples, participants), ...]."""
@@ -333,20 +361,23 @@ class SurrogateLoss:
                 local: LocalTraining | None = None) -> EpochProgress:
         """Loss after an epoch in which each device trained on its given samples (``local``:
         how; default the scenario's)."""
-        samples = float(sum(samples_by_device.values())) * self._truth_efficiency
-        return self._step(samples, len(samples_by_device), variant_index, local)
+        raw = float(sum(samples_by_device.values()))
+        n = len(samples_by_device)
+        gain = self._predictor.gain(raw * self._truth_efficiency, n, local,
+                                    samples_per_participant=raw / max(n, 1))
+        return self._step(gain, variant_index)
 
     def advance_updates(self, updates, variant_index: int) -> EpochProgress:
         """Loss after an asynchronous aggregation of ``updates`` (each with ``samples`` and
-        ``staleness``): their staleness-weighted samples, the updates counting as participants."""
-        weighted = float(np.sum(self._predictor.stale_samples(
-            [u.samples for u in updates], [u.staleness for u in updates])))
-        return self._step(weighted * self._truth_efficiency, len(updates), variant_index)
+        ``staleness``): :meth:`LossPredictor.updates_gain`, the updates counting as
+        participants."""
+        gain = self._predictor.updates_gain([u.samples for u in updates],
+                                            [u.staleness for u in updates],
+                                            sample_scale=self._truth_efficiency)
+        return self._step(gain, variant_index)
 
-    def _step(self, samples: float, participants: int, variant_index: int,
-              local: LocalTraining | None = None) -> EpochProgress:
-        self.state = self._predictor.step(self.state, samples, variant_index,
-                                          participants=participants, local=local)
+    def _step(self, gain: float, variant_index: int) -> EpochProgress:
+        self.state = self._predictor.step_gain(self.state, gain, variant_index)
         run = self._predictor.run_sigma(self.state) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
         loss = self._predictor.mean(self.state) * math.exp(noise)
