@@ -122,6 +122,21 @@ def test_plan_meets_target_and_deadline_under_its_predictor():
     assert plan.energy_j >= free.energy_j
 
 
+def test_plan_replays_under_local_training():
+    """With local exponents (cnn-mnist's are fitted) an epoch's gain is not linear in its
+    samples: the slack removal must cut by the exact gain (it once cut by a per-sample gain
+    of one sample's steps, and PACT found no plan at all)."""
+    sc = star(params=2e5, bandwidth_bps=5e7, batch_size=10)
+    sc["model"]["loss"].update({"local_step_exponent": 0.53, "local_epoch_exponent": -0.14})
+    problem = scenario_problem(sc)
+    plan = Planner(0.05).plan(problem)
+    assert plan.feasible, plan.reason
+    _check_plan(problem, plan)
+    res = netsim.simulate(sc, "pact", seed=0, raise_errors=True)
+    run = res.runs.iloc[0]
+    assert run["target_reached"] and run["epochs"] == len(plan.epochs)
+
+
 def test_unreachable_target_stops_with_a_reason_not_a_crash():
     res = netsim.simulate(star(deadline_s=1.0), "pact", seed=0)
     run = res.runs.iloc[0]

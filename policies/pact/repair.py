@@ -6,13 +6,16 @@ removed from the plan's *last* run of one variant (the epochs after its last swi
 final effective samples are exactly linear in each epoch's gain: no linearisation through a
 switch (the switch rule is not linear), so the trimmed plan is exact, not approximate.
 
-Within that segment a sample trained by a participant that stays adds ``gain(1, P)`` effective
-samples (P the epoch's participants); samples are removed where they cost most per unit of
-progress, ties going to the *latest* epoch, so the plan's first epochs stay whole (online PACT
+Within that segment samples are removed where they cost most per unit of progress (an
+epoch's gain per sample, ``gain(D, P) / D`` for D samples over P participants), ties going
+to the *latest* epoch, so the plan's first epochs stay whole (online PACT
 runs a plan's first epoch: trimming it would make it keep executing its smallest epoch). A
 participant is dropped whole only when its epoch's exact gain without it still covers the cut.
-Every cut is checked against the exact gain, so the plan stays feasible; the planner replays it
-through the progress model once more before accepting it.
+A participant's samples are cut as far as the epoch's exact gain allows (the largest cut whose
+lost gain fits the slack, by bisection: the gain is not linear in the samples under local
+training, whose steps follow a participant's samples). Every cut is checked against the exact
+gain, so the plan stays feasible; the planner replays it through the progress model once more
+before accepting it.
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ def trim(problem: PlanningProblem, epochs: list, make_epoch) -> list:
     out = [dict(e.participants) for e in epochs]
     cuts = []  # (cost per unit of progress, epoch, device): costliest, then latest, first
     for k in range(first, len(epochs)):
-        per_sample = pred.gain(1.0, len(out[k]))
+        total = sum(out[k].values())
+        per_sample = pred.gain(total, len(out[k])) / total if total > 0 else 0.0
         for dev in out[k]:
             if c.j_per_sample[pos[dev]] > 0:
-                cuts.append((c.j_per_sample[pos[dev]] / per_sample, k, dev))
+                cuts.append((c.j_per_sample[pos[dev]] / per_sample if per_sample > 0
+                             else math.inf, k, dev))
     cuts.sort(reverse=True)
     for _, k, dev in cuts:
         if slack <= 0:
@@ -62,13 +67,28 @@ def trim(problem: PlanningProblem, epochs: list, make_epoch) -> list:
                 del parts[dev]
                 slack -= lost
                 continue
-        per_sample = pred.gain(1.0, n_parts)
-        drop = min(int(math.floor(slack / per_sample * (1 - 1e-9))), have - 1)
+        drop = _largest_cut(lambda d, t=total, n=n_parts, g=gain_now: g - pred.gain(t - d, n),
+                            have - 1, slack * (1 - 1e-9))
         if drop > 0:
             parts[dev] = have - drop
-            slack -= drop * per_sample
+            slack -= gain_now - pred.gain(total - drop, n_parts)
     return [e if out[k] == e.participants else make_epoch(e.variant, out[k])
             for k, e in enumerate(epochs)]
+
+
+def _largest_cut(lost, most: int, slack: float) -> int:
+    """The largest ``d`` in 0..``most`` with ``lost(d) <= slack`` (``lost`` non-decreasing,
+    ``lost(0) = 0``): bisection over whole samples."""
+    if most <= 0 or lost(1) > slack:
+        return 0
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if lost(mid) <= slack:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def plan_costs(problem: PlanningProblem, epochs: list[tuple[int, dict[int, int]]]
