@@ -78,6 +78,15 @@ def test_optimum_refuses_what_its_linear_milp_does_not_model(star):
     star["model"]["loss"]["participant_exponent"] = 0.0
     run = netsim.simulate(star, "pact-optimum", seed=0).runs.iloc[0]
     assert run["status"] != "failed", run["error"]
+    # local steps that follow the samples (a batch size and a step exponent): refused too;
+    # without a batch size the steps are E whatever the samples, and the gain stays linear
+    star["model"]["loss"]["local_step_exponent"] = 0.5
+    star["training"]["batch_size"] = 10
+    run = netsim.simulate(star, "pact-optimum", seed=0).runs.iloc[0]
+    assert run["status"] == "failed" and "local_step_exponent" in run["error"]
+    del star["training"]["batch_size"]
+    run = netsim.simulate(star, "pact-optimum", seed=0).runs.iloc[0]
+    assert run["status"] != "failed", run["error"]
 
 
 def test_a_time_limit_gives_the_best_plan_with_its_bound_never_a_result(star):

@@ -71,7 +71,8 @@ def check_linear(problem: PlanningProblem) -> None:
     """Raise ValueError where the MILP's linear progress is not the progress model's.
 
     The MILP counts ``eff * d * exp(-kappa (f_u - f_L))`` per sample: exact when the
-    participant exponent is 0 (an epoch's gain is linear in its samples) and when every
+    participant exponent is 0 and the local steps do not follow the samples (no
+    ``local_step_exponent`` with a batch size: an epoch's gain is linear in its samples) and when every
     forward switch keeps ``n * exp(-kappa |df|)``, i.e. the progress model's switch rule
     (:meth:`~netsim.training.loss.LossPredictor.carry`) never binds on the loss (a more pruned
     curve never lies below a less pruned one). Both are checked here, the second on a grid of
@@ -82,6 +83,11 @@ def check_linear(problem: PlanningProblem) -> None:
     if pred.participant_exponent != 0:
         raise ValueError("pact-optimum: the MILP is linear in the samples only with "
                          f"participant_exponent 0 (this model's is {pred.participant_exponent:g})")
+    if pred.local_step_exponent != 0 and pred.local.batch_size is not None:
+        raise ValueError("pact-optimum: the MILP is linear in the samples only when the local "
+                         "steps do not follow them: local_step_exponent "
+                         f"{pred.local_step_exponent:g} with batch_size {pred.local.batch_size:g} "
+                         "(set local_step_exponent 0 or batch_size inf)")
     variants = sorted(problem.variants)
     top = max((t for t in (problem.target_samples(v) for v in variants) if math.isfinite(t)),
               default=1.0)
