@@ -16,8 +16,30 @@ into one water-filling per unsafe link: flows whose cap is below the link's fair
 their cap, the others share what is left equally. Those sharing flows form a *group* with one
 rate and one virtual clock (bits served per member), so a start or end changes one number, not
 every member's rate: O(log n) per change with heaps by cap and by finishing point. If some flow
-crosses two or more unsafe links, the network falls back to progressive filling over all flows,
-once per simulated instant at which flows start or end, until the condition holds again.
+crosses two or more unsafe links, the network keeps *nested* groups where the unsafe
+constraints nest (below), else it falls back to progressive filling over all flows, once per
+simulated instant at which flows start or end, until the condition holds again.
+
+Nested groups (netsim.network.nested's case, kept by events): the generated networks above about
+3,000 devices, where every transfer crosses its cell's air time and the aggregator's link and
+both bind. There the unsafe constraints nest when each flow crosses at most two, an *inner* one
+(a cell, a backhaul) and an *outer* link direction (coefficient 1) that every flow of the inner
+one also crosses, and each member's inner constraint is its own bottleneck but for the outer
+one (``cap x coef >= inner capacity``). Then the members of an inner constraint always run at
+one rate, the inner level ``capacity / sum of the members' coefficients`` unless the outer
+share is lower, and the outer constraint water-fills its *entities*: the inner constraints, of
+weight n (their members) capped at their level, and the flows crossing it alone, capped at
+their standalone rate (:class:`_Cell`, :class:`_Nest`). An entity has one virtual clock (bits
+per member); a sharing entity's clock runs with the outer one's (an offset), so a start or end
+changes the numbers of its entity and the outer share: O(log n) per change with heaps by level
+and by finishing point. The same :func:`netsim.network.sharing.level_share` and
+:func:`~netsim.network.sharing.rebalance_move` keep both levels. A cell appearing or going
+(a second member, the last but one leaving) changes its members only, an outer constraint
+turning unsafe or safe the flows crossing it (once a phase); a change that breaks the nesting
+re-shares every flow (:meth:`FlowNetwork._reshare` re-checks the structure: nested groups
+where it nests, progressive filling where it does not). Counters: ``full_recomputations``
+(progressive filling passes), ``reshares`` (every flow re-shared at once),
+``nested_rebuilds`` (nests built by a re-share), ``nested_updates`` (nest rebalances).
 
 Batching: transfers that start inside ``with network.batch():`` (the engine's downloads at the
 start of an epoch) and transfers that end at the same instant are placed first and rebalanced
@@ -33,9 +55,12 @@ energy are booked when it starts and added to the per-node totals in bulk before
 
 A changing world (netsim.dynamics): :meth:`FlowNetwork.cancel` stops a transfer at any instant
 (a participant going offline), and :meth:`FlowNetwork.set_capacities` changes link capacities
-at any instant. Both re-share every link among the flows present at that instant with the same
-routines (the groups' water-filling, or progressive filling when a flow crosses two binding
-links): every flow's standalone cap is re-read from the new capacities and the groups rebuilt.
+at any instant. A cancel restores the sharing where the flow was, as an end does. A capacity
+change that a flow present crosses re-shares every link among the flows present at that
+instant with the same routines (the groups' water-filling, nested groups, or progressive
+filling when a flow crosses two binding links that do not nest): every flow's standalone cap
+is re-read from the new capacities and the groups rebuilt. A change that no flow present
+crosses changes no rate and re-shares nothing.
 
 The allocation is plain max-min fairness (:mod:`netsim.network.sharing`: the rules and the tolerance
 every path shares, and the note on SimGrid's CM02 model, which netsim matches with latency
@@ -57,7 +82,19 @@ import numpy as np
 import simpy
 
 from netsim.energy import EnergyMeter
+from netsim.network.flowstate import (
+    _INF,
+    _SHARING,
+    _Cell,
+    _coef,
+    _Feed,
+    _Flow,
+    _Group,
+    _Nest,
+    _Timed,
+)
 from netsim.network.ledger import TransferLedger
+from netsim.network.nesting import NestedGroups
 from netsim.network.radio import RadioMeter
 from netsim.network.sharing import (
     CAPACITY_TOLERANCE,
@@ -72,82 +109,10 @@ if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
 
 _TOL = CAPACITY_TOLERANCE
-_INF = float("inf")
 _BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
 
-class _Flow:
-    __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
-                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "feeder")
-
-    def __init__(self, route: Route, cap: float, bits: float,
-                 coefs: tuple[float, ...] | None,
-                 done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
-        self.route, self.hops, self.cap, self.remaining = route, route.hops, cap, bits
-        self.latency = route.latency_s
-        self.coefs = coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
-        self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
-        self.done = done  # the arrival event, or a callback told the arrival time (send)
-        self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's
-        self.group: _Group | None = None  # sharing member of this unsafe link's group
-        self.target = 0.0                 # finishing point on the group's clock (bits)
-        self.n_unsafe = 0                 # unsafe links on the route
-        self.capped_in: _Group | None = None  # crosses this group's link, running at its cap
-        # the hop (index into hops) of the first medium it crosses, -1 without one: its load on
-        # every other hop is bounded through that medium's budget (_Feed)
-        self.feeder = -1 if not route.rate_refs else next(
-            (j for j, r in enumerate(route.rate_refs) if r >= 0), -1)
-
-
-class _Feed:
-    """The flows crossing constraint h fed through one medium f (netsim's bound, as
-    :func:`netsim.network.sharing.can_bind`): their load on h is at most their caps summed and
-    at most f's budget x the largest ratio of their coefficients on h and on f (a cell of
-    stations of rates r_i puts at most ``max r_i`` bit/s on its backhaul), whatever the rates."""
-
-    __slots__ = ("n", "load", "ratios", "max_ratio", "bound")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.load = 0.0           # the members' coefficient x cap on h, summed
-        self.ratios: dict[float, int] = {}  # coefficient on h / on f -> members with it
-        self.max_ratio = 0.0
-        self.bound = 0.0          # what it counts on h's headroom now
-
-
-class _Group:
-    """Water-filling state of one unsafe link direction."""
-
-    __slots__ = ("link", "capacity", "n_members", "weight", "by_cap", "capped", "capped_sum",
-                 "rate", "clock", "updated", "finishing", "stamp")
-
-    def __init__(self, link: int, capacity: float, now: float) -> None:
-        self.link, self.capacity = link, capacity
-        self.n_members = 0
-        self.weight = 0.0  # members' coefficients summed (their count on a link direction)
-        self.by_cap: list[tuple[float, int, _Flow]] = []      # min-heap of members' caps
-        self.capped: list[tuple[float, int, _Flow]] = []      # max-heap (-cap) of capped flows
-        self.capped_sum = 0.0  # capped flows' coefficient x cap, summed
-        self.rate, self.clock, self.updated = 0.0, 0.0, now
-        self.finishing: list[tuple[float, int, _Flow]] = []   # min-heap of members' targets
-        self.stamp = -1
-
-    def settle(self, now: float) -> None:
-        self.clock += self.rate * (now - self.updated)
-        self.updated = now
-
-    def drop_member(self, flow: _Flow) -> None:
-        self.n_members -= 1
-        self.weight = self.weight - flow.wt if self.n_members else 0.0  # (no drift when empty)
-
-
-def _coef(flow: _Flow, h: int) -> float:
-    """The flow's coefficient on constraint h (1 on a link direction, 1/r on a medium)."""
-    coefs = flow.coefs
-    return 1.0 if coefs is None else coefs[flow.hops.index(h)]
-
-
-class FlowNetwork:
+class FlowNetwork(NestedGroups):
     """Transfers over a :class:`~netsim.network.Topology`, max-min fair per link direction.
 
     Communication energy (bits x J/bit of every link crossed) is charged, when the transfer
@@ -158,6 +123,7 @@ class FlowNetwork:
         self.env, self.topology, self.meter = env, topology, meter
         n_dir = len(topology.constraint_capacity)
         self._cap = list(topology.constraint_capacity)  # its own: capacities may change
+        self._first_medium = n_dir - len(topology.constraint_medium)  # media come after links
         # media whose budget shrinks with their active flows: constraint -> (onset, loss)
         self._contended = {n_dir - len(topology.constraint_medium) + k:
                            (medium.contention_onset_flows, medium.contention_loss_per_flow)
@@ -176,10 +142,11 @@ class FlowNetwork:
         self._groups: dict[int, _Group] = {}
         self._feeds: dict[tuple[int, int], _Feed] = {}  # (constraint, medium) -> its flows
         self._n_active = 0
+        self._moving: dict[_Flow, None] = {}  # the flows in motion, in start order
         self._multi_unsafe = 0            # flows crossing two or more unsafe links
         # finish heaps; an entry (time_s, stamp, obj) is live while obj.stamp == stamp
         self._heap: list[tuple[float, int, _Flow]] = []          # individual flows
-        self._group_heap: list[tuple[float, int, _Group]] = []   # groups' next member finish
+        self._group_heap: list[tuple[float, int, _Timed]] = []   # groups' next member finish
         self._stamps = itertools.count()
         self._wakeup_at = _INF
         self._wakeup_event: simpy.Event | None = None
@@ -188,17 +155,37 @@ class FlowNetwork:
         self._fallback = False            # rates currently come from progressive filling
         self._batching = 0                # > 0: rebalances wait for the end of the batch
         self._dirty: dict[_Group, None] = {}
+        # nested groups: outer constraint -> its nest, inner constraint -> its cell; entities
+        # whose members changed (re-attached at the end of the batch)
+        self._nests: dict[int, _Nest] = {}
+        self._cells: dict[int, _Cell] = {}
+        self._touched: dict[_Cell, None] = {}
         self._arrivals: list[tuple[Callable[[float], None], float]] = []  # send() callbacks due
         self.ledger = TransferLedger(topology, meter, self._cap)
         self.radio = RadioMeter(topology.radios, meter)
         self._book_route = self.ledger.booked_routes.append  # (the hot path's two appends)
         self._book_bytes = self.ledger.booked_bytes.append
         self.full_recomputations = 0
+        self.reshares = 0         # every flow re-shared at once (capacities, structure)
+        self.nested_rebuilds = 0  # nested groups built from scratch (in a re-share)
+        self.nested_updates = 0   # nested water-fillings restored after a change
 
     @property
     def active_flows(self) -> int:
         """Number of transfers currently moving bits."""
         return self._n_active
+
+    def rate_bps(self, flow: _Flow) -> float:
+        """The rate (bit/s) at which ``flow`` (a handle from :meth:`send_on`) moves its bits
+        now, whichever regime rates it (0 once it has left the network)."""
+        if flow.done is None:
+            return 0.0
+        if flow.group is not None:
+            return flow.group.rate
+        cell = flow.cell
+        if cell is not None:
+            return cell.nest.share if cell.mode == _SHARING else cell.level
+        return flow.rate
 
     def _active(self) -> list[_Flow]:
         """Every flow moving bits, in a reproducible order (by link, then by start)."""
@@ -213,8 +200,9 @@ class FlowNetwork:
             return 0.0
         now = self.env.now
         total = 0.0
-        for flow in dict.fromkeys(f for flows in self._link_flows.values() for f in flows):
-            self._progress(flow, now)  # (in the links' insertion order: deterministic sums)
+        progress = self._progress
+        for flow in self._moving:  # (in start order: deterministic sums)
+            progress(flow, now)
             total += flow.remaining * flow.route.total_energy_j_per_bit
         return total
 
@@ -301,15 +289,20 @@ class FlowNetwork:
 
     def set_capacities(self, directions: Sequence[int], capacity_bps: Sequence[float]) -> None:
         """Set the capacity of link directions ``directions`` (topology indices) to
-        ``capacity_bps`` (bit/s, > 0) from now on: flows present are re-shared at once."""
+        ``capacity_bps`` (bit/s, > 0) from now on: flows present are re-shared at once where
+        one crosses a direction changed (a flow's cap, coefficients and shares depend only
+        on the constraints it crosses; the others' headroom is reset)."""
+        link_flows, touched = self._link_flows, False
         for h, c in zip(directions, capacity_bps, strict=True):
             self._cap[h] = float(c)
             self._empty_slack[h] = float(c) * (1.0 + _TOL)
+            if link_flows.get(h):
+                touched = True
+            else:
+                self._slack[h] = self._empty_slack[h]
         self._caps_changed = True
-        if self._n_active:
+        if touched:
             self._reshare(self.env.now)
-        else:
-            self._slack = list(self._empty_slack)
 
     def _route_cap(self, route: Route) -> float:
         """A route's standalone rate now (bit/s): the smallest capacity (over coefficient)
@@ -320,19 +313,27 @@ class FlowNetwork:
 
     def _reshare(self, now: float) -> None:
         """Every flow present re-rated from the current capacities: caps re-read, safe and
-        unsafe links and the groups rebuilt, rates by water-filling per group (or progressive
-        filling while a flow crosses two unsafe links). O(flows x hops)."""
+        unsafe links and the groups rebuilt, rates by water-filling per group (nested groups
+        where flows cross two unsafe constraints that nest, else progressive filling while a
+        flow crosses two unsafe links). O(flows x hops)."""
+        self.reshares += 1
         flows = self._active()
         for flow in flows:
             self._progress(flow, now)
         for g in self._groups.values():
             g.stamp = -1
+        for nest in self._nests.values():
+            nest.stamp = -1
+        self._nests, self._cells, self._touched = {}, {}, {}
         cap, slack = self._cap, list(self._empty_slack)
         self._feeds = {}
         for flow in flows:
             flow.coefs = flow.route.coefficients(cap)
             flow.cap = flow.route.cap(cap)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
+            if flow.cell is not None:
+                flow.cell.stamp = -1  # (its entries are void)
+                flow.cell = None
             coefs, feeder = flow.coefs, flow.feeder
             for j, h in enumerate(flow.hops):
                 if feeder < 0 or j == feeder:
@@ -347,20 +348,25 @@ class FlowNetwork:
                 for flow in self._link_flows[h]:
                     flow.n_unsafe += 1
         self._multi_unsafe = sum(1 for flow in flows if flow.n_unsafe > 1)
-        if self._multi_unsafe:
+        if self._multi_unsafe and not self._build_nests(flows, now):
             self._progressive_filling(now)
             return
         self._fallback = False
         for flow in flows:
-            flow.rate = -1.0  # forces a fresh individual entry
-            self._set_individual(flow, flow.cap, now)
+            if flow.cell is None:
+                flow.rate = -1.0  # forces a fresh individual entry
+                self._set_individual(flow, flow.cap, now)
+        nested = self._nests.keys() | self._cells.keys()
         for h, g in self._groups.items():
+            if h in nested:
+                continue
             for flow in self._link_flows[h]:
                 flow.capped_in = g
                 flow.wt = _coef(flow, h)
                 g.capped_sum += flow.cap * flow.wt
                 heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
             self._rebalance(g, now)
+        self._flush_nests(now)
 
     def _send(self, src: str, dst: str, size_bytes: float,
               done: simpy.Event | Callable[[float], None]) -> None:
@@ -386,6 +392,7 @@ class FlowNetwork:
         coefs = route.coefficients(self._cap) if route.rate_refs else None
         flow = _Flow(route, c, bits, coefs, done, now)
         self._n_active += 1
+        self._moving[flow] = None
         link_flows, slack, feeder = self._link_flows, self._slack, flow.feeder
         g = newly_unsafe = None
         for j, h in enumerate(route.hops):
@@ -412,8 +419,12 @@ class FlowNetwork:
             return flow
         if newly_unsafe is not None:
             for h in newly_unsafe:
-                self._make_unsafe(h, now)  # rates flow (this one too) from its group now
-        elif self._fallback or self._multi_unsafe:
+                self._make_unsafe(h, now, flow)  # rates flow (this one too) from its group now
+            if self._nests and flow.cell is None and self._nested_live():
+                self._place_nested(flow, now)
+        elif self._nests and self._place_nested(flow, now):
+            pass
+        elif self._fallback or (self._multi_unsafe and not self._nests):
             self._request_recompute()
         elif g is None:
             flow.rate = c
@@ -502,6 +513,8 @@ class FlowNetwork:
         if g is not None:
             g.settle(now)
             flow.remaining = max(flow.target - g.clock, 0.0)
+        elif flow.cell is not None:
+            flow.remaining = max(flow.target - flow.cell.clock_at(now), 0.0)
         else:
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated), 0.0)
         flow.updated = now
@@ -546,8 +559,11 @@ class FlowNetwork:
         while dirty:
             g = next(iter(dirty))
             del dirty[g]
-            if self._groups.get(g.link) is g and not (self._fallback or self._multi_unsafe):
+            if self._groups.get(g.link) is g and not (
+                    self._fallback or (self._multi_unsafe and not self._nests)):
                 self._rebalance(g, now)
+        if self._touched:
+            self._flush_nests(now)
 
     def _rebalance(self, g: _Group, now: float) -> None:
         """Restore water-filling on g's link: capped flows below the share, members above."""
@@ -586,17 +602,27 @@ class FlowNetwork:
             if at < self._wakeup_at:
                 self._arm(at)
 
-    def _make_unsafe(self, h: int, now: float) -> None:
+    def _make_unsafe(self, h: int, now: float, starting: _Flow) -> None:
+        """Constraint h has become unsafe as ``starting`` starts: its water-filling group (a
+        new cell of a nest, or a re-share at this instant where the flows no longer
+        decompose)."""
         g = _Group(h, self._cap[h], now)
         self._groups[h] = g
+        multi = self._multi_unsafe
         for flow in self._link_flows[h]:
-            flow.wt = _coef(flow, h)
             flow.n_unsafe += 1
             if flow.n_unsafe == 2:
                 self._multi_unsafe += 1
-        if self._fallback or self._multi_unsafe:
+        if self._multi_unsafe != multi and self._nested_live():  # flows now cross two
+            if not (self._nest_cell(h, now, starting) or self._nest_outer(h, now, starting)):
+                self._request_recompute()  # the batched pass at this instant rates everything
+            return
+        if self._fallback or (self._multi_unsafe and not self._nests) \
+                or (self._nests and self._recompute_pending):
             self._request_recompute()  # the batched pass at this instant rates everything
             return
+        for flow in self._link_flows[h]:
+            flow.wt = _coef(flow, h)
         if self._batching:  # more starts follow: the share will drop, most flows will share
             for flow in self._link_flows[h]:
                 self._join(flow, g, now)
@@ -616,6 +642,17 @@ class FlowNetwork:
                 flow.capped_in = None
             if flow.group is g:
                 self._set_individual(flow, flow.cap, now)
+        if self._nests:
+            nest = self._nests.pop(h, None)
+            if nest is not None:  # an outer constraint no longer binds
+                nest.stamp = -1
+                if self._nested_live():
+                    self._unnest(nest, now)
+                else:
+                    self._request_recompute()
+            cell = self._cells.pop(h, None)
+            if cell is not None and self._nested_live():
+                self._dissolve(cell, now)
 
     def _leave(self, flow: _Flow, now: float, arrive: bool = True) -> None:
         """Take a finished (or, ``arrive=False``, cancelled) flow off its links, fire its
@@ -631,6 +668,7 @@ class FlowNetwork:
         else:  # send() callbacks; only simpy.Event itself is ever passed as an event
             self._arrivals.append((cast(Callable[[float], None], done), now + flow.latency))
         self._n_active -= 1
+        del self._moving[flow]
         flow.stamp = -1
         g, c = flow.group, flow.capped_in
         if g is not None:
@@ -641,6 +679,8 @@ class FlowNetwork:
             flow.capped_in = None
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
+        if flow.cell is not None:
+            self._exit(flow, now)
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
         fc, to_safe, coefs, feeder = flow.cap, None, flow.coefs, flow.feeder
         for j, h in enumerate(flow.hops):
@@ -661,9 +701,11 @@ class FlowNetwork:
                 self._make_safe(h, now)
         if self._contended:
             self._contend(flow.route)
-        if self._fallback or self._multi_unsafe or self._recompute_pending:
+        if self._fallback or self._recompute_pending or (self._multi_unsafe and not self._nests):
             self._request_recompute()
             return
+        if self._touched and not self._batching:
+            self._flush_nests(now)
         if g is not None and groups.get(g.link) is g:
             self._touch(g, now)
         if c is not None and c is not g and groups.get(c.link) is c:
@@ -741,7 +783,12 @@ class FlowNetwork:
                         break
                     _, stamp, g = heapq.heappop(gheap)
                     if stamp == g.stamp:
-                        self._finish_group_members(g, now)
+                        if type(g) is _Group:
+                            self._finish_group_members(g, now)
+                        elif type(g) is _Cell:
+                            self._finish_capped(g, now)
+                        else:
+                            self._finish_sharing(cast(_Nest, g), now)
                 elif at <= limit:
                     _, stamp, flow = heapq.heappop(heap)
                     if stamp == flow.stamp:

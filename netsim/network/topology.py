@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple, Protocol, overload
 
 import networkx as nx
@@ -138,9 +139,10 @@ class Route:
     airtime: tuple[tuple[int, int], ...] = ()
     radios: tuple[int, ...] = ()
 
-    @property
+    @cached_property
     def total_energy_j_per_bit(self) -> float:
-        """Energy of one bit over the whole route (J/bit), receivers' costs included."""
+        """Energy of one bit over the whole route (J/bit), receivers' costs included (computed
+        once: a route is immutable)."""
         return float(sum(e for _, e in self.charges))
 
     def coefficients(self, capacity: Sequence[float]) -> tuple[float, ...] | None:

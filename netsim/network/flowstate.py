@@ -1,0 +1,156 @@
+"""The state :class:`netsim.network.flows.FlowNetwork` keeps per flow and per sharing group
+(split out of netsim.network.flows: what the rates are kept in, not how): a flow in motion
+(:class:`_Flow`), the flows a medium feeds into a link (:class:`_Feed`), a water-filling group
+of one unsafe constraint (:class:`_Group`), and the nested groups of an outer constraint
+(:class:`_Nest`) and its entities (:class:`_Cell`; netsim.network.nesting). Units: bits, bit/s,
+seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import simpy
+
+if TYPE_CHECKING:
+    from netsim.network.topology import Route
+
+_INF = float("inf")
+_IDLE, _SHARING, _CAPPED = 0, 1, 2  # a nested entity: detached, at the outer share, at its level
+
+
+class _Flow:
+    __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
+                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "feeder",
+                 "cell")
+
+    def __init__(self, route: Route, cap: float, bits: float,
+                 coefs: tuple[float, ...] | None,
+                 done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
+        self.route, self.hops, self.cap, self.remaining = route, route.hops, cap, bits
+        self.latency = route.latency_s
+        self.coefs = coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
+        self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
+        self.done = done  # the arrival event, or a callback told the arrival time (send)
+        self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's
+        self.group: _Group | None = None  # sharing member of this unsafe link's group
+        self.target = 0.0                 # finishing point on the group's clock (bits)
+        self.n_unsafe = 0                 # unsafe links on the route
+        self.capped_in: _Group | None = None  # crosses this group's link, running at its cap
+        self.cell: _Cell | None = None    # member of this entity of a nested outer constraint
+        # the hop (index into hops) of the first medium it crosses, -1 without one: its load on
+        # every other hop is bounded through that medium's budget (_Feed)
+        self.feeder = -1 if not route.rate_refs else next(
+            (j for j, r in enumerate(route.rate_refs) if r >= 0), -1)
+
+
+class _Feed:
+    """The flows crossing constraint h fed through one medium f (netsim's bound, as
+    :func:`netsim.network.sharing.can_bind`): their load on h is at most their caps summed and
+    at most f's budget x the largest ratio of their coefficients on h and on f (a cell of
+    stations of rates r_i puts at most ``max r_i`` bit/s on its backhaul), whatever the rates."""
+
+    __slots__ = ("n", "load", "ratios", "max_ratio", "bound")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.load = 0.0           # the members' coefficient x cap on h, summed
+        self.ratios: dict[float, int] = {}  # coefficient on h / on f -> members with it
+        self.max_ratio = 0.0
+        self.bound = 0.0          # what it counts on h's headroom now
+
+
+class _Group:
+    """Water-filling state of one unsafe link direction."""
+
+    __slots__ = ("link", "capacity", "n_members", "weight", "by_cap", "capped", "capped_sum",
+                 "rate", "clock", "updated", "finishing", "stamp")
+
+    def __init__(self, link: int, capacity: float, now: float) -> None:
+        self.link, self.capacity = link, capacity
+        self.n_members = 0
+        self.weight = 0.0  # members' coefficients summed (their count on a link direction)
+        self.by_cap: list[tuple[float, int, _Flow]] = []      # min-heap of members' caps
+        self.capped: list[tuple[float, int, _Flow]] = []      # max-heap (-cap) of capped flows
+        self.capped_sum = 0.0  # capped flows' coefficient x cap, summed
+        self.rate, self.clock, self.updated = 0.0, 0.0, now
+        self.finishing: list[tuple[float, int, _Flow]] = []   # min-heap of members' targets
+        self.stamp = -1
+
+    def settle(self, now: float) -> None:
+        self.clock += self.rate * (now - self.updated)
+        self.updated = now
+
+    def drop_member(self, flow: _Flow) -> None:
+        self.n_members -= 1
+        self.weight = self.weight - flow.wt if self.n_members else 0.0  # (no drift when empty)
+
+
+class _Nest:
+    """Water-filling of one outer constraint (a link direction) over the entities
+    (:class:`_Cell`) of the flows crossing it: an entity of n members counts n while it
+    shares (each member at ``share`` bit/s) and ``n x level`` (bit/s) while capped at its
+    level. ``clock``: bits served per sharing member."""
+
+    __slots__ = ("link", "capacity", "n_sharing", "w_sharing", "n_capped", "capped_load",
+                 "share", "clock", "updated", "by_level", "capped", "due", "stamp")
+
+    def __init__(self, link: int, capacity: float, now: float) -> None:
+        self.link, self.capacity = link, capacity
+        self.n_sharing, self.w_sharing = 0, 0.0  # sharing entities; their members summed
+        self.n_capped, self.capped_load = 0, 0.0  # capped entities; their n x level summed
+        self.share = _INF                         # bit/s per sharing member
+        self.clock, self.updated = 0.0, now
+        self.by_level: list[tuple[float, int, _Cell]] = []  # min-heap of sharing levels
+        self.capped: list[tuple[float, int, _Cell]] = []    # max-heap (-level) of capped ones
+        self.due: list[tuple[float, int, _Cell]] = []  # sharing ones' next finish, on clock
+        self.stamp = -1
+
+    def clock_at(self, now: float) -> float:
+        """Bits served per sharing member by ``now`` (s)."""
+        if self.n_sharing and now > self.updated:  # (the share is inf while none shares)
+            return self.clock + self.share * (now - self.updated)
+        return self.clock
+
+    def settle(self, now: float) -> None:
+        self.clock = self.clock_at(now)
+        self.updated = now
+
+
+class _Cell:
+    """An entity of a nested outer constraint (:class:`_Nest`): the flows of one inner
+    constraint (``link``: a cell's air time, a backhaul), or one flow crossing the outer one
+    alone (``link`` -1, ``capacity`` its standalone rate, weight 1). Its members run at one
+    rate: its level ``capacity / weight`` (bit/s; ``weight``: their coefficients on the inner
+    constraint summed) while capped, else the outer share. ``clock``: bits served per member
+    (while sharing: the outer clock plus ``offset``); ``finishing``: members' targets on it."""
+
+    __slots__ = ("nest", "link", "capacity", "n_members", "weight", "counted", "level", "mode",
+                 "clock", "updated", "offset", "finishing", "stamp")
+
+    def __init__(self, nest: _Nest, link: int, capacity: float, now: float) -> None:
+        self.nest, self.link, self.capacity = nest, link, capacity
+        self.n_members, self.weight = 0, 0.0
+        self.counted = 0    # members counted in the nest's sums while attached
+        self.level = _INF   # bit/s per member, set when attached
+        self.mode = _IDLE
+        self.clock, self.updated, self.offset = 0.0, now, 0.0
+        self.finishing: list[tuple[float, int, _Flow]] = []  # min-heap of members' targets
+        self.stamp = -1     # its live entries' (in the nest's heaps and the group heap)
+
+    def clock_at(self, now: float) -> float:
+        """Bits served per member by ``now`` (s)."""
+        if self.mode == _SHARING:
+            return self.nest.clock_at(now) + self.offset
+        if self.mode == _CAPPED:
+            return self.clock + self.level * (now - self.updated)
+        return self.clock
+
+
+_Timed = _Group | _Cell | _Nest  # what the group heap wakes up
+
+
+def _coef(flow: _Flow, h: int) -> float:
+    """The flow's coefficient on constraint h (1 on a link direction, 1/r on a medium)."""
+    coefs = flow.coefs
+    return 1.0 if coefs is None else coefs[flow.hops.index(h)]
