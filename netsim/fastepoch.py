@@ -30,6 +30,14 @@ routes cross several binding links, transfers still moving, clusters) the engine
 as SimPy events (netsim.engine), which stay the reference: tests/test_fastepoch.py checks that
 both give the same times, energy and bytes to rounding.
 
+In a changing world (netsim.dynamics) the capacities are piecewise constant and known in
+advance (:class:`CapacityPieces`). A phase is then played piece by piece (:func:`play_phase`):
+each piece starts with the flows present and the bits they have left, under that piece's
+capacities, standalone rates and medium coefficients, up to the next change, as the flow
+network re-shares its flows at each change (``FlowNetwork.set_capacities``); each piece must
+meet the conditions above on its own, else the epoch runs as events
+(tests/test_capacity_pieces.py).
+
 Cost: O(n log n) numpy work per epoch and one small loop step per contended upload, instead of
 about three SimPy events and their heap operations per participant (benchmarks/engine.py (c)).
 """
@@ -42,10 +50,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.network import Route
-from netsim.network.nested import nested_last_bit_times
-from netsim.network.playback import last_bit_times
+from netsim.network.nested import nested_last_bit_times_until
+from netsim.network.playback import constant_rates_until, last_bit_times_until
 from netsim.network.radio import RadioMeter
 from netsim.network.sharing import CAPACITY_TOLERANCE, can_bind
+
+_INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,13 @@ def hop_coefficients(rate_ref: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return np.where(rate_ref < 0, 1.0, 1.0 / capacity[np.maximum(rate_ref, 0)])
 
 
+def hop_rates(hops: np.ndarray, rate_ref: np.ndarray, capacity_bps: np.ndarray) -> np.ndarray:
+    """What each hop lets one flow through alone under ``capacity_bps`` (per constraint):
+    its capacity over its coefficient (bit/s; a medium: budget x station rate)."""
+    capacity = np.asarray(capacity_bps, dtype=float)
+    return capacity[hops] / hop_coefficients(rate_ref, capacity)
+
+
 def route_caps(routes: RouteTable, capacity_bps: np.ndarray) -> np.ndarray:
     """Each route's standalone rate under ``capacity_bps`` (per constraint): the smallest
     capacity over coefficient on it (:meth:`netsim.network.topology.Route.cap`); inf for a
@@ -121,10 +138,33 @@ def route_caps(routes: RouteTable, capacity_bps: np.ndarray) -> np.ndarray:
     out = np.full(len(counts), np.inf)
     has = counts > 0
     if has.any():
-        capacity = np.asarray(capacity_bps, dtype=float)
-        per_hop = capacity[routes.hops] / hop_coefficients(routes.rate_ref, capacity)
+        per_hop = hop_rates(routes.hops, routes.rate_ref, capacity_bps)
         out[has] = np.minimum.reduceat(per_hop, routes.hop_start[:-1][has])
     return out
+
+
+def flow_caps(owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray], n_flows: int,
+              capacity_bps: np.ndarray) -> np.ndarray:
+    """Each of ``n_flows`` flows' standalone rate under ``capacity_bps`` (bit/s; inf without
+    hops), from their hops as :meth:`RouteTable.hops_of` gives them (owners in order): the
+    :func:`route_caps` of their routes."""
+    owner, hops, refs = owner_hops
+    out = np.full(n_flows, np.inf)
+    if len(hops):
+        first = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+        out[owner[first]] = np.minimum.reduceat(hop_rates(hops, refs, capacity_bps), first)
+    return out
+
+
+@dataclass(frozen=True)
+class CapacityPieces:
+    """Capacities that change at known instants (netsim.dynamics: piecewise constant):
+    ``capacity_at(t)``, every constraint's capacity in force at ``t`` (s; bit/s on a link
+    direction, a medium's air-time budget), and ``next_change_s(t)``, the first instant after
+    ``t`` at which it may change (s, > t; inf: never)."""
+
+    capacity_at: Callable[[float], np.ndarray]
+    next_change_s: Callable[[float], float]
 
 
 @dataclass(frozen=True)
@@ -137,18 +177,80 @@ class PlainEpoch:
     """When training ends and the upload starts."""
     upload_arrival_s: np.ndarray
     """When the update has arrived at the aggregator."""
+    capacity_changes: int = 0
+    """How many capacity changes fell inside a phase, after its first transfer started and
+    before its last bit left (a changing world's epoch, played piece by piece:
+    :func:`play_phase`)."""
 
 
 def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
                capacity_bps: np.ndarray,
                owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
-               onset_flows: np.ndarray | None = None) -> np.ndarray | None:
+               onset_flows: np.ndarray | None = None,
+               pieces: CapacityPieces | None = None) -> tuple[np.ndarray, int] | None:
     """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
-    ``rows[j]`` with ``bits`` bits, or None if some flow crosses two binding constraints or a
-    contended medium could pass its onset (its budget would change with its flows: events).
-    ``owner_hops``: ``routes.hops_of(rows)``; ``onset_flows``: per constraint, the flows from
-    which a medium's budget shrinks (inf: never; None: no contended medium)."""
-    caps = routes.cap_bps[rows]
+    ``rows[j]`` with ``bits`` bits, and how many capacity changes fell inside the phase; None
+    if some flow crosses two binding constraints or a contended medium could pass its onset
+    (its budget would change with its flows: events). ``owner_hops``: ``routes.hops_of(rows)``;
+    ``onset_flows``: per constraint, the flows from which a medium's budget shrinks (inf:
+    never; None: no contended medium).
+
+    ``pieces`` (a changing world): the capacities change at known instants; the phase is
+    played piece by piece, each piece from the flows present at its start with the bits they
+    have left, under that piece's capacities, caps and coefficients (the flow network
+    re-shares them so at each change), each piece meeting the conditions above on its own
+    (else None). Without ``pieces``: ``capacity_bps`` and the caps ``routes`` holds."""
+    if pieces is None:
+        played = _play_piece(start_s, routes.cap_bps[rows], np.full(len(rows), float(bits)),
+                             capacity_bps, owner_hops, onset_flows, _INF)
+        return None if played is None else (played[0], 0)
+    m = len(rows)
+    last_bit, left = np.full(m, _INF), np.full(m, float(bits))
+    waiting = np.ones(m, dtype=bool)  # not done
+    t = float(start_s.min()) if m else 0.0
+    changes = 0
+    while True:
+        until = pieces.next_change_s(t)
+        present = waiting & (start_s < until)
+        if present.any():
+            capacity = pieces.capacity_at(t)
+            at = np.flatnonzero(present)
+            hops_in = _subset(owner_hops, present)
+            played = _play_piece(np.maximum(start_s[at], t),
+                                 flow_caps(hops_in, len(at), capacity), left[at], capacity,
+                                 hops_in, onset_flows, until)
+            if played is None:
+                return None
+            done_s, left[at] = played
+            done = done_s <= until
+            last_bit[at[done]] = done_s[done]
+            waiting[at[done]] = False
+        if not waiting.any():
+            return last_bit, changes
+        changes += 1  # a change inside the phase: the next piece
+        t = until
+
+
+def _subset(owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray], keep: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hops (as :meth:`RouteTable.hops_of` gives them) of the flows ``keep`` (a mask),
+    owners renumbered in their order."""
+    if keep.all():
+        return owner_hops
+    owner, hops, refs = owner_hops
+    sel = keep[owner]
+    return (np.cumsum(keep) - 1)[owner[sel]], hops[sel], refs[sel]
+
+
+def _play_piece(start_s: np.ndarray, caps: np.ndarray, bits: np.ndarray,
+                capacity_bps: np.ndarray,
+                owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
+                onset_flows: np.ndarray | None, until_s: float
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Flows of standalone rates ``caps`` (bit/s) with ``bits`` bits each, starting at
+    ``start_s`` (s, before ``until_s``), under constant capacities up to ``until_s``:
+    (when each last bit leaves (s; inf: after ``until_s``), the bits each has left then), or
+    None (see :func:`play_phase`)."""
     owner, hops, refs = owner_hops
     media = bool(len(refs)) and bool(refs.max() >= 0)
     coef = hop_coefficients(refs, capacity_bps) if media else None
@@ -159,15 +261,16 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     capacity = np.asarray(capacity_bps, dtype=float)
     binding = can_bind(owner, hops, coef, caps, capacity)
     hit = binding[hops]
-    last_bit = start_s + bits / caps  # alone on every constraint it crosses (inf cap: at once)
+    # alone on every constraint it crosses (inf cap: at once)
+    last_bit, left = constant_rates_until(start_s, caps, bits, until_s)
     if len(owner) and hit.any() and np.bincount(owner[hit]).max() > 1:
         nested = _nested(owner, hops, coef, hit, caps, capacity)
         if nested is None:
             return None
         flows, group, group_coef, group_capacity, outer = nested
-        last_bit[flows] = nested_last_bit_times(
-            start_s[flows], np.full(len(flows), bits), group, group_coef, group_capacity,
-            float(capacity[outer]))
+        last_bit[flows], left[flows] = nested_last_bit_times_until(
+            start_s[flows], bits[flows], group, group_coef, group_capacity,
+            float(capacity[outer]), until_s)
         hit &= ~np.isin(owner, flows)  # (the other flows: one binding constraint each)
     shared_owner, shared_hop = owner[hit], hops[hit]
     if len(shared_owner):
@@ -177,11 +280,10 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
         cuts = np.flatnonzero(np.diff(links)) + 1
         for group in np.split(np.arange(len(flows)), cuts):
             f = flows[group]
-            last_bit[f] = last_bit_times(
-                start_s[f], caps[f], np.full(len(f), bits),
-                float(capacity_bps[links[group[0]]]),
-                None if shared_coef is None else shared_coef[order[group]])
-    return last_bit
+            last_bit[f], left[f] = last_bit_times_until(
+                start_s[f], caps[f], bits[f], float(capacity[links[group[0]]]),
+                None if shared_coef is None else shared_coef[order[group]], until_s)
+    return last_bit, left
 
 
 def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: np.ndarray,
@@ -252,18 +354,17 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
                      down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
-                     uploads_under: Callable[[float], tuple[RouteTable, np.ndarray]] | None = None,
+                     pieces: CapacityPieces | None = None,
                      onset_flows: np.ndarray | None = None) -> PlainEpoch | None:
     """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
     it needs the event engine (see the module's conditions).
 
     ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
     aggregator); ``compute_s``: its training time (s); ``bits``: the variant's size (bits).
-    ``uploads_under``: in a world whose capacities change (netsim.dynamics), the routes and
-    capacities in force from a given instant (s): the uploads are played under those in force
-    when the first upload starts (the caller checks that no change falls inside either phase).
-    ``onset_flows``: per constraint, where a contended medium's budget starts to shrink
-    (:func:`play_phase`).
+    ``pieces``: in a world whose capacities change (netsim.dynamics), the capacities over time
+    (``capacity_bps`` and the caps the tables hold are then not read): each phase is played
+    piece by piece (:func:`play_phase`). ``onset_flows``: per constraint, where a contended
+    medium's budget starts to shrink (:func:`play_phase`).
 
     Both phases may cross one constraint (a Wi-Fi cell's single air-time budget): they are
     still played apart when, on every such constraint, every download's last bit has left
@@ -273,9 +374,10 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
     down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
     both = np.isin(up_hops[1], down_hops[1])  # (sets of the hops crossed: work follows them)
     start = np.full(len(rows), float(now_s))
-    last_bit = play_phase(start, rows, down, bits, capacity_bps, down_hops, onset_flows)
-    if last_bit is None:
+    played = play_phase(start, rows, down, bits, capacity_bps, down_hops, onset_flows, pieces)
+    if played is None:
         return None
+    last_bit, changes = played
     arrival = last_bit + down.latency_s[rows]
     trained = arrival + compute_s
     if both.any():  # constraints of both phases: the downloads there end before uploads start
@@ -289,9 +391,8 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
                       trained[up_hops[0][on_up]])
         if np.any(last_down > first_up):
             return None
-    if uploads_under is not None and len(rows):
-        up, capacity_bps = uploads_under(float(trained.min()))
-    last_up = play_phase(trained, rows, up, bits, capacity_bps, up_hops, onset_flows)
-    if last_up is None:
+    played = play_phase(trained, rows, up, bits, capacity_bps, up_hops, onset_flows, pieces)
+    if played is None:
         return None
-    return PlainEpoch(arrival, trained, last_up + up.latency_s[rows])
+    last_up, up_changes = played
+    return PlainEpoch(arrival, trained, last_up + up.latency_s[rows], changes + up_changes)

@@ -1,8 +1,9 @@
 """An epoch of the changing world (netsim.dynamics, docs/dynamics.md): played forward in
-arrays when nothing changes before its last update arrives (no session ends, no capacity
-change, no battery empties, no update cut by ``keep_updates`` or ``epoch_deadline_s``), else as
-guarded SimPy events (netsim.dynamics.epoch) in which participants drop out and links are
-re-shared. Entry point :func:`run`."""
+arrays when nothing changes before its last update arrives (no session ends, no battery
+empties, no update cut by ``keep_updates`` or ``epoch_deadline_s``; capacity changes, known in
+advance, are played across piece by piece), else as guarded SimPy events
+(netsim.dynamics.epoch) in which participants drop out and links are re-shared. Entry point
+:func:`run`."""
 
 from __future__ import annotations
 
@@ -15,16 +16,18 @@ from netsim.epochs import clusters
 from netsim.epochs.arrays import book, measure
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
-from netsim.fastepoch import PlainEpoch, RouteTable, play_plain_epoch
+from netsim.fastepoch import CapacityPieces, PlainEpoch, play_plain_epoch
 from netsim.policy import Decision
 from netsim.workload import Workload
 
 
 def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     """One epoch in a changing world: played forward in arrays when nothing changes before
-    its last update arrives (no session ends, no capacity change, no battery empties, no
-    update cut by ``keep_updates`` or ``epoch_deadline_s``), else as guarded SimPy events
-    (netsim.dynamics.epoch) in which participants drop out and links are re-shared."""
+    its last update arrives (no session ends, no battery empties, no update cut by
+    ``keep_updates`` or ``epoch_deadline_s``; the transfers are played across capacity
+    changes piece by piece, each piece meeting the array path's conditions), else as guarded
+    SimPy events (netsim.dynamics.epoch) in which participants drop out and links are
+    re-shared."""
     env, dyn = world.env, world.dynamics
     start = env.now
     wait, _ = world.take_wait()  # (a wait belongs to the epoch)
@@ -60,8 +63,12 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
         measure(world, plan, rows, flops[rows], nbytes, start)
         stopped = np.full(n, math.nan)
         end_run = float(plan.upload_arrival_s.max())
+        if plan.capacity_changes:  # (the air time is booked at the rates in force at the
+            world.arm_capacity_ticks()  # end, as in the events: the ticks set them)
         if end_run > env.now:
             env.run(until=end_run)
+        if plan.capacity_changes:
+            world.end_capacity_ticks()
     else:
         counted, dropped, late, stopped = _run_guarded(world,
             decision, rows, compute_s, work, offline_at, left, deadline_at, flops)
@@ -90,19 +97,15 @@ def _plain_if_unchanged(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarr
                         offline_at: np.ndarray, left_j: np.ndarray,
                         deadline_at: float) -> PlainEpoch | None:
     """The epoch's array timeline if nothing changes while it matters: no session ends
-    and no battery empties before a participant's update arrives, no deadline cuts an
-    update, and no capacity changes while the downloads or the uploads are moving (a
-    change while everyone trains only sets the capacities the uploads run under)."""
+    and no battery empties before a participant's update arrives and no deadline cuts an
+    update. Capacity changes are known in advance (piecewise constant): the transfers are
+    played piece by piece across them (:func:`netsim.fastepoch.play_phase`), each piece
+    meeting the array path's conditions, else None (events)."""
     down, up = world.current_tables()
-    now, capacity = world.env.now, world.dynamics.capacity
-    def uploads_under(t_s: float) -> tuple[RouteTable, np.ndarray]:
-        if t_s < world.caps_until:  # the same piece: the tables in force now
-            return up, world.caps_now
-        caps = world.constraint_caps(capacity.at(t_s))
-        return world.tables_under(caps)[1], caps
-
+    now = world.env.now
+    capacity = world.dynamics.capacity
     plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, world.caps_now,
-                            None if capacity.static else uploads_under,
+                            None if capacity.static else _pieces(world),
                             world.devices.onset_flows)
     if plan is None:
         return None
@@ -110,14 +113,6 @@ def _plain_if_unchanged(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarr
     last = float(arrival.max())
     if last > deadline_at or np.any(offline_at <= arrival):
         return None
-    if not capacity.static:
-        t = world.devices
-        downloads_end = float((plan.download_arrival_s - t.down_latency_s[rows]).max())
-        uploads_start = float(plan.trained_s.min())
-        uploads_end = float((arrival - t.up_latency_s[rows]).max())
-        if downloads_end >= capacity.next_change_s(now) \
-                or uploads_end >= capacity.next_change_s(uploads_start):
-            return None
     if np.isfinite(left_j).any():
         t = world.devices
         spent = (t.power_busy_w[rows] * compute_s
@@ -126,6 +121,24 @@ def _plain_if_unchanged(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarr
         if np.any(spent >= left_j):
             return None
     return plan
+
+
+def _pieces(world: EpochWorld) -> CapacityPieces:
+    """The world's capacities over time from now on, as the capacity ticks set them in the
+    events (:meth:`netsim.engine.World.arm_capacity_ticks`): every constraint's capacity in
+    force at an instant (s; those in force now until the schedule's next change) and the
+    next change after it."""
+    capacity, caps_now, caps_until = world.dynamics.capacity, world.caps_now, world.caps_until
+
+    def capacity_at(t_s: float) -> np.ndarray:
+        if t_s < caps_until:  # the same piece: the capacities in force now
+            return caps_now
+        return world.constraint_caps(capacity.at(t_s))
+
+    def next_change_s(t_s: float) -> float:
+        return max(capacity.next_change_s(t_s), math.nextafter(t_s, math.inf))
+
+    return CapacityPieces(capacity_at, next_change_s)
 
 
 def _run_guarded(world: EpochWorld, decision: Decision, rows: np.ndarray, compute_s: np.ndarray,

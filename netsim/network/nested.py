@@ -27,6 +27,7 @@ import heapq
 
 import numpy as np
 
+from netsim.network.playback import constant_rates_until
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 from netsim.network.sharing import level_share, rebalance_move, water_filling
 
@@ -39,6 +40,13 @@ def nested_together(bits: float, group: np.ndarray, coef: np.ndarray,
     """Seconds each flow takes when every flow starts at once with ``bits`` bits (the epoch's
     downloads): a group's members share its level and finish together, so the outer
     constraint is one weighted water-filling over the groups present."""
+    return bits / _together_rates(group, coef, group_capacity, outer_capacity)
+
+
+def _together_rates(group: np.ndarray, coef: np.ndarray, group_capacity: np.ndarray,
+                    outer_capacity: float) -> np.ndarray:
+    """Each flow's rate (bit/s) when every flow starts at once with the same size: kept to
+    the end (the sharing groups finish first, the capped ones keep their levels)."""
     n_groups = len(group_capacity)
     n = np.bincount(group, minlength=n_groups).astype(float)
     weight = np.bincount(group, weights=coef, minlength=n_groups)
@@ -47,7 +55,7 @@ def nested_together(bits: float, group: np.ndarray, coef: np.ndarray,
     level[present] = group_capacity[present] / weight[present]
     rate = np.full(n_groups, np.inf)
     rate[present] = water_filling(level[present], outer_capacity, n[present])
-    return bits / rate[group]
+    return rate[group]
 
 
 def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarray,
@@ -59,13 +67,26 @@ def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarr
     budget, a link's bit/s; a group of one: its flow's standalone rate with coefficient 1);
     ``outer_capacity``: the shared outer constraint's bit/s. See the module for when this is
     the max-min allocation."""
+    return nested_last_bit_times_until(start_s, bits, group, coef, group_capacity,
+                                       outer_capacity)[0]
+
+
+def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np.ndarray,
+                                coef: np.ndarray, group_capacity: np.ndarray,
+                                outer_capacity: float, until_s: float = _INF
+                                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nested_last_bit_times` played up to ``until_s`` (s; every flow starts before
+    it): (when each flow's last bit leaves (s; inf: after ``until_s``), the bits each has left
+    at ``until_s``; 0 for those done), as :func:`netsim.network.playback.last_bit_times_until`
+    gives them on one constraint."""
     m = len(start_s)
-    out = np.empty(m)
     if m == 0:
-        return out
+        return np.empty(0), np.empty(0)
     if np.all(start_s == start_s[0]) and np.all(bits == bits[0]):
-        return start_s + nested_together(float(bits[0]), group, coef, group_capacity,
-                                         outer_capacity)
+        return constant_rates_until(start_s, _together_rates(group, coef, group_capacity,
+                                                             outer_capacity),
+                                    bits, until_s)
+    out = np.empty(m)
     order = np.argsort(start_s, kind="stable")
     starts = start_s[order].tolist()
     sizes = bits[order].tolist()
@@ -193,7 +214,7 @@ def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarr
             heappop(cp_due)
         if cp_due and cp_due[0][0] < at:
             at = cp_due[0][0]
-        if at == _INF:
+        if at == _INF or at > until_s:  # (nothing left to happen, or past the horizon)
             break
         if n_sharing and at > now:
             outer += share * (at - now)
@@ -229,5 +250,19 @@ def nested_last_bit_times(start_s: np.ndarray, bits: np.ndarray, group: np.ndarr
             if mode[g] == _IDLE:
                 attach(g)
         share = rebalance()
+    left_bits = [0.0] * m
+    if until_s < _INF:  # the flows still moving at until_s: their bits left then
+        if n_sharing and share > 0.0:
+            outer += share * (until_s - now)
+        now = until_s
+        for g in range(n_groups):
+            if count[g]:
+                c = clock_of(g)
+                for t, k in members[g]:
+                    finished[k], left_bits[k] = _INF, (t - c if t > c else 0.0)
+        for k in range(nxt, m):  # (not started: the caller leaves such flows out)
+            finished[k], left_bits[k] = _INF, sizes[k]
     out[order] = finished
-    return out
+    rest = np.empty(m)
+    rest[order] = left_bits
+    return out, rest

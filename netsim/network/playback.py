@@ -10,7 +10,8 @@ fair share run at their cap, the others share what is left equally and advance o
 clock (bits served per sharing flow). While the caps of the flows present sum to at most the
 capacity (with the network's relative tolerance) every flow runs at its cap. The same
 tolerances as netsim.network.flows decide ties, so both give the same times to rounding
-(tests/test_fastepoch.py checks them against each other).
+(tests/test_fastepoch.py checks them against each other). :func:`last_bit_times_until` stops
+at a horizon (a capacity change, netsim.dynamics) with the bits each flow has left then.
 
 Cost: O(m log m) for m flows, one loop step per start and per finish (most steps of a saturated
 phase find every flow sharing and skip the water-filling's checks).
@@ -42,12 +43,24 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
         air-time budget).
     coef: each flow's coefficient on it (1/r on a medium; None: all 1, a link direction).
     """
+    return last_bit_times_until(start_s, cap_bps, bits, capacity_bps, coef)[0]
+
+
+def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
+                         capacity_bps: float, coef: np.ndarray | None = None,
+                         until_s: float = _INF) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`last_bit_times` played up to ``until_s`` (s; every flow starts before it):
+    (when each flow's last bit leaves (s; inf: after ``until_s``), the bits each has left at
+    ``until_s`` (0 for those done)). Where the capacities change at ``until_s``
+    (netsim.dynamics), the flows left go on from there with those bits, as the flow network
+    re-shares them (:meth:`netsim.network.flows.FlowNetwork.set_capacities`)."""
     m = len(start_s)
-    out = np.empty(m)
     if m == 0:
-        return out
+        return np.empty(0), np.empty(0)
     if m > 1 and np.all(start_s == start_s[0]) and np.all(bits == bits[0]):
-        return _together(float(start_s[0]), cap_bps, float(bits[0]), capacity_bps, coef)
+        return _together(float(start_s[0]), cap_bps, float(bits[0]), capacity_bps, coef,
+                         until_s)
+    out = np.empty(m)
     order = np.argsort(start_s, kind="stable")
     starts = start_s[order].tolist()
     caps = cap_bps[order].tolist()
@@ -148,7 +161,7 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
                         at = t
                     break
                 heappop(capped_due)
-        if at == _INF:
+        if at == _INF or at > until_s:  # (nothing left to happen, or past the horizon)
             break
         # finishes at this instant (the network's tolerances: netsim.network.flows)
         if n_sharing:
@@ -205,8 +218,23 @@ def last_bit_times(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndarray,
             if by_cap[0][0] >= share * (1.0 - _TOL):
                 continue
         rebalance = True
+    left_bits = [0.0] * m
+    if until_s < _INF:  # the flows still moving at until_s: their bits left then
+        served = clock + (share * (until_s - now) if n_sharing and share > 0.0 else 0.0)
+        for k in range(m):
+            if k >= nxt:  # (not started: the caller leaves such flows out)
+                rest = sizes[k]
+            elif target[k] != _UNSET:
+                rest = target[k] - served
+            elif due[k] != _UNSET:
+                rest = left[k] - caps[k] * (until_s - since[k])
+            else:
+                continue
+            finished[k], left_bits[k] = _INF, (rest if rest > 0.0 else 0.0)
     out[order] = finished
-    return out
+    rest_out = np.empty(m)
+    rest_out[order] = left_bits
+    return out, rest_out
 
 
 def _drop_to_cap(k: int, clock: float, now: float, target: list[float], left: list[float],
@@ -222,10 +250,29 @@ def _drop_to_cap(k: int, clock: float, now: float, target: list[float], left: li
     heapq.heappush(capped_desc, (-caps[k], k))
 
 
-def _together(start_s: float, cap_bps: np.ndarray, bits: float,
-              capacity_bps: float, coef: np.ndarray | None) -> np.ndarray:
-    """Equal flows starting together (the epoch's downloads): one water-filling, vectorised.
+def _together(start_s: float, cap_bps: np.ndarray, bits: float, capacity_bps: float,
+              coef: np.ndarray | None, until_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Equal flows starting together (the epoch's downloads): one water-filling, vectorised;
+    (last-bit times (s; inf after ``until_s``), bits left at ``until_s``).
 
     The flows below the fair share run at their caps, the rest at the share; the sharing ones
     all finish first (the capped ones are slower and as large), so no rate ever changes."""
-    return start_s + bits / water_filling(cap_bps, capacity_bps, coef)
+    rate = water_filling(cap_bps, capacity_bps, coef)
+    return constant_rates_until(start_s, rate, bits, until_s)
+
+
+def constant_rates_until(start_s: float | np.ndarray, rate_bps: np.ndarray,
+                         bits: float | np.ndarray,
+                         until_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Flows that keep their rates (bit/s) from ``start_s`` (s): (when each last bit leaves
+    (s; inf: after ``until_s``), the bits each has left at ``until_s``; 0 for those done)."""
+    done = start_s + bits / rate_bps
+    if until_s == _INF:
+        return done, np.zeros(len(rate_bps))
+    moving = done > until_s
+    left = np.zeros(len(rate_bps))
+    if moving.any():  # (their rates are finite)
+        start = np.broadcast_to(start_s, rate_bps.shape)[moving]
+        size = np.broadcast_to(bits, rate_bps.shape)[moving]
+        left[moving] = np.maximum(size - rate_bps[moving] * (until_s - start), 0.0)
+    return np.where(moving, _INF, done), left
