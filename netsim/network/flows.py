@@ -395,7 +395,7 @@ class FlowNetwork(NestedGroups):
         self._moving[flow] = None
         link_flows, slack, feeder = self._link_flows, self._slack, flow.feeder
         g = newly_unsafe = None
-        for j, h in enumerate(route.hops):
+        for j, h in enumerate(flow.hops):
             link_flows[h][flow] = None
             if feeder < 0 or j == feeder:
                 left = slack[h] - (c if coefs is None else c * coefs[j])
@@ -460,7 +460,7 @@ class FlowNetwork(NestedGroups):
     def _feed(self, flow: _Flow, j: int, h: int, joins: bool) -> float:
         """``flow`` joins (or leaves) the flows fed to constraint h (its hop j) through its
         medium; returns the change of their bounded load on h (what h's headroom loses)."""
-        coefs = cast(tuple[float, ...], flow.coefs)
+        coefs = cast("tuple[float, ...]", flow.coefs)  # (a string: no alias built per call)
         f = flow.hops[flow.feeder]
         key = (h, f)
         feed = self._feeds.get(key)
@@ -666,7 +666,7 @@ class FlowNetwork(NestedGroups):
         elif type(done) is simpy.Event:
             trigger_after(self.env, done, flow.latency)
         else:  # send() callbacks; only simpy.Event itself is ever passed as an event
-            self._arrivals.append((cast(Callable[[float], None], done), now + flow.latency))
+            self._arrivals.append((cast("Callable[[float], None]", done), now + flow.latency))
         self._n_active -= 1
         del self._moving[flow]
         flow.stamp = -1

@@ -27,9 +27,10 @@ class _Flow:
     def __init__(self, route: Route, cap: float, bits: float,
                  coefs: tuple[float, ...] | None,
                  done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
-        self.route, self.hops, self.cap, self.remaining = route, route.hops, cap, bits
+        self.route, self.hops, self.cap, self.remaining = route, route.flow_hops, cap, bits
         self.latency = route.latency_s
         self.coefs = coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
+        # (hops: each constraint once, a medium crossed twice with its coefficients summed)
         self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
         self.done = done  # the arrival event, or a callback told the arrival time (send)
         self.rate, self.updated, self.stamp = 0.0, now, -1  # stamp: its live heap entry's

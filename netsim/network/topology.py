@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import NamedTuple, Protocol, overload
+from typing import NamedTuple, Protocol, cast, overload
 
 import networkx as nx
 import numpy as np
@@ -124,6 +124,12 @@ class Route:
     ``airtime`` (station node, directed link) per medium crossed; ``radios`` the radios
     (:attr:`Topology.radios` indices) active while the transfer is in progress; ``id`` the
     route's position in :attr:`Topology.routes`.
+
+    A route between two stations of one cell crosses its medium twice (up to the access point
+    and down again): the bits take air time at both rates, so on that constraint the transfer
+    counts once with the two coefficients summed (``1/r_a + 1/r_b``; :attr:`flow_hops`,
+    :meth:`coefficients`, :meth:`cap`), and its standalone rate is the medium's budget over that
+    sum (``r_a r_b / (r_a + r_b)`` alone in the cell: ``8S/r_a + 8S/r_b`` seconds for S bytes).
     """
 
     nodes: tuple[str, ...]
@@ -140,23 +146,49 @@ class Route:
     radios: tuple[int, ...] = ()
 
     @cached_property
+    def _repeats(self) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]] | None:
+        """None when no constraint is crossed twice; else the distinct constraints (first
+        crossing's order) and, per distinct constraint, its positions in ``hops``."""
+        if len(set(self.hops)) == len(self.hops):
+            return None
+        at: dict[int, list[int]] = {}
+        for j, h in enumerate(self.hops):
+            at.setdefault(h, []).append(j)
+        return tuple(at), tuple(tuple(v) for v in at.values())
+
+    @property
+    def flow_hops(self) -> tuple[int, ...]:
+        """The constraints a transfer on this route loads, each once: ``hops`` without a
+        medium's second crossing (the class docstring)."""
+        repeats = self._repeats
+        return self.hops if repeats is None else repeats[0]
+
+    @cached_property
     def total_energy_j_per_bit(self) -> float:
         """Energy of one bit over the whole route (J/bit), receivers' costs included (computed
         once: a route is immutable)."""
         return float(sum(e for _, e in self.charges))
 
     def coefficients(self, capacity: Sequence[float]) -> tuple[float, ...] | None:
-        """Each hop's coefficient under ``capacity`` (per constraint): 1 on a link, 1/r on a
-        medium; None on a route without media (all 1)."""
+        """Each of :attr:`flow_hops`' coefficients under ``capacity`` (per constraint): 1 on a
+        link, 1/r on a medium (summed over a medium crossed twice); None on a route without
+        media (all 1)."""
         if not self.rate_refs:
             return None
-        return tuple(1.0 if r < 0 else 1.0 / capacity[r] for r in self.rate_refs)
+        per_hop = tuple(1.0 if r < 0 else 1.0 / capacity[r] for r in self.rate_refs)
+        repeats = self._repeats
+        if repeats is None:
+            return per_hop
+        return tuple(sum(per_hop[j] for j in at) for at in repeats[1])
 
     def cap(self, capacity: Sequence[float]) -> float:
         """The route's standalone rate (bit/s) under ``capacity``: the smallest of each
         constraint's capacity over its coefficient (a medium: budget x station rate)."""
         if not self.rate_refs:
             return min(capacity[h] for h in self.hops)
+        if self._repeats is not None:
+            coefs = cast("tuple[float, ...]", self.coefficients(capacity))
+            return min(capacity[h] / c for h, c in zip(self.flow_hops, coefs, strict=True))
         return min(capacity[h] if r < 0 else capacity[h] * capacity[r]
                    for h, r in zip(self.hops, self.rate_refs, strict=True))
 
@@ -206,9 +238,15 @@ def build_route(names: tuple[str, ...], steps: Sequence[RouteStep], receiver: in
         if step.bps < bottleneck:
             bottleneck = step.bps
         latency += step.latency_s
-    return Route(names, tuple(hops), tuple(senders), tuple(epb), bottleneck, latency, receiver,
-                 tuple(charges), rid, tuple(refs) if airtime else (), tuple(airtime),
-                 tuple(radios))
+    route = Route(names, tuple(hops), tuple(senders), tuple(epb), bottleneck, latency, receiver,
+                  tuple(charges), rid, tuple(refs) if airtime else (), tuple(airtime),
+                  tuple(radios))
+    if len(set(hops)) < len(hops):  # a medium crossed twice: its air time at both rates
+        budget = [1.0] * (max(hops) + 1)  # (the nominal air-time budget; links: their bps)
+        for step in steps:
+            budget[step.hop] = step.bps
+        route = replace(route, bottleneck_bps=min(bottleneck, route.cap(budget)))
+    return route
 
 
 class Topology:
