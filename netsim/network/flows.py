@@ -143,6 +143,8 @@ class FlowNetwork(NestedGroups):
         self._feeds: dict[tuple[int, int], _Feed] = {}  # (constraint, medium) -> its flows
         self._n_active = 0
         self._moving: dict[_Flow, None] = {}  # the flows in motion, in start order
+        self._unsent_memo = (-1.0, -1, 0.0)  # (time, changes, unsent_j) of the last reading
+        self._changes = 0  # flows started or ended (at one instant the bits left change only so)
         self._multi_unsafe = 0            # flows crossing two or more unsafe links
         # finish heaps; an entry (time_s, stamp, obj) is live while obj.stamp == stamp
         self._heap: list[tuple[float, int, _Flow]] = []          # individual flows
@@ -199,11 +201,15 @@ class FlowNetwork(NestedGroups):
         if not self._n_active:
             return 0.0
         now = self.env.now
+        at, changes, memo = self._unsent_memo
+        if at == now and changes == self._changes:  # (an epoch's end is the next one's start)
+            return memo
         total = 0.0
         progress = self._progress
         for flow in self._moving:  # (in start order: deterministic sums)
             progress(flow, now)
             total += flow.remaining * flow.route.total_energy_j_per_bit
+        self._unsent_memo = (now, self._changes, total)
         return total
 
     @property
@@ -393,6 +399,7 @@ class FlowNetwork(NestedGroups):
         flow = _Flow(route, c, bits, coefs, done, now)
         self._n_active += 1
         self._moving[flow] = None
+        self._changes += 1
         link_flows, slack, feeder = self._link_flows, self._slack, flow.feeder
         g = newly_unsafe = None
         for j, h in enumerate(flow.hops):
@@ -669,6 +676,7 @@ class FlowNetwork(NestedGroups):
             self._arrivals.append((cast("Callable[[float], None]", done), now + flow.latency))
         self._n_active -= 1
         del self._moving[flow]
+        self._changes += 1
         flow.stamp = -1
         g, c = flow.group, flow.capped_in
         if g is not None:
