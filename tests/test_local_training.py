@@ -79,6 +79,19 @@ def test_the_accuracy_map_and_its_inverse():
         assert m.accuracy(m.loss_for(acc)) == pytest.approx(acc)
     assert m.loss_for(0.1) == math.inf and m.loss_for(0.995) == 0.0
     assert np.isclose(m.accuracy(1e9), 0.1, atol=1e-6)
+    # with a cutoff: chance at the loss of a uniform guess, -ln(0.1), and beyond; the inverse
+    # (bisection) and the vectorised forms agree with the scalar ones
+    c = AccuracyMap(chance=0.1, top=0.99, loss_mid=0.5, exponent=2.0, cutoff_exponent=15.0)
+    assert c.chance_loss == pytest.approx(math.log(10.0))
+    assert c.accuracy(math.log(10.0)) == pytest.approx(0.1) and c.accuracy(3.0) == 0.1
+    lv = c.loss_for(np.array([0.2, 0.5, 0.9, 0.97, 0.05, 0.995]))
+    for acc, loss in zip((0.2, 0.5, 0.9, 0.97), lv[:4], strict=True):
+        assert c.accuracy(loss) == pytest.approx(acc, rel=1e-12)
+        assert c.loss_for(acc) == loss and loss < m.loss_for(acc)  # (it only lowers the map)
+    assert lv[4] == math.inf and lv[5] == 0.0
+    np.testing.assert_allclose(c.accuracy(lv[:4]), [0.2, 0.5, 0.9, 0.97], rtol=1e-12)
+    with pytest.raises(ValueError, match="cutoff_exponent needs 0 < chance < 1"):
+        AccuracyMap(chance=0.0, top=0.99, loss_mid=0.5, exponent=2.0, cutoff_exponent=15.0)
 
 
 def test_the_surrogate_reports_accuracy_when_the_model_has_a_map(star):

@@ -33,7 +33,7 @@ def cifar() -> rec.RecordedFit:
 
 TRUE = rec.Constants(initial_loss=2.3, floor=0.03, samples_half=2.0e6, exponent=1.8,
                      local_step_exponent=0.45, local_epoch_exponent=-0.2)
-TRUE_MAP = AccuracyMap(chance=0.1, top=0.99, loss_mid=1.5, exponent=1.4)
+TRUE_MAP = AccuracyMap(chance=0.1, top=0.99, loss_mid=1.5, exponent=1.4, cutoff_exponent=15.0)
 
 
 def synthetic(constants: rec.Constants, noise: float = 0.0, seeds: int = 1) -> rec.Recorded:
@@ -68,6 +68,7 @@ def test_the_fit_recovers_the_constants_of_curves_the_model_made():
     assert fit.accuracy.top == pytest.approx(TRUE_MAP.top, abs=1e-3)
     assert fit.accuracy.loss_mid == pytest.approx(TRUE_MAP.loss_mid, rel=0.01)
     assert fit.accuracy.exponent == pytest.approx(TRUE_MAP.exponent, rel=0.01)
+    assert fit.accuracy.cutoff_exponent == pytest.approx(TRUE_MAP.cutoff_exponent, rel=0.02)
     # and predicts the held-back setting it never saw
     table = rec.report(fit)
     held = table[table["role"] == "held back"].iloc[0]

@@ -109,7 +109,8 @@ def print_fit(fit: rec.RecordedFit, entry: LossParams, table: pd.DataFrame) -> N
           f"local_epoch_exponent {e.local_epoch_exponent:g}" + (f" (held: {fixed})" if fixed
                                                                  else ""))
     print(f"  accuracy map: chance {amap.chance:g}  top {amap.top:g}  loss_mid "
-          f"{amap.loss_mid:g}  exponent {amap.exponent:g}")
+          f"{amap.loss_mid:g}  exponent {amap.exponent:g}"
+          + (f"  cutoff_exponent {amap.cutoff_exponent:g}" if amap.cutoff_exponent else ""))
     print(f"  spread: noise_run_sigma {e.noise_run_sigma:g}  noise_epoch_sigma "
           f"{e.noise_epoch_sigma:g}  noise_level_exponent {e.noise_level_exponent:g}; "
           f"{s.how}")

@@ -385,33 +385,38 @@ def fit_constants(data: Recorded, fit_settings: Sequence[str],
 
 
 def fit_accuracy_map(losses: np.ndarray, accuracies: np.ndarray, chance: float) -> AccuracyMap:
-    """:class:`AccuracyMap` (chance fixed) fitted to (loss, accuracy) pairs both ways: the
-    accuracy at each recorded loss (residual / 0.01) and the log loss at each recorded
-    accuracy (residual / 0.1), robust least squares (soft L1). The map serves both ways (the
-    accuracy of a predicted loss, the loss of a target accuracy); an accuracy-only fit lets a
-    long plateau's pairs pull the loss of a high target far off (MNIST: 97 % at 0.35 nats
-    instead of the recorded 0.09-0.10)."""
+    """:class:`AccuracyMap` (chance fixed; top, loss_mid, exponent and the cutoff exponent
+    fitted) to (loss, accuracy) pairs both ways: the accuracy at each recorded loss (residual /
+    0.01) and the log loss at each recorded accuracy (residual / 0.1), robust least squares
+    (soft L1). The map serves both ways (the accuracy of a predicted loss, the loss of a target
+    accuracy); an accuracy-only fit lets a long plateau's pairs pull the loss of a high target
+    far off (MNIST: 97 % at 0.35 nats instead of the recorded 0.09-0.10). The cutoff takes the
+    map to chance at the loss of a uniform guess (MNIST's first rounds); where the pairs do not
+    ask for it its exponent runs to its bound, and the cutoff then acts only there."""
     from scipy.optimize import least_squares
 
     loss = np.asarray(losses, dtype=float)
     acc = np.asarray(accuracies, dtype=float)
     ok = np.isfinite(loss) & np.isfinite(acc) & (loss > 0)
     loss, acc = loss[ok], acc[ok]
-    if len(loss) < 3:
+    if len(loss) < 4:
         raise ValueError("too few (loss, accuracy) pairs to fit an accuracy map")
 
+    def amap(x: np.ndarray) -> AccuracyMap:
+        top, mid, k, q = (float(v) for v in x)
+        return AccuracyMap(chance=chance, top=top, loss_mid=mid, exponent=k, cutoff_exponent=q)
+
     def residuals(x: np.ndarray) -> np.ndarray:
-        top, mid, k = x
-        vertical = chance + (top - chance) / (1.0 + (loss / mid) ** k) - acc
-        a = np.clip(acc, chance + 1e-4, top - 1e-5)
-        horizontal = np.log(mid) + np.log((top - chance) / (a - chance) - 1.0) / k - np.log(loss)
+        m = amap(x)
+        vertical = m.accuracy(loss) - acc
+        a = np.clip(acc, chance + 1e-4, m.top - 1e-5)
+        horizontal = np.log(np.maximum(m.loss_for(a), 1e-12)) - np.log(loss)
         return np.concatenate([vertical / 0.01, horizontal / 0.1])
 
-    x0 = [min(0.995, float(acc.max()) + 0.01), 1.0, 1.5]
-    sol = least_squares(residuals, x0, bounds=([chance + 1e-3, 1e-4, 0.1], [1.0, 100.0, 100.0]),
-                        loss="soft_l1")
-    top, mid, k = (float(v) for v in sol.x)
-    return AccuracyMap(chance=chance, top=top, loss_mid=mid, exponent=k)
+    x0 = [min(0.995, float(acc.max()) + 0.01), 1.0, 1.5, 20.0]
+    sol = least_squares(residuals, x0, bounds=([chance + 1e-3, 1e-4, 0.1, 1.0],
+                                               [1.0, 100.0, 100.0, 1000.0]), loss="soft_l1")
+    return amap(sol.x)
 
 
 @dataclass(frozen=True)
@@ -519,7 +524,9 @@ class RecordedFit:
             "local_step_exponent": _r(c.local_step_exponent),
             "local_epoch_exponent": _r(c.local_epoch_exponent),
             "accuracy": {"chance": _r(a.chance), "top": _r(a.top), "loss_mid": _r(a.loss_mid),
-                         "exponent": _r(a.exponent)},
+                         "exponent": _r(a.exponent),
+                         **({"cutoff_exponent": _r(a.cutoff_exponent)}
+                            if a.cutoff_exponent is not None else {})},
             "source": source,
         }
 
@@ -597,7 +604,7 @@ def predict(entry: LossParams, setting: Setting, rounds: int) -> Prediction:
                      for q in BAND)
 
     def acc(losses: np.ndarray) -> np.ndarray:
-        return np.array([amap.accuracy(float(v)) for v in losses])
+        return np.asarray(amap.accuracy(losses), dtype=float)
 
     # a higher loss is a lower accuracy: the loss's upper quantile is the accuracy's lower one
     return Prediction(r, mean, q_low, q_high, acc(mean), acc(q_high), acc(q_low))
@@ -694,7 +701,7 @@ class MapError:
 def map_error(amap: AccuracyMap, runs: pd.DataFrame) -> MapError:
     """:class:`MapError` of ``amap`` on every pair of ``runs`` with a loss and an accuracy."""
     rows = runs.dropna(subset=["loss", "accuracy"])
-    got = np.array([amap.accuracy(float(v)) for v in rows["loss"]])
+    got = np.asarray(amap.accuracy(rows["loss"].to_numpy(float)), dtype=float)
     err = np.abs(got - rows["accuracy"].to_numpy(float))
     return MapError(len(err), float(np.sqrt(np.mean(err ** 2))), float(err.mean()),
                     float(err.max()), float(np.mean(err <= 0.02)))
