@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.epochs.shared import EpochWorld
-from netsim.fastepoch import PlainEpoch, book_radios, play_plain_epoch
+from netsim.fastepoch import CapacityPieces, PlainEpoch, book_radios, play_plain_epoch
 from netsim.policy import Decision
 
 
@@ -36,15 +36,32 @@ def play(world: EpochWorld, decision: Decision, model_bytes: float,
     return True
 
 
-def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: float) -> None:
+def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: float,
+         pieces: CapacityPieces | None = None) -> None:
     """Book a plain epoch's bytes, communication energy and busy time as the event path
-    books them (downloads in participant order, uploads in the order training ends)."""
+    books them (downloads in participant order, uploads in the order training ends).
+
+    ``pieces`` (a changing world's capacities over time): each upload's air time at the
+    station rates in force when it starts (it may start after a change): the downloads are
+    booked at the rates in force now, the uploads piece by piece at each piece's rates."""
     down, up = world.devices.down_routes, world.devices.up_routes  # (ids and hops: any caps)
     assert down is not None and up is not None
-    up_rows = rows[np.argsort(plan.trained_s, kind="stable")]
-    for table, order in ((down, rows), (up, up_rows)):
-        moving = order[table.hop_start[order + 1] > table.hop_start[order]]
-        world.network.book(table.route_id[moving].tolist(), [model_bytes] * len(moving))
+    order = np.argsort(plan.trained_s, kind="stable")
+    network = world.network
+    for table, booked, start in ((down, rows, None), (up, rows[order], plan.trained_s[order])):
+        has_hops = table.hop_start[booked + 1] > table.hop_start[booked]
+        moving = booked[has_hops]
+        ids = table.route_id[moving]
+        if pieces is None or start is None:
+            network.book(ids.tolist(), [model_bytes] * len(moving))
+            continue
+        start = start[has_hops]  # (ascending)
+        k = 0
+        while k < len(moving):  # the uploads starting in the piece of upload k's start
+            at = float(start[k])
+            j = max(int(np.searchsorted(start, pieces.next_change_s(at), side="left")), k + 1)
+            network.book(ids[k:j].tolist(), [model_bytes] * (j - k), pieces.capacity_at(at))
+            k = j
     world.meter.add_busy_many(rows.tolist(),
                              (plan.trained_s - plan.download_arrival_s).tolist())
     if model_bytes > 0.0:

@@ -58,13 +58,13 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                                         deadline_at)
     world.epochs_by_path["arrays" if plan is not None else "events"] += 1
     if plan is not None:
-        book(world, plan, rows, nbytes)
+        book(world, plan, rows, nbytes, None if dyn.capacity.static else _pieces(world))
         counted, dropped, late = None, list[str](), list[str]()
         measure(world, plan, rows, flops[rows], nbytes, start)
         stopped = np.full(n, math.nan)
         end_run = float(plan.upload_arrival_s.max())
-        if plan.capacity_changes:  # (the air time is booked at the rates in force at the
-            world.arm_capacity_ticks()  # end, as in the events: the ticks set them)
+        if plan.capacity_changes:  # (the links' capacities as the events leave them)
+            world.arm_capacity_ticks()
         if end_run > env.now:
             env.run(until=end_run)
         if plan.capacity_changes:

@@ -50,8 +50,10 @@ of fallback recomputation), plus, for :meth:`FlowNetwork.transfer`, one event pe
 arrival). :meth:`FlowNetwork.send` schedules no arrival event: it tells a callback the arrival
 time when the last bit leaves, and the caller schedules what follows (the engine's epochs).
 
-Accounting (:class:`netsim.network.ledger.TransferLedger`): a transfer's bytes and communication
-energy are booked when it starts and added to the per-node totals in bulk before any reading.
+Accounting (:class:`netsim.network.ledger.TransferLedger`): a transfer's bytes, communication
+energy and air time are booked when it starts and added to the per-node totals in bulk before
+any reading; a capacity change settles the books first, so air time is at the station rates
+of each transfer's start.
 
 A changing world (netsim.dynamics): :meth:`FlowNetwork.cancel` stops a transfer at any instant
 (a participant going offline), and :meth:`FlowNetwork.set_capacities` changes link capacities
@@ -164,6 +166,8 @@ class FlowNetwork(NestedGroups):
         self._touched: dict[_Cell, None] = {}
         self._arrivals: list[tuple[Callable[[float], None], float]] = []  # send() callbacks due
         self.ledger = TransferLedger(topology, meter, self._cap)
+        # flows present at a change of their station rates -> the rates of their start
+        self._start_rates: dict[_Flow, tuple[float, ...]] = {}
         self.radio = RadioMeter(topology.radios, meter)
         self._book_route = self.ledger.booked_routes.append  # (the hot path's two appends)
         self._book_bytes = self.ledger.booked_bytes.append
@@ -227,11 +231,13 @@ class FlowNetwork(NestedGroups):
         (:meth:`TransferLedger.settle`)."""
         self.ledger.settle()
 
-    def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
+    def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],
+             capacity: np.ndarray | None = None) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,
         netsim.fastepoch), or un-book the bits a cancelled transfer did not send (negative
-        sizes): :meth:`TransferLedger.book`."""
-        self.ledger.book(route_ids, sizes_bytes)
+        sizes): :meth:`TransferLedger.book` (``capacity``: the capacities in force at their
+        start when not those in force now, for their air time)."""
+        self.ledger.book(route_ids, sizes_bytes, capacity)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -284,21 +290,32 @@ class FlowNetwork(NestedGroups):
         """Stop the transfer ``flow`` now (its sender went offline); returns the bits it had
         left (0 if it had already left the network). Its arrival never fires; the links it
         crossed are re-shared among the others at this instant. The caller un-books the bits
-        not sent (:meth:`book` with a negative size), so only sent bits cost energy."""
+        not sent (:meth:`book` with a negative size), so only sent bits cost energy and air
+        time (the air time of the bits not sent is taken back at the station rates of the
+        transfer's start, as it was booked)."""
         if flow is None or flow.done is None:
             return 0.0
         now = self.env.now
         self._progress(flow, now)
         left = flow.remaining
         self._leave(flow, now, arrive=False)
+        start_rates = self._start_rates.pop(flow, None)
+        if start_rates is not None and left > 0.0:  # (its station rates changed since)
+            self.ledger.rebook_airtime(flow.route, left, start_rates)
         return left
 
     def set_capacities(self, directions: Sequence[int], capacity_bps: Sequence[float]) -> None:
         """Set the capacity of link directions ``directions`` (topology indices) to
         ``capacity_bps`` (bit/s, > 0) from now on: flows present are re-shared at once where
         one crosses a direction changed (a flow's cap, coefficients and shares depend only
-        on the constraints it crosses; the others' headroom is reset)."""
+        on the constraints it crosses; the others' headroom is reset). The transfers started
+        so far are booked first, their air time at the station rates in force until now."""
         link_flows, touched = self._link_flows, False
+        # air time is booked at the station rates of a transfer's start: the transfers started
+        # under the rates in force until now are settled under them, and the flows present
+        # keep their start's rates for the bits a cancel un-books (:meth:`cancel`)
+        self.ledger.settle()
+        self._keep_start_rates(directions)
         for h, c in zip(directions, capacity_bps, strict=True):
             self._cap[h] = float(c)
             self._empty_slack[h] = float(c) * (1.0 + _TOL)
@@ -309,6 +326,20 @@ class FlowNetwork(NestedGroups):
         self._caps_changed = True
         if touched:
             self._reshare(self.env.now)
+
+    def _keep_start_rates(self, directions: Sequence[int]) -> None:
+        """Before capacities ``directions`` change: note the station rates now of every flow
+        present crossing one of them on a medium, unless noted at an earlier change (then
+        those are its start's), and forget the flows that have left."""
+        start_rates, link_flows = self._start_rates, self._link_flows
+        for flow in [f for f in start_rates if f.done is None]:
+            del start_rates[flow]
+        cap = self._cap
+        for h in directions:
+            for flow in link_flows.get(h, ()):
+                airtime = flow.route.airtime
+                if airtime and flow not in start_rates:
+                    start_rates[flow] = tuple(cap[d] for _, d in airtime)
 
     def _route_cap(self, route: Route) -> float:
         """A route's standalone rate now (bit/s): the smallest capacity (over coefficient)

@@ -3,12 +3,20 @@ air time per station.
 
 A transfer's bytes, energy (bits x J/bit of every charge of its route: the sending node of
 each link, a receiving device's ``rx_energy_j_per_bit``) and air time (bits / station rate of
-every medium crossed, to the station) are booked when it starts: the hot path only appends its route and size, and
-:meth:`TransferLedger.settle` adds them to the per-node totals in bulk (numpy, in start order)
-before any reading (the energy meter calls it). A cancelled transfer (netsim.dynamics) is
-un-booked by the bytes it did not send: only sent bits cost energy. Air time is booked at the
-station rates in force when the books settle (each reading; rates change only in a world whose
-bandwidth changes, netsim.dynamics, and there only between epochs of the fast path).
+every medium crossed, to the station) are booked when it starts: the hot path only appends its
+route and size, and :meth:`TransferLedger.settle` adds them to the per-node totals in bulk
+(numpy, in start order) before any reading (the energy meter calls it). A cancelled transfer
+(netsim.dynamics) is un-booked by the bytes it did not send: only sent bits cost energy and
+air time.
+
+Air time is its bits over the station rates in force when the transfer starts (a transfer
+whose station rate changes while it moves keeps its start's air time: netsim's
+approximation). Pending bookings are settled under the capacities the ledger reads
+(``capacity``, the network's own list changed in place): the network settles them before it
+changes a capacity (:meth:`netsim.network.flows.FlowNetwork.set_capacities`), so each is
+settled under the rates of its start; transfers played forward outside the network (the
+array path) that start under other rates are booked with those rates
+(:meth:`TransferLedger.book` with ``capacity``).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from netsim.energy import EnergyMeter
 from netsim.network.tree import route_books_of
 
 if TYPE_CHECKING:
-    from netsim.network.topology import Topology
+    from netsim.network.topology import Route, Topology
 
 
 class TransferLedger:
@@ -81,20 +89,26 @@ class TransferLedger:
 
     def settle(self) -> None:
         """Book the bytes and communication energy of the transfers started since the last
-        call (the meter calls this before every reading). Per transfer the hot path only notes
-        its route and size; here they are added in bulk, in start order, so every sum is the
-        one a transfer-by-transfer loop would give."""
+        call (the meter calls this before every reading), their air time at the station rates
+        in force now. Per transfer the hot path only notes its route and size; here they are
+        added in bulk, in start order, so every sum is the one a transfer-by-transfer loop
+        would give."""
         if not self.booked_routes:
             return
+        routes, sizes = self.booked_routes, self.booked_bytes
+        self._settle(routes, np.array(sizes, dtype=float), self.capacity)
+        routes.clear()  # (in place: the network holds their append methods)
+        sizes.clear()
+
+    def _settle(self, route_ids: Sequence[int], size: np.ndarray,
+                capacity: Sequence[float] | np.ndarray) -> None:
+        """Add transfers on ``route_ids`` of ``size`` bytes each to the books, in order, their
+        air time at the station rates of ``capacity`` (per constraint)."""
         slot = self._slot
-        new = [rid for rid in dict.fromkeys(self.booked_routes) if rid not in slot]
+        new = [rid for rid in dict.fromkeys(route_ids) if rid not in slot]
         if new:
             self._index_routes(new)
-        r = np.fromiter((slot[rid] for rid in self.booked_routes), dtype=np.intp,
-                        count=len(self.booked_routes))
-        size = np.array(self.booked_bytes, dtype=float)
-        self.booked_routes.clear()  # (in place: the network holds their append methods)
-        self.booked_bytes.clear()
+        r = np.fromiter((slot[rid] for rid in route_ids), dtype=np.intp, count=len(route_ids))
         np.add.at(self._bytes_sent, self._route_first_sender[r], size)
         np.add.at(self._bytes_received, self._route_receiver[r], size)
         counts = self._route_n_charges[r]
@@ -109,13 +123,28 @@ class TransferLedger:
                 ends = np.cumsum(counts)
                 air = np.repeat(self._route_air_start[r] - (ends - counts), counts) \
                     + np.arange(int(ends[-1]))
-                capacity = self.capacity  # (a list the network changes in place)
-                rate = np.array([capacity[d] for d in self._air_direction[air].tolist()],
-                                dtype=float)
+                direction = self._air_direction[air]
+                if isinstance(capacity, np.ndarray):
+                    rate = capacity[direction].astype(float)
+                else:  # (a list the network changes in place)
+                    rate = np.array([capacity[d] for d in direction.tolist()], dtype=float)
                 seconds = np.repeat(8.0 * size, counts) / rate
                 np.add.at(self._airtime_s, self._air_station[air], seconds)
-                np.add.at(self._medium_airtime_s,
-                          self._direction_medium[self._air_direction[air]], seconds)
+                np.add.at(self._medium_airtime_s, self._direction_medium[direction], seconds)
+
+    def rebook_airtime(self, route: Route, bits: float, start_rates: Sequence[float]) -> None:
+        """Move the air time of ``bits`` bits on ``route`` booked (or to be booked) at the
+        station rates in force now to the rates ``start_rates`` (bit/s, one per medium
+        crossed, in ``route.airtime``'s order): add ``bits / now - bits / start`` per medium.
+        A cancelled transfer whose station rate changed while it moved is un-booked (negative
+        size) at the rates in force when it is cancelled: this puts the bits it did not send
+        back at its start's rates (:meth:`netsim.network.flows.FlowNetwork.cancel`)."""
+        capacity = self.capacity
+        for (station, d), start in zip(route.airtime, start_rates, strict=True):
+            seconds = bits / capacity[d] - bits / start
+            if seconds:
+                self._airtime_s[station] += seconds
+                self._medium_airtime_s[self._direction_medium[d]] += seconds
 
     def _index_routes(self, ids: list[int]) -> None:
         """Add the routes ``ids`` (not indexed yet) to the arrays: first sender, receiver,
@@ -142,10 +171,22 @@ class TransferLedger:
         self._air_station = cat([self._air_station, books["air_station"]])
         self._air_direction = cat([self._air_direction, books["air_direction"]])
 
-    def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float]) -> None:
+    def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],
+             capacity: np.ndarray | None = None) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,
         netsim.fastepoch): their bytes and communication energy, in this order, as if each had
         started here. ``route_ids``: ``Route.id`` of routes with hops (as :meth:`send_on`, a
-        route without hops moves nothing and is not booked)."""
-        self.booked_routes.extend(route_ids)
-        self.booked_bytes.extend(sizes_bytes)
+        route without hops moves nothing and is not booked).
+
+        ``capacity`` (every constraint's capacity, bit/s): the transfers started under these
+        rates, not those in force now (a changing world's uploads that start after a
+        capacity change the network has not seen yet): the pending bookings are settled first,
+        then these at once, their air time at ``capacity``'s station rates."""
+        if capacity is None:
+            self.booked_routes.extend(route_ids)
+            self.booked_bytes.extend(sizes_bytes)
+            return
+        self.settle()
+        if len(route_ids):
+            self._settle(route_ids, np.asarray(sizes_bytes, dtype=float),
+                         np.asarray(capacity, dtype=float))
