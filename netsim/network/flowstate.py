@@ -151,6 +151,19 @@ class _Cell:
 _Timed = _Group | _Cell | _Nest  # what the group heap wakes up
 
 
+def _ungroup(flow: _Flow) -> tuple[_Group | None, _Group | None]:
+    """Take ``flow`` out of the decomposed groups it is in (a sharing member's group, the group
+    whose link it crosses at its cap); returns them (either may be None)."""
+    g, c = flow.group, flow.capped_in
+    if g is not None:
+        g.drop_member(flow)
+        flow.group = None
+    if c is not None:
+        c.capped_sum -= flow.cap * flow.wt
+        flow.capped_in = None
+    return g, c
+
+
 def _coef(flow: _Flow, h: int) -> float:
     """The flow's coefficient on constraint h (1 on a link direction, 1/r on a medium)."""
     coefs = flow.coefs

@@ -23,6 +23,7 @@ from netsim.network.flowstate import (
     _Group,
     _Nest,
     _Timed,
+    _ungroup,
 )
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 from netsim.network.sharing import level_share, rebalance_move
@@ -233,13 +234,7 @@ class NestedGroups:
     def _lift(self, flow: _Flow, now: float) -> None:
         """Take ``flow`` (its ``remaining`` brought up to now) out of a decomposed group."""
         self._progress(flow, now)
-        g, c = flow.group, flow.capped_in
-        if g is not None:
-            g.drop_member(flow)
-            flow.group = None
-        if c is not None:
-            c.capped_sum -= flow.cap * flow.wt
-            flow.capped_in = None
+        _ungroup(flow)
 
     def _unnest(self, nest: _Nest, now: float) -> None:
         """Nest's outer constraint no longer binds: its cells become decomposed groups (their
