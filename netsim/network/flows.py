@@ -93,6 +93,7 @@ from netsim.network.flowstate import (
     _Flow,
     _Group,
     _Nest,
+    _Plan,
     _Timed,
     _ungroup,
 )
@@ -134,6 +135,9 @@ class FlowNetwork(NestedGroups):
                                              for k, m in enumerate(topology.constraint_medium))
                            if getattr(medium, "contention_onset_flows", None) is not None}
         self._caps_changed = False  # routes' bottleneck_bps no longer the flows' caps
+        # per route used (by id(route); the plan holds the route): what a transfer on it loads
+        # under the capacities now (emptied whenever a capacity changes)
+        self._plans: dict[int, _Plan] = {}
         self._routes = topology.route_cache
         # dicts as ordered sets: iteration order (and so every float sum) is reproducible
         # per constraint crossed so far (a fleet's millions of links cost nothing until used)
@@ -320,6 +324,7 @@ class FlowNetwork(NestedGroups):
         for h, c in zip(directions, capacity_bps, strict=True):
             self._cap[h] = float(c)
             self._empty_slack[h] = float(c) * (1.0 + _TOL)
+            self._plans = {}
             if link_flows.get(h):
                 touched = True
             else:
@@ -366,18 +371,19 @@ class FlowNetwork(NestedGroups):
         cap, slack = self._cap, list(self._empty_slack)
         self._feeds = {}
         for flow in flows:
-            flow.coefs = flow.route.coefficients(cap)
-            flow.cap = flow.route.cap(cap)
+            route = flow.route
+            plan = _Plan(route, route.cap(cap), route.coefficients(cap))
+            flow.replan(plan)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
             if flow.cell is not None:
                 flow.cell.stamp = -1  # (its entries are void)
                 flow.cell = None
-            coefs, feeder = flow.coefs, flow.feeder
-            for j, h in enumerate(flow.hops):
-                if feeder < 0 or j == feeder:
-                    slack[h] -= flow.cap if coefs is None else flow.cap * coefs[j]
+            medium = plan.medium
+            for h, load, key, ratio, _ in plan.steps:
+                if key is None:
+                    slack[h] -= load
                 else:
-                    slack[h] -= self._feed(flow, j, h, True)
+                    slack[h] -= self._feed(key, medium, load, ratio, True)
         self._slack = slack
         self._groups, self._dirty = {}, {}
         for h in sorted({h for flow in flows for h in flow.hops}):
@@ -414,46 +420,72 @@ class FlowNetwork(NestedGroups):
             self._start(self._routes.get((src, dst)) or self.topology.route(src, dst),
                         size_bytes, done)
 
+    def _plan(self, route: Route) -> _Plan:
+        """What a transfer starting on ``route`` now loads (kept per route until a capacity
+        changes)."""
+        plan = self._plans.get(id(route))
+        if plan is None:
+            plan = self._plans[id(route)] = _Plan(
+                route, self._route_cap(route),
+                route.coefficients(self._cap) if route.rate_refs else None)
+        return plan
+
     def _start(self, route: Route, size_bytes: float,
                done: simpy.Event | Callable[[float], None]) -> _Flow | None:
-        env = self.env
         bits = 8.0 * float(size_bytes)
         self._book_route(route.id)  # bytes and energy: booked in bulk (TransferLedger)
         self._book_bytes(size_bytes)
         if bits <= 0.0:
             self._arrive_later(done, route.latency_s)
             return None
-        now = env.now
+        now = self.env.now
         if route.radios:
             self.radio.start(route.radios, now)
-        c = self._route_cap(route)
-        coefs = route.coefficients(self._cap) if route.rate_refs else None
-        flow = _Flow(route, c, bits, coefs, done, now)
+        plan = self._plans.get(id(route)) or self._plan(route)
+        c = plan.cap
+        flow = _Flow(plan, bits, done, now)
         self._n_active += 1
         self._moving[flow] = None
         self._changes += 1
-        link_flows, slack, feeder = self._link_flows, self._slack, flow.feeder
+        link_flows, slack, groups = self._link_flows, self._slack, self._groups
+        feeds, budget = self._feeds, self._cap[plan.medium]  # (medium -1: never read)
         g = newly_unsafe = None
-        for j, h in enumerate(flow.hops):
+        n_unsafe, wt = 0, 1.0
+        for h, load, key, ratio, coef in plan.steps:
             link_flows[h][flow] = None
-            if feeder < 0 or j == feeder:
-                left = slack[h] - (c if coefs is None else c * coefs[j])
-            else:
-                left = slack[h] - self._feed(flow, j, h, True)
+            if key is None:
+                left = slack[h] - load
+            else:  # joins the flows fed to h through its medium (_feed, inline)
+                feed = feeds.get(key)
+                if feed is None:
+                    feed = feeds[key] = _Feed(load, ratio, budget)
+                    left = slack[h] - feed.bound
+                else:
+                    feed.n += 1
+                    feed.load += load
+                    ratios = feed.ratios
+                    ratios[ratio] = ratios.get(ratio, 0) + 1
+                    if ratio > feed.max_ratio:
+                        feed.max_ratio = ratio
+                    bound = budget * feed.max_ratio
+                    if not bound < feed.load:  # (min(feed.load, bound))
+                        bound = feed.load
+                    left = slack[h] - (bound - feed.bound)
+                    feed.bound = bound
             slack[h] = left
             if left < 0.0:
-                g_h = self._groups.get(h)
+                g_h = groups.get(h)
                 if g_h is not None:
-                    flow.n_unsafe += 1
-                    g = g_h
+                    n_unsafe += 1
+                    g, wt = g_h, coef
                 elif newly_unsafe is None:
                     newly_unsafe = [h]
                 else:
                     newly_unsafe.append(h)
-        if flow.n_unsafe > 1:
+        flow.n_unsafe = n_unsafe
+        if n_unsafe > 1:
             self._multi_unsafe += 1
-        if g is not None:
-            flow.wt = _coef(flow, g.link)
+        flow.wt = wt  # (its coefficient on g's link: _coef)
         if self._contended and self._contend(route):
             return flow
         if newly_unsafe is not None:
@@ -491,24 +523,25 @@ class FlowNetwork(NestedGroups):
                 if budget != self._cap[h]:
                     self._cap[h] = budget
                     self._empty_slack[h] = budget * (1.0 + _TOL)
+                    self._plans = {}
                     self._caps_changed = changed = True
         if changed:
             self._request_recompute()
         return changed
 
-    def _feed(self, flow: _Flow, j: int, h: int, joins: bool) -> float:
-        """``flow`` joins (or leaves) the flows fed to constraint h (its hop j) through its
-        medium; returns the change of their bounded load on h (what h's headroom loses)."""
-        coefs = cast("tuple[float, ...]", flow.coefs)  # (a string: no alias built per call)
-        f = flow.hops[flow.feeder]
-        key = (h, f)
+    def _feed(self, key: tuple[int, int], medium: int, load: float, ratio: float,
+              joins: bool) -> float:
+        """A flow joins (or leaves) the flows fed to constraint h through ``medium`` (``key``:
+        (h, medium); ``load``: its cap x coefficient on h; ``ratio``: its coefficients on h
+        over on the medium); returns the change of their bounded load on h (what h's headroom
+        loses). (:meth:`_start` and :meth:`_leave` do the same inline.)"""
         feed = self._feeds.get(key)
-        ratio = coefs[j] / coefs[flow.feeder]
         if joins:
             if feed is None:
-                feed = self._feeds[key] = _Feed()
+                feed = self._feeds[key] = _Feed(load, ratio, self._cap[medium])
+                return feed.bound
             feed.n += 1
-            feed.load += flow.cap * coefs[j]
+            feed.load += load
             feed.ratios[ratio] = feed.ratios.get(ratio, 0) + 1
             if ratio > feed.max_ratio:
                 feed.max_ratio = ratio
@@ -518,7 +551,7 @@ class FlowNetwork(NestedGroups):
             if not feed.n:
                 del self._feeds[key]
                 return -feed.bound
-            feed.load -= flow.cap * coefs[j]
+            feed.load -= load
             left = feed.ratios[ratio] - 1
             if left:
                 feed.ratios[ratio] = left
@@ -526,7 +559,7 @@ class FlowNetwork(NestedGroups):
                 del feed.ratios[ratio]
                 if ratio == feed.max_ratio:
                     feed.max_ratio = max(feed.ratios)
-        bound = min(feed.load, self._cap[f] * feed.max_ratio)
+        bound = min(feed.load, self._cap[medium] * feed.max_ratio)
         change, feed.bound = bound - feed.bound, bound
         return change
 
@@ -698,8 +731,9 @@ class FlowNetwork(NestedGroups):
         arrival after the route's latency, and restore fairness where it was."""
         done = flow.done
         flow.done = None  # (left the network: cancel() finds nothing to stop)
-        if flow.route.radios:
-            self.radio.end(flow.route.radios, now + flow.latency if arrive else now)
+        radios = flow.route.radios
+        if radios:
+            self.radio.end(radios, now + flow.latency if arrive else now)
         if not arrive:
             pass
         elif type(done) is simpy.Event:
@@ -716,14 +750,32 @@ class FlowNetwork(NestedGroups):
         if flow.cell is not None:
             self._exit(flow, now)
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        fc, to_safe, coefs, feeder = flow.cap, None, flow.coefs, flow.feeder
-        for j, h in enumerate(flow.hops):
+        to_safe, plan, feeds = None, flow.plan, self._feeds
+        budget = self._cap[plan.medium]  # (medium -1: never read)
+        for h, load, key, ratio, _ in plan.steps:
             flows_h = link_flows[h]
             del flows_h[flow]
-            if feeder < 0 or j == feeder:
-                load = fc if coefs is None else fc * coefs[j]
-            else:
-                load = -self._feed(flow, j, h, False)
+            if key is not None:  # leaves the flows fed to h through its medium (_feed, inline)
+                feed = feeds[key]
+                feed.n -= 1
+                if not feed.n:
+                    del feeds[key]
+                    load = feed.bound
+                else:
+                    feed.load -= load
+                    ratios = feed.ratios
+                    n_ratio = ratios[ratio] - 1
+                    if n_ratio:
+                        ratios[ratio] = n_ratio
+                    else:
+                        del ratios[ratio]
+                        if ratio == feed.max_ratio:
+                            feed.max_ratio = max(ratios)
+                    bound = budget * feed.max_ratio
+                    if not bound < feed.load:  # (min(feed.load, bound))
+                        bound = feed.load
+                    load = -(bound - feed.bound)
+                    feed.bound = bound
             left = slack[h] + load if flows_h else self._empty_slack[h]  # (never negative)
             slack[h] = left
             if left >= 0.0 and h in groups:

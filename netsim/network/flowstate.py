@@ -19,17 +19,50 @@ _INF = float("inf")
 _IDLE, _SHARING, _CAPPED = 0, 1, 2  # a nested entity: detached, at the outer share, at its level
 
 
+class _Plan:
+    """What a transfer on one route loads, under the capacities in force when it was made
+    (a flow keeps its plan: its leave takes back exactly what its start added). A network
+    keeps one per route used (while the capacities do not change), so a transfer's start
+    reads them instead of computing them: ``hops`` (the route's ``flow_hops``), ``cap`` (its
+    standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
+    without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
+    load cap x coefficient, the _Feed key (constraint, medium) or None where the load counts
+    directly, the ratio of its coefficients on the hop and on the medium, its coefficient
+    on the hop)."""
+
+    __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps")
+
+    def __init__(self, route: Route, cap: float, coefs: tuple[float, ...] | None) -> None:
+        self.route, self.cap, self.coefs = route, cap, coefs
+        self.hops = hops = route.flow_hops
+        rate_refs = route.rate_refs
+        self.feeder = feeder = -1 if not rate_refs else next(
+            (j for j, r in enumerate(rate_refs) if r >= 0), -1)
+        self.medium = medium = hops[feeder] if feeder >= 0 else -1
+        steps: list[tuple[int, float, tuple[int, int] | None, float, float]] = []
+        for j, h in enumerate(hops):
+            if coefs is None:
+                steps.append((h, cap, None, 0.0, 1.0))
+            elif feeder < 0 or j == feeder:
+                steps.append((h, cap * coefs[j], None, 0.0, coefs[j]))
+            else:
+                steps.append((h, cap * coefs[j], (h, medium), coefs[j] / coefs[feeder],
+                              coefs[j]))
+        self.steps = tuple(steps)
+
+
 class _Flow:
     __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
                  "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "feeder",
-                 "cell")
+                 "cell", "plan")
 
-    def __init__(self, route: Route, cap: float, bits: float,
-                 coefs: tuple[float, ...] | None,
+    def __init__(self, plan: _Plan, bits: float,
                  done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
-        self.route, self.hops, self.cap, self.remaining = route, route.flow_hops, cap, bits
+        self.plan = plan  # what it loads (its route's under the capacities of its start)
+        self.route = route = plan.route
+        self.hops, self.cap, self.remaining = plan.hops, plan.cap, bits
         self.latency = route.latency_s
-        self.coefs = coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
+        self.coefs = plan.coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
         # (hops: each constraint once, a medium crossed twice with its coefficients summed)
         self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
         self.done = done  # the arrival event, or a callback told the arrival time (send)
@@ -41,8 +74,11 @@ class _Flow:
         self.cell: _Cell | None = None    # member of this entity of a nested outer constraint
         # the hop (index into hops) of the first medium it crosses, -1 without one: its load on
         # every other hop is bounded through that medium's budget (_Feed)
-        self.feeder = -1 if not route.rate_refs else next(
-            (j for j, r in enumerate(route.rate_refs) if r >= 0), -1)
+        self.feeder = plan.feeder
+
+    def replan(self, plan: _Plan) -> None:
+        """Load ``plan`` from now on (a re-share: the capacities changed)."""
+        self.plan, self.cap, self.coefs = plan, plan.cap, plan.coefs
 
 
 class _Feed:
@@ -53,12 +89,15 @@ class _Feed:
 
     __slots__ = ("n", "load", "ratios", "max_ratio", "bound")
 
-    def __init__(self) -> None:
-        self.n = 0
-        self.load = 0.0           # the members' coefficient x cap on h, summed
-        self.ratios: dict[float, int] = {}  # coefficient on h / on f -> members with it
-        self.max_ratio = 0.0
-        self.bound = 0.0          # what it counts on h's headroom now
+    def __init__(self, load: float, ratio: float, budget: float) -> None:
+        """The feed of its first member, of load (coefficient x cap on h) ``load`` and
+        coefficients' ratio ``ratio``, under f's budget ``budget``."""
+        self.n = 1
+        self.load = load          # the members' coefficient x cap on h, summed
+        self.ratios: dict[float, int] = {ratio: 1}  # coefficient on h / on f -> members with it
+        self.max_ratio = max_ratio = ratio if ratio > 0.0 else 0.0
+        bound = budget * max_ratio
+        self.bound = bound if bound < load else load  # what it counts on h's headroom now
 
 
 class _Group:

@@ -39,6 +39,21 @@ from netsim.network.topology import Radio, RadioSet
 _NEVER = -float("inf")
 
 
+class _RadioState:
+    """One radio's figures (Python numbers) and state, kept once it has been used."""
+
+    __slots__ = ("power_w", "tail_s", "tail_w", "node", "active", "since", "period_end",
+                 "last_end", "refund")
+
+    def __init__(self, power_w: float, tail_s: float, tail_w: float, node: int) -> None:
+        self.power_w, self.tail_s, self.tail_w, self.node = power_w, tail_s, tail_w, node
+        self.active = 0            # transfers in progress
+        self.since = 0.0           # start of the current busy period (s)
+        self.period_end = 0.0      # latest arrival seen in the current period
+        self.last_end = _NEVER     # end of the last finished period (s)
+        self.refund = 0.0          # previous tail's part the running period covers (J)
+
+
 class RadioMeter:
     """The radios of one network and the energy they draw (charged to ``meter``).
 
@@ -48,11 +63,7 @@ class RadioMeter:
     def __init__(self, radios: Sequence[Radio], meter: EnergyMeter) -> None:
         self.radios = RadioSet.of(radios)
         self.meter = meter
-        self._active: dict[int, int] = {}        # transfers in progress
-        self._since: dict[int, float] = {}       # start of the current busy period (s)
-        self._period_end: dict[int, float] = {}  # latest arrival seen in the current period
-        self._last_end: dict[int, float] = {}    # end of the last finished period (s)
-        self._refund: dict[int, float] = {}      # previous tail's part a running period covers (J)
+        self._state: dict[int, _RadioState] = {}  # per radio used
         self._power_w = self.radios.power_w
         self._tail_s = self.radios.tail_s
         self._tail_w = self.radios.tail_power_w
@@ -61,40 +72,48 @@ class RadioMeter:
     def __bool__(self) -> bool:
         return len(self.radios) > 0
 
+    def _new_state(self, r: int) -> _RadioState:
+        """Radio r's state, made on its first use."""
+        state = self._state[r] = _RadioState(float(self._power_w[r]), float(self._tail_s[r]),
+                                             float(self._tail_w[r]), int(self._node[r]))
+        return state
+
     def start(self, radio_ids: Sequence[int], now_s: float) -> None:
         """A transfer on each radio of ``radio_ids`` starts at ``now_s`` (s)."""
-        active = self._active
+        states = self._state
         for r in radio_ids:
-            if active.get(r, 0) == 0:
-                last = self._last_end.get(r, _NEVER)
+            st = states.get(r) or self._new_state(r)
+            if st.active == 0:
+                last = st.last_end
                 since = now_s
                 if last > _NEVER:
-                    tail_s = float(self._tail_s[r])
+                    tail_s = st.tail_s
                     if now_s < last:  # (an arrival booked ahead of this start: one period)
                         since = last
                         cut = tail_s
                     else:
                         cut = max(tail_s - (now_s - last), 0.0)
-                    tail_w = float(self._tail_w[r])
+                    tail_w = st.tail_w
                     if cut > 0.0 and tail_w > 0.0:  # taken back when this period ends
-                        self._refund[r] = cut * tail_w
-                self._since[r], self._period_end[r] = since, since
-            active[r] = active.get(r, 0) + 1
+                        st.refund = cut * tail_w
+                st.since = st.period_end = since
+            st.active += 1
 
     def end(self, radio_ids: Sequence[int], arrival_s: float) -> None:
         """A transfer on each radio of ``radio_ids`` arrives at ``arrival_s`` (s)."""
+        states = self._state
         for r in radio_ids:
-            if arrival_s > self._period_end[r]:
-                self._period_end[r] = arrival_s
-            self._active[r] -= 1
-            if self._active[r] == 0:
-                since, until = self._since[r], self._period_end[r]
-                joules = float(self._power_w[r]) * (until - since) \
-                    + float(self._tail_w[r]) * float(self._tail_s[r])
-                refund = self._refund.pop(r, 0.0)
+            st = states[r]
+            if arrival_s > st.period_end:
+                st.period_end = arrival_s
+            st.active -= 1
+            if st.active == 0:
+                until = st.period_end
+                joules = st.power_w * (until - st.since) + st.tail_w * st.tail_s
+                refund, st.refund = st.refund, 0.0
                 if joules > 0.0 or refund > 0.0:
-                    self.meter.add_radio(int(self._node[r]), joules - refund)
-                self._last_end[r] = until
+                    self.meter.add_radio(st.node, joules - refund)
+                st.last_end = until
 
     def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:
         """Transfers k = 0.. on radio ``radio[k]`` (a transfer on several radios is one entry
@@ -121,14 +140,16 @@ class RadioMeter:
         r = owner[opens]  # one entry per busy period, in radio then time order
         first = np.ones(len(r), dtype=bool)
         first[1:] = r[1:] != r[:-1]
-        if any(self._active.get(k, 0) for k in r[first].tolist()):
+        states = self._state
+        if any(k in states and states[k].active for k in r[first].tolist()):
             raise ValueError("RadioMeter.play: a transfer is in progress on one of the radios")
         since, until = times[opens], times[closes]
         power, tail_s, tail_w = self._power_w[r], self._tail_s[r], self._tail_w[r]
         # the end of the period before each one on its radio (-inf: none)
         before = np.empty(len(r))
         before[1:] = until[:-1]
-        before[first] = [self._last_end.get(k, _NEVER) for k in r[first].tolist()]
+        before[first] = [states[k].last_end if k in states else _NEVER
+                         for k in r[first].tolist()]
         had = before > _NEVER
         ahead = had & (since < before)  # (an arrival booked ahead of this start: one period)
         since = np.where(ahead, before, since)
@@ -142,4 +163,4 @@ class RadioMeter:
         last = np.ones(len(r), dtype=bool)
         last[:-1] = r[1:] != r[:-1]
         for k, t in zip(r[last].tolist(), until[last].tolist(), strict=True):
-            self._last_end[k] = t
+            (states.get(k) or self._new_state(k)).last_end = t

@@ -222,22 +222,24 @@ def build_route(names: tuple[str, ...], steps: Sequence[RouteStep], receiver: in
     radios: list[int] = []
     charges: list[tuple[int, float]] = []
     bottleneck, latency = float("inf"), 0.0
-    for step in steps:
-        hops.append(step.hop)
+    for hop, sender, j_per_bit, bps, latency_s, station, medium, rx_j_per_bit, receiver_k, \
+            step_radios in steps:
+        hops.append(hop)
         refs.append(-1)
-        senders.append(step.sender)
-        epb.append(step.j_per_bit)
-        charges.append((step.sender, step.j_per_bit))
-        if step.station >= 0:
-            hops.append(step.medium)
-            refs.append(step.hop)
-            airtime.append((step.station, step.hop))
-        if step.rx_j_per_bit > 0.0 and step.receiver < n_devices:
-            charges.append((step.receiver, step.rx_j_per_bit))
-        radios += step.radios
-        if step.bps < bottleneck:
-            bottleneck = step.bps
-        latency += step.latency_s
+        senders.append(sender)
+        epb.append(j_per_bit)
+        charges.append((sender, j_per_bit))
+        if station >= 0:
+            hops.append(medium)
+            refs.append(hop)
+            airtime.append((station, hop))
+        if rx_j_per_bit > 0.0 and receiver_k < n_devices:
+            charges.append((receiver_k, rx_j_per_bit))
+        if step_radios:
+            radios += step_radios
+        if bps < bottleneck:
+            bottleneck = bps
+        latency += latency_s
     route = Route(names, tuple(hops), tuple(senders), tuple(epb), bottleneck, latency, receiver,
                   tuple(charges), rid, tuple(refs) if airtime else (), tuple(airtime),
                   tuple(radios))

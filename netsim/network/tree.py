@@ -99,6 +99,8 @@ class TreeTopology(Topology):
         the ledger's books, as arrays."""
         self._extra: list[Route] = []
         self._depth = _depths(self.parent, root)
+        # per (link, sending end) crossed so far: its step (:meth:`_step`)
+        self._steps: dict[tuple[int, int], RouteStep] = {}
 
     def connected(self, a: str, b: str) -> bool:
         """Whether a route exists between nodes a and b (in a tree: both exist)."""
@@ -108,15 +110,18 @@ class TreeTopology(Topology):
         """Node indices from src to dst along the tree."""
         up, down = [src], [dst]
         a, b = src, dst
-        depth = self._depth
-        while depth[a] > depth[b]:
-            a = int(self.parent[a])
+        depth, parent = self._depth.item, self.parent.item  # (Python ints, no numpy scalars)
+        da, db = depth(a), depth(b)
+        while da > db:
+            a = parent(a)
             up.append(a)
-        while depth[b] > depth[a]:
-            b = int(self.parent[b])
+            da -= 1
+        while db > da:
+            b = parent(b)
             down.append(b)
+            db -= 1
         while a != b:
-            a, b = int(self.parent[a]), int(self.parent[b])
+            a, b = parent(a), parent(b)
             up.append(a)
             down.append(b)
         return up + down[-2::-1]
@@ -151,20 +156,31 @@ class TreeTopology(Topology):
     def _build(self, nodes: list[int], rid: int) -> Route:
         """The route along ``nodes`` (:func:`~netsim.network.topology.build_route`)."""
         steps = []
+        parent, parent_link = self.parent.item, self.parent_link.item
+        step_of = self._steps
         for u, v in zip(nodes, nodes[1:], strict=False):
-            link = int(self.parent_link[v] if self.parent[v] == u else self.parent_link[u])
-            forward = int(self.link_a[link]) == u
-            station = int(self._member_station[link])
-            first, count = int(self._radio_first[link]), int(self._radio_count[link])
-            steps.append(RouteStep(
-                2 * link if forward else 2 * link + 1, u, float(self.energy_j_per_bit[link]),
-                float(self.bandwidth_bps[link]), float(self.latency_s[link]), station,
-                int(self._member_ab[link] if forward else self._member_ba[link])
-                if station >= 0 else -1,
-                float(self.rx_energy_j_per_bit[link]), v, range(first, first + count)))
+            link = parent_link(v) if parent(v) == u else parent_link(u)
+            step = step_of.get((link, u))
+            if step is None:
+                step = step_of[(link, u)] = self._step(link, u, v)
+            steps.append(step)
         names = self.node_ids
         return build_route(tuple(names[x] for x in nodes), steps, nodes[-1], rid,
                            self.n_devices)
+
+    def _step(self, link: int, u: int, v: int) -> RouteStep:
+        """Link ``link`` crossed from its end u to its end v (Python numbers, read once per
+        link and direction used: routes share their links near the root)."""
+        forward = self.link_a.item(link) == u
+        station = self._member_station.item(link)
+        first = self._radio_first.item(link)
+        return RouteStep(
+            2 * link if forward else 2 * link + 1, u, self.energy_j_per_bit.item(link),
+            self.bandwidth_bps.item(link), self.latency_s.item(link), station,
+            (self._member_ab.item(link) if forward else self._member_ba.item(link))
+            if station >= 0 else -1,
+            self.rx_energy_j_per_bit.item(link), v,
+            range(first, first + self._radio_count.item(link)))
 
     def root_routes(self) -> dict[str, dict[str, np.ndarray]]:
         """Every device's route from the root (``down``) and back (``up``) as arrays, in one
