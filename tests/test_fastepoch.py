@@ -145,18 +145,19 @@ def _two_tier(n):
 
 @pytest.mark.parametrize("nested", [True, False])
 def test_routes_crossing_two_binding_links_nested_in_arrays_else_events(monkeypatch, nested):
-    """The backhaul and the aggregator's link both bind. Nested (each device's backhaul is its
-    bottleneck: netsim.network.nested) the epoch plays in arrays; with one device on a slower
-    link of its own, the backhaul's members no longer share one rate: events."""
+    """The backhaul and the aggregator's link both bind (the lone device's transfers cross the
+    aggregator's link only). Nested (each device's backhaul is its bottleneck:
+    netsim.network.nested) the epoch plays in arrays; with one device on a slower link of its
+    own, the backhaul's members no longer share one rate: events."""
     data = _two_tier(4)
     if not nested:
         data["links"][3]["bandwidth_bps"] = 2e6  # d0's own link, below the backhaul's share
     scenario = resolve_scenario(load_scenario(data), 0)
     world = World(scenario, np.random.default_rng(0))
-    rows = np.array([world.devices.index[f"d{i}"] for i in range(4)])
+    rows = np.array([world.devices.index[d] for d in ("d0", "d1", "d2", "d3", "lone")])
     down, up = RouteTable.of(world.routes_down), RouteTable.of(world.routes_up)
     capacity = np.asarray(world.topology.capacity_bps)
-    played = play_plain_epoch(0.0, rows, np.ones(4), 8e6, down, up, capacity)
+    played = play_plain_epoch(0.0, rows, np.ones(len(rows)), 8e6, down, up, capacity)
     assert (played is not None) == nested
     fast, slow = _both_paths(monkeypatch, scenario, played_fast=nested)
     _assert_same_tables(fast, slow)
@@ -197,3 +198,18 @@ def test_an_epoch_on_a_busy_network_runs_as_events():
         ends[busy, fast] = world.run_epoch(Decision(participants={"lone": 10})).end_s
     assert ends[True, True] == ends[True, False]   # the engine took the event path
     assert ends[True, True] > ends[False, True]    # (which the moving transfer slows down)
+
+
+def test_cells_behind_ethernet_backhauls_play_in_arrays(monkeypatch):
+    """Generated cells behind 1 Gbit/s ethernet backhauls: a cell's stations together could
+    fill its backhaul, but through the cell's air time they put at most its fastest station's
+    rate on it, so the backhaul never binds and the epoch plays in arrays (before 0.6.0 the
+    backhaul was taken as the stations' inner constraint and every epoch ran as events); the
+    tables are the event path's."""
+    data = {"name": "ethernet", "seed": 0,
+            "generate": {"n_devices": 96, "devices_per_cell": 32, "backhaul": "ethernet",
+                         "seed": 1},
+            "model": "resnet18",
+            "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": 2}}
+    fast, slow = _both_paths(monkeypatch, load_scenario(data), played_fast=True)
+    _assert_same_tables(fast, slow)

@@ -281,6 +281,23 @@ def _random_flows(rng):
     return np.array(owner), np.array(hops), np.array(coef), capacity
 
 
+def test_a_cell_not_its_backhaul_is_the_inner_constraint_that_clears_the_backhaul():
+    """Stations of rates 40, 30 and 20 in one cell (constraint 2, air-time budget 1) behind a
+    backhaul of 50 (constraint 0) under an aggregator's link that a second flow group also
+    fills (constraint 1). The cell and the backhaul carry the same flows; through the cell they
+    put at most 40 (its fastest station) on the backhaul, so the backhaul never binds. Choosing
+    the backhaul as their inner constraint (the lower index: before 0.6.0) left it binding, a
+    flow crossing three binding constraints, and the epoch on events."""
+    owner = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 3])
+    hops = np.array([2, 0, 1, 2, 0, 1, 2, 0, 1, 1])
+    coef = np.array([1 / 40, 1, 1, 1 / 30, 1, 1, 1 / 20, 1, 1, 1])
+    capacity = np.array([50.0, 60.0, 1.0])
+    caps = np.array([40.0, 30.0, 20.0, 60.0])
+    assert caps[:3].sum() > capacity[0]  # (the caps alone would fill the backhaul)
+    binding = can_bind(owner, hops, coef, caps, capacity)
+    assert binding.tolist() == [False, True, True]
+
+
 @pytest.mark.parametrize("seed", range(120))
 def test_a_constraint_can_bind_clears_never_saturates(seed):
     """can_bind's bound against the allocation: for every subset of the flows (the flows

@@ -204,11 +204,16 @@ def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
         per_flow = np.bincount(owner[hit], minlength=len(cap_bps))
         if not len(per_flow) or per_flow.max() <= 1:
             break
-        # each flow's inner constraint: the binding one it crosses with fewest flows
-        key = n_flows[hops].astype(np.int64) * n_constraints + hops
-        inner_key = np.full(len(cap_bps), np.iinfo(np.int64).max)
-        np.minimum.at(inner_key, owner[hit], key[hit])
-        inner = np.where(per_flow > 0, inner_key % n_constraints, -1)
+        # each flow's inner constraint: the binding one it crosses with fewest flows; of
+        # those, the one that lets it through slowest alone (capacity / coefficient: a cell
+        # before the backhaul all its stations also cross, whose bound through the cell, the
+        # fastest station, is the tighter); then the lowest index
+        at = np.flatnonzero(hit)
+        o, h = owner[at], hops[at]
+        order = np.lexsort((h, capacity[h] / a[at], n_flows[h], o))
+        first = order[np.concatenate([[True], o[order][1:] != o[order][:-1]])]
+        inner = np.full(len(cap_bps), -1, dtype=np.intp)
+        inner[o[first]] = h[first]
         own = hit & (inner[owner] == hops)
         inner_coef = np.zeros(len(cap_bps))
         inner_coef[owner[own]] = a[own]
