@@ -22,7 +22,9 @@ Two ways to execute an epoch up to the last update's arrival, with the same resu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import simpy
@@ -149,7 +151,11 @@ class World:
         """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
         self.buffer = UpdateBuffer(self.env, self._busy)
         self.epochs_by_path = {"arrays": 0, "events": 0}
-        """How many epochs of the changing world ran on each path (benchmarks/dynamics.py)."""
+        """How many epochs of the changing world, and buffered epochs, ran on each path
+        (benchmarks/dynamics.py, tests/test_buffered_arrays.py)."""
+        self.buffered_player: Any = None
+        """The run's buffered epochs in arrays (netsim.epochs.buffered_arrays), once the
+        first buffered epoch has found they can play there; False when they cannot."""
         self._airtime_read = np.zeros(len(self.topology.media))
 
     def airtime_by_medium(self) -> dict[str, float]:
@@ -319,11 +325,17 @@ class World:
                            / self.local_epochs)
         return work
 
-    def aggregate(self, work: Workload, updates: int) -> None:
-        """The aggregator takes ``updates`` updates of ``work`` now (busy for their FLOP)."""
+    def aggregate(self, work: Workload, updates: int,
+                  play_until: Callable[[float], None] | None = None) -> None:
+        """The aggregator takes ``updates`` updates of ``work`` now (busy for their FLOP).
+        ``play_until``: what else goes on meanwhile outside SimPy (buffered epochs in arrays),
+        played up to the aggregation's end (s) before the clock moves there."""
         env = self.env
         self.meter.set_busy(self.aggregator_row, env.now)
-        env.run(until=env.timeout(work.aggregation_flop(updates) / self.flops[self.aggregator_row]))
+        took_s = work.aggregation_flop(updates) / self.flops[self.aggregator_row]
+        if play_until is not None:
+            play_until(env.now + took_s)
+        env.run(until=env.timeout(took_s))
         self.meter.set_idle(self.aggregator_row, env.now)
 
     # -- the changing world's epoch (netsim.dynamics) ----------------------------------------

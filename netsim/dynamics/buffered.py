@@ -100,14 +100,24 @@ class UpdateBuffer:
         """Start an epoch that closes at the K-th buffered update (module docstring); returns
         its event (already triggered when the buffer can close it now)."""
         self.event = simpy.Event(self.env)
-        self._k, self._max_staleness = k, max_staleness
-        self._token += 1
+        self.configure(k, max_staleness)
         if deadline_at_s < math.inf:
             token = self._token
             fire_after(self.env, max(deadline_at_s - self.env.now, 0.0),
                        lambda _e: self._deadline(token))
         self._check()
         return self.event
+
+    def configure(self, k: int, max_staleness: int | None) -> None:
+        """Start an epoch that closes at the K-th buffered update, without its event (the
+        array path, netsim.epochs.buffered_arrays, watches :attr:`closable` itself)."""
+        self._k, self._max_staleness = k, max_staleness
+        self._token += 1
+
+    @property
+    def closable(self) -> bool:
+        """The epoch can close: K updates are buffered, or nothing is in flight."""
+        return len(self.landed) >= self._k or not self.jobs
 
     def take(self) -> list[Update]:
         """Close the epoch: the updates its aggregation takes (the first K to arrive)."""
@@ -143,8 +153,14 @@ class UpdateBuffer:
         self._check()
 
     def _land(self, key: int) -> None:
+        self.land(key, float(self.env.now))
+        self._check()
+
+    def land(self, key: int, now_s: float) -> None:
+        """The update of job ``key`` arrives at ``now_s`` (s): kept in the buffer, or discarded
+        when staler than the epoch allows."""
         job = self.jobs.pop(key)
-        job.ended_s = float(self.env.now)
+        job.ended_s = now_s
         job.staleness = self.version + self._aggregating - job.version
         self.busy[job.row] = False
         self.finished.append(job)
@@ -152,13 +168,12 @@ class UpdateBuffer:
             self.discarded.append(job)
         else:
             self.landed.append(job)
-        self._check()
 
     def _check(self) -> None:
         event = self.event
         if event is None or event.triggered:
             return
-        if len(self.landed) >= self._k or not self.jobs:
+        if self.closable:
             event.succeed()
 
     def _deadline(self, token: int) -> None:

@@ -1,8 +1,9 @@
 """A buffered asynchronous epoch (docs/async.md): the decision's participants start jobs
 from the current model version, jobs from earlier epochs go on, and the epoch ends at the
 aggregation that follows the K-th buffered update (or once nothing is in flight, or at the
-training deadline). Always guarded SimPy events: jobs outlive the epoch
-(netsim.dynamics.buffered). Entry point :func:`run`."""
+training deadline). Jobs outlive the epoch (netsim.dynamics.buffered): played in arrays
+where the run's can be (netsim.epochs.buffered_arrays), else as guarded SimPy events. Entry
+point :func:`run`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import GuardedParticipant
+from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
 from netsim.policy import Decision
@@ -22,24 +24,37 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     """One asynchronous epoch: the decision's participants start jobs from the current
     model version, jobs from earlier epochs go on, and the epoch ends at the aggregation
     that follows the K-th buffered update (or once nothing is in flight, or at the
-    training deadline). Always guarded SimPy events: jobs outlive the epoch."""
+    training deadline). In arrays where the run's jobs can play there
+    (netsim.epochs.buffered_arrays), else as guarded SimPy events."""
     env, v, dyn, buf = world.env, decision.variant, world.dynamics, world.buffer
+    player = _player(world)
+    world.epochs_by_path["events" if player is None else "arrays"] += 1
+    unsent = world.network.unsent_j if player is None else (lambda: player.unsent_j(env.now))
     start = env.now
     wait, ahead = world.take_wait()
     before = wait.totals() if wait is not None else world.meter.totals(start)
-    ahead_before = ahead if wait is not None else world.network.unsent_j()
-    live = list(buf.jobs.values()) + _start_jobs(world, decision, start)
+    ahead_before = ahead if wait is not None else unsent()
+    live = list(buf.jobs.values()) + _start_jobs(world, decision, start, player)
     n = len(decision.participants)
-    closed = buf.open(int(decision.buffer_updates or 1), decision.max_staleness,
-                      float(world.scenario.training.deadline_s))  # type: ignore[union-attr]
-    world.arm_capacity_ticks()
-    if not closed.triggered:
-        env.run(until=closed)
+    k, deadline_at = int(decision.buffer_updates or 1), float(world.scenario.training.deadline_s)
+    if player is None:
+        closed = buf.open(k, decision.max_staleness, deadline_at)
+        world.arm_capacity_ticks()
+        if not closed.triggered:
+            env.run(until=closed)
+    else:
+        buf.configure(k, decision.max_staleness)
+        close_s = player.play_to_close(start, deadline_at)
+        if close_s > env.now:
+            env.run(until=close_s)
     updates = buf.take()
-    world.aggregate(world.model.workload(v), len(updates))
+    world.aggregate(world.model.workload(v), len(updates),
+                    None if player is None else player.play_until)
     world.end_capacity_ticks()
     buf.aggregated()
     end = env.now
+    if player is not None:
+        player.flush()
     arrived, discarded, dropped = buf.drain()
     for job in dropped:
         if job.participant.battery_out:
@@ -61,7 +76,7 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
     # transfer's bits at its start)
     energy = replace(energy, communication_j=energy.communication_j
-                     - (world.network.unsent_j() - ahead_before))
+                     - (unsent() - ahead_before))
     ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
     if len(ended):  # their batteries are checked at the next epoch's start
         world.check_batteries_next(ended)
@@ -80,10 +95,18 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                         buf.in_flight)
 
 
-def _start_jobs(world: EpochWorld, decision: Decision, start: float) -> list[Job]:
+def _player(world: EpochWorld) -> BufferedPlayer | None:
+    """The run's array player (built at its first buffered epoch), or None: events."""
+    if world.buffered_player is None:
+        world.buffered_player = BufferedPlayer.of(world) or False
+    return world.buffered_player or None
+
+
+def _start_jobs(world: EpochWorld, decision: Decision, start: float,
+                player: BufferedPlayer | None) -> list[Job]:
     """Start a job for each of the decision's participants now, from the current model
     version (guarded participants: they drop out when their device goes offline or its
-    battery empties); returns the jobs."""
+    battery empties; ``player``: played in arrays); returns the jobs."""
     env, v, dyn, t, buf = world.env, decision.variant, world.dynamics, world.devices, world.buffer
     nbytes, fps = world.model.model_bytes(v), world.model.flop_per_sample(v)
     flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
@@ -97,6 +120,14 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float) -> list[Job
         left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
     node_before = world.meter.node_j_of(rows, start)
     jobs = []
+    if player is not None:
+        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+            job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
+                      float(node_before[k]), float(flops[r]))
+            buf.add(job)
+            jobs.append(job)
+            job.participant = player.start(job, nbytes, float(compute_s[k]), start)
+        return jobs
     with world.network.batch():
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,

@@ -5,6 +5,7 @@ engine imports them: imports run one way)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,10 +49,15 @@ class EpochWorld(Protocol):
     """Every constraint's capacity in force (bit/s; media after the links)."""
     caps_until: float
     """When the capacities in force change next (s)."""
+    buffered_player: Any
+    """The run's buffered epochs in arrays (netsim.epochs.buffered_arrays; None: not asked
+    yet; False: they cannot play there)."""
+    aggregator_row: int
 
     def workload_of(self, decision: Decision) -> Workload: ...
 
-    def aggregate(self, work: Workload, updates: int) -> None: ...
+    def aggregate(self, work: Workload, updates: int,
+                  play_until: Callable[[float], None] | None = None) -> None: ...
 
     def measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
                 up_bps: np.ndarray) -> None: ...

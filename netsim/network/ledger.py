@@ -171,6 +171,18 @@ class TransferLedger:
         self._air_station = cat([self._air_station, books["air_station"]])
         self._air_direction = cat([self._air_direction, books["air_direction"]])
 
+    def route_j_per_bit(self, route_id: int) -> float:
+        """Energy of one bit over route ``route_id`` (J/bit, receivers' costs included): its
+        charges summed, as :attr:`netsim.network.topology.Route.total_energy_j_per_bit`, read
+        from the books (indexed on first use) without building the route."""
+        slot = self._slot.get(route_id)
+        if slot is None:
+            self._index_routes([route_id])
+            slot = self._slot[route_id]
+        first = int(self._route_charge_start[slot])
+        return float(sum(self._charge_j_per_bit[first:first + int(self._route_n_charges[slot])]
+                         .tolist()))
+
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],
              capacity: np.ndarray | None = None) -> None:
         """Account transfers played forward outside the network (the engine's epoch fast path,

@@ -1,0 +1,334 @@
+"""Buffered asynchronous epochs played in arrays, without SimPy events (netsim's fast path for
+:mod:`netsim.epochs.buffered`, docs/async.md).
+
+A buffered epoch's jobs outlive it: each downloads the model, trains, uploads, and its update
+lands in the aggregator's buffer while other jobs are at other steps. In a static world whose
+flows each cross at most one constraint that can saturate (:func:`can_play`, the condition
+the synchronous array path checks per phase, here checked once for every route of the fleet
+in both directions, so that it holds for any jobs at any step), max-min fairness over the
+network is one water-filling per such constraint, and :class:`BufferedPlayer` plays the jobs
+forward in one loop over a heap of instants: each constraint's next finish
+(:class:`netsim.network.online.SharedConstraint`), the end of a transfer alone on its route,
+an arrival, the end of training, an update's landing. It books what the event path books, at
+the same instants and through the same meters: bytes, energy and air time at each transfer's
+start (the network's ledger), busy time from arrival to the end of training (the energy
+meter), radio periods at each start and last bit (netsim.network.radio); the buffer
+(netsim.dynamics.buffered) keeps the staleness rule and the epoch's close. Once a run's first
+buffered epoch plays here, the run's jobs all do (the flow network never sees them).
+tests/test_buffered_arrays.py checks both paths against each other (times, energy, bytes,
+staleness) on fleets with and without Wi-Fi cells and radio tails.
+
+Not here (the event path plays them): changing worlds (sessions, batteries, capacity
+changes), contended media whose flows could pass their onset, routes that cross two
+constraints that can saturate (cells under an aggregator link they can fill: above about
+3,000 generated devices), and ``fast_epochs=False``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from netsim.dynamics.buffered import Job
+from netsim.fastepoch import RouteTable, hop_coefficients
+from netsim.network.online import SharedConstraint
+from netsim.network.sharing import can_bind
+
+_INF = float("inf")
+# what an instant of the heap is: (time (s), order, kind, subject, token)
+_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED = range(5)
+
+
+class ArrayParticipant:
+    """One job's device as the array path plays it; reads like the event path's
+    :class:`netsim.dynamics.epoch.GuardedParticipant` where the epoch and the buffer read
+    it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``)."""
+
+    __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
+                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s")
+
+    def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float
+                 ) -> None:
+        self.player, self.job, self.row = player, job, job.row
+        self.nbytes, self.compute_s = nbytes, compute_s
+        self.phase = "down"
+        self.started_s = job.started_s
+        self.transfer: Any = None  # its constraint (int), its solo token (tuple), or None
+        self.down_bps = self.up_bps = math.nan
+        self.battery_out = False
+        self.offline_at_s = _INF
+
+    def stop(self) -> None:
+        """Stop now (the run ends): as :meth:`GuardedParticipant.stop`."""
+        self.player.stop(self)
+
+
+def can_play(world: Any) -> bool:
+    """Whether the run's buffered epochs can play in arrays (the module's conditions)."""
+    t = world.devices
+    return bool(world.fast_epochs and not world.dynamic and t.down_routes is not None
+                and t.up_routes is not None and world.network.active_flows == 0
+                and not world.buffer.in_flight)
+
+
+class BufferedPlayer:
+    """The jobs of a run's buffered epochs, played forward in arrays (module docstring).
+
+    Built by :meth:`of` once per run; :meth:`start` starts a job's download,
+    :meth:`play_to_close` plays until the epoch can close, :meth:`play_until` through the
+    aggregation, :meth:`flush` books the transfers started, :meth:`unsent_j` is the
+    network's :meth:`~netsim.network.FlowNetwork.unsent_j` for these transfers."""
+
+    def __init__(self, world: Any, down: RouteTable, up: RouteTable, capacity: np.ndarray,
+                 bind: tuple[list[int], list[int]], coef: tuple[list[float], list[float]]
+                 ) -> None:
+        self.world, self.meter, self.network = world, world.meter, world.network
+        self.radio = world.network.radio
+        self.buffer = world.buffer
+        self.tables = (down, up)
+        self.capacity = capacity.tolist()
+        self.bind, self.coef = bind, coef
+        self.cap = (down.cap_bps.tolist(), up.cap_bps.tolist())
+        self.latency = (down.latency_s.tolist(), up.latency_s.tolist())
+        self.route_id = (down.route_id.tolist(), up.route_id.tolist())
+        self.has_hops = ((np.diff(down.hop_start) > 0).tolist(),
+                         (np.diff(up.hop_start) > 0).tolist())
+        self._radio_csr = ((down.radio_start, down.radio_ids), (up.radio_start, up.radio_ids))
+        self._radios: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.heap: list[tuple[float, int, int, Any, Any]] = []
+        self.order = itertools.count()
+        self.constraints: dict[int, SharedConstraint] = {}
+        self.moving: dict[ArrayParticipant, None] = {}  # transfers in progress, by start
+        self.booked_ids: list[int] = []
+        self.booked_bytes: list[float] = []
+        self._j_per_bit: dict[tuple[int, int], float] = {}
+
+    @classmethod
+    def of(cls, world: Any) -> BufferedPlayer | None:
+        """The player of ``world``'s buffered epochs, or None when they cannot play in arrays
+        (:func:`can_play`; a route crossing two constraints that can saturate; a contended
+        medium whose flows could pass its onset)."""
+        if not can_play(world):
+            return None
+        down, up, capacity, _ = world.static_tables()
+        n = len(down.route_id)
+        rows = np.arange(n)
+        (o_down, h_down, r_down), (o_up, h_up, r_up) = down.hops_of(rows), up.hops_of(rows)
+        owner = np.concatenate([o_down, o_up + n])
+        hops = np.concatenate([h_down, h_up])
+        coef = hop_coefficients(np.concatenate([r_down, r_up]), capacity)
+        caps = np.concatenate([down.cap_bps, up.cap_bps])
+        # every route of the fleet in both directions at once: a constraint that cannot
+        # saturate then cannot under any jobs at any step (can_bind's bound only grows
+        # with the flows)
+        binding = can_bind(owner, hops, coef, caps, capacity)
+        hit = binding[hops]
+        per_flow = np.bincount(owner[hit], minlength=2 * n)
+        if len(per_flow) and per_flow.max() > 1:
+            return None
+        onset = world.devices.onset_flows
+        if onset is not None and len(hops):  # a device has one job: one flow at a time
+            device = owner % n
+            for m in np.flatnonzero(np.isfinite(onset)).tolist():
+                if len(np.unique(device[hops == m])) > onset[m]:
+                    return None
+        bind = np.full(2 * n, -1, dtype=np.intp)
+        bind[owner[hit]] = hops[hit]
+        on = np.ones(2 * n)
+        on[owner[hit]] = coef[hit]
+        return cls(world, down, up, capacity, (bind[:n].tolist(), bind[n:].tolist()),
+                   (on[:n].tolist(), on[n:].tolist()))
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def start(self, job: Job, nbytes: float, compute_s: float, now_s: float
+              ) -> ArrayParticipant:
+        """Job ``job`` starts now (``now_s``, s): its download of ``nbytes`` bytes begins;
+        it trains for ``compute_s`` (s) once the model has arrived."""
+        p = ArrayParticipant(self, job, nbytes, compute_s)
+        self._send(p, 0, now_s)
+        return p
+
+    def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
+        """Play until the buffer can close the epoch (:attr:`UpdateBuffer.closable`: K
+        updates, or nothing in flight), else to the deadline (s); returns that instant
+        (s). The buffer was configured for the epoch."""
+        if self.buffer.closable:
+            return start_s
+        closed = self._play(deadline_at_s, closing=True)
+        if closed is not None:
+            return closed
+        if deadline_at_s < _INF:
+            return deadline_at_s
+        raise RuntimeError("buffered arrays: jobs in flight with nothing left to happen")
+
+    def play_until(self, until_s: float) -> None:
+        """Play every instant before ``until_s`` (s): the aggregation under way."""
+        self._play(until_s, closing=False)
+
+    def flush(self) -> None:
+        """Book the transfers started since the last call (the ledger, as the flow network
+        books them: bytes, energy and air time at their start)."""
+        if self.booked_ids:
+            self.network.book(self.booked_ids, self.booked_bytes)
+            self.booked_ids, self.booked_bytes = [], []
+
+    def unsent_j(self, now_s: float) -> float:
+        """Communication energy booked for the bits the transfers in progress have still to
+        send at ``now_s`` (J)."""
+        total = 0.0
+        for p in self.moving:  # (in start order)
+            d = 0 if p.phase == "down" else 1
+            total += self._bits_left(p, d, now_s) * self._route_j_per_bit(d, p.row)
+        return total
+
+    def stop(self, p: ArrayParticipant) -> None:
+        """Stop job ``p`` now (the run ends): its training ends, or its transfer is cancelled
+        (the bits not sent un-booked), as the event path stops a participant."""
+        now = float(self.world.env.now)
+        if p.phase == "train":
+            self.meter.set_idle(p.row, now)
+        elif p.transfer is not None:
+            d = 0 if p.phase == "down" else 1
+            left = self._bits_left(p, d, now)
+            if type(p.transfer) is int:
+                c = self.constraints[p.transfer]
+                c.remove(p, now)
+                self._schedule(p.transfer, c)
+            radios = self._radios_of(d, p.row)
+            if radios:
+                self.radio.end(radios, now)
+            del self.moving[p]
+            p.transfer = None
+            self.flush()
+            if left > 0.0:
+                self.network.book([self.route_id[d][p.row]], [-left / 8.0])
+        p.phase = "gone"
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _play(self, until_s: float, closing: bool) -> float | None:
+        """Play the instants before ``until_s`` (s) in time order; ``closing``: stop after the
+        landing that lets the buffer close the epoch and return its instant."""
+        heap, pop, buf = self.heap, heapq.heappop, self.buffer
+        constraints = self.constraints
+        while heap and heap[0][0] < until_s:
+            t, _, kind, subject, token = pop(heap)
+            if kind == _DUE:
+                c = constraints[subject]
+                if token != c.version:
+                    continue
+                done = c.finish_due(t)
+                self._schedule(subject, c)
+                for p in done:
+                    self._last_bit(p, t)
+            elif kind == _LAST_BIT:
+                if subject.transfer is token:
+                    self._last_bit(subject, t)
+            elif kind == _ARRIVED:
+                if subject.phase == "down":
+                    subject.phase = "train"
+                    self.meter.set_busy(subject.row, t)
+                    self._push(t + subject.compute_s, _TRAINED, subject, None)
+            elif kind == _TRAINED:
+                if subject.phase == "train":
+                    self.meter.set_idle(subject.row, t)
+                    subject.phase = "up"
+                    self._send(subject, 1, t)
+            elif subject.job.key in buf.jobs:  # _LANDED
+                buf.land(subject.job.key, t)
+                if closing and buf.closable:
+                    return t
+        return None
+
+    def _push(self, at_s: float, kind: int, subject: Any, token: Any) -> None:
+        heapq.heappush(self.heap, (at_s, next(self.order), kind, subject, token))
+
+    def _schedule(self, b: int, c: SharedConstraint) -> None:
+        at = c.next_finish_s()
+        if at < _INF:
+            self._push(at, _DUE, b, c.version)
+
+    def _send(self, p: ArrayParticipant, d: int, now_s: float) -> None:
+        """Job ``p``'s transfer in direction ``d`` (0: download, 1: upload) starts now."""
+        r = p.row
+        p.started_s = now_s
+        if not self.has_hops[d][r]:  # (local: arrives at once, nothing booked)
+            self._arrive(p, d, now_s, now_s)
+            return
+        self.booked_ids.append(self.route_id[d][r])
+        self.booked_bytes.append(p.nbytes)
+        bits = 8.0 * p.nbytes
+        if bits <= 0.0:
+            self._arrive(p, d, now_s, now_s + self.latency[d][r])
+            return
+        radios = self._radios_of(d, r)
+        if radios:
+            self.radio.start(radios, now_s)
+        self.moving[p] = None
+        b = self.bind[d][r]
+        if b < 0:  # alone on its route: at its cap to the end
+            p.transfer = token = (now_s, bits)
+            self._push(now_s + bits / self.cap[d][r], _LAST_BIT, p, token)
+            return
+        c = self.constraints.get(b)
+        if c is None:
+            c = self.constraints[b] = SharedConstraint(self.capacity[b])
+        c.add(p, bits, self.cap[d][r], self.coef[d][r], now_s)
+        p.transfer = b
+        self._schedule(b, c)
+
+    def _last_bit(self, p: ArrayParticipant, t: float) -> None:
+        """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s)."""
+        d = 0 if p.phase == "down" else 1
+        arrival = t + self.latency[d][p.row]
+        radios = self._radios_of(d, p.row)
+        if radios:
+            self.radio.end(radios, arrival)
+        del self.moving[p]
+        p.transfer = None
+        self._arrive(p, d, t, arrival)
+
+    def _arrive(self, p: ArrayParticipant, d: int, t: float, arrival_s: float) -> None:
+        """The last bit of job ``p``'s transfer ``d`` left at ``t``; it arrives at
+        ``arrival_s`` (s): training starts (a download), or the update lands."""
+        if d == 0:
+            if t > p.started_s:
+                p.down_bps = 8.0 * p.nbytes / (t - p.started_s)
+            self._push(arrival_s, _ARRIVED, p, None)
+        else:
+            if t > p.started_s:
+                p.up_bps = 8.0 * p.nbytes / (t - p.started_s)
+            p.phase = "sent"
+            self._push(arrival_s, _LANDED, p, None)
+
+    def _bits_left(self, p: ArrayParticipant, d: int, now_s: float) -> float:
+        transfer = p.transfer
+        if type(transfer) is int:
+            return self.constraints[transfer].bits_left(p, now_s)
+        started, bits = transfer
+        left = bits - self.cap[d][p.row] * (now_s - started)
+        return left if left > 0.0 else 0.0
+
+    def _radios_of(self, d: int, row: int) -> tuple[int, ...]:
+        """The radios a transfer on route ``row`` of direction ``d`` keeps active."""
+        if not self.radio:
+            return ()
+        key = (d, row)
+        radios = self._radios.get(key)
+        if radios is None:
+            start, ids = self._radio_csr[d]
+            radios = () if start is None or ids is None \
+                else tuple(ids[start[row]:start[row + 1]].tolist())
+            self._radios[key] = radios
+        return radios
+
+    def _route_j_per_bit(self, d: int, row: int) -> float:
+        key = (d, row)
+        jpb = self._j_per_bit.get(key)
+        if jpb is None:
+            jpb = self._j_per_bit[key] = self.network.ledger.route_j_per_bit(
+                self.route_id[d][row])
+        return jpb
