@@ -114,24 +114,26 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
     samples = list(decision.participants.values())
     compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
+    node_before = world.meter.node_j_of(rows, start).tolist()
+    jobs = []
+    job_flops = flops[rows].tolist()
+    if player is not None:
+        compute = compute_s.tolist()
+        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+            job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
+                      node_before[k], job_flops[k])
+            buf.add(job)
+            jobs.append(job)
+            job.participant = player.start(job, nbytes, compute[k], start)
+        return jobs
     offline_at = dyn.timeline.next_change_s[rows]
     left = np.full(n, math.inf)
     if dyn.batteries.any:
         left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
-    node_before = world.meter.node_j_of(rows, start)
-    jobs = []
-    if player is not None:
-        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
-            job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
-                      float(node_before[k]), float(flops[r]))
-            buf.add(job)
-            jobs.append(job)
-            job.participant = player.start(job, nbytes, float(compute_s[k]), start)
-        return jobs
     with world.network.batch():
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
-                      float(node_before[k]), float(flops[r]))
+                      node_before[k], job_flops[k])
             buf.add(job)
             jobs.append(job)
             job.participant = GuardedParticipant(

@@ -49,7 +49,7 @@ class ArrayParticipant:
     it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``)."""
 
     __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
-                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s")
+                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "radios")
 
     def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float
                  ) -> None:
@@ -61,6 +61,8 @@ class ArrayParticipant:
         self.down_bps = self.up_bps = math.nan
         self.battery_out = False
         self.offline_at_s = _INF
+        self.radios = player.radios_of(job.row)
+        """The radios its download and its upload keep active."""
 
     def stop(self) -> None:
         """Stop now (the run ends): as :meth:`GuardedParticipant.stop`."""
@@ -98,7 +100,8 @@ class BufferedPlayer:
         self.has_hops = ((np.diff(down.hop_start) > 0).tolist(),
                          (np.diff(up.hop_start) > 0).tolist())
         self._radio_csr = ((down.radio_start, down.radio_ids), (up.radio_start, up.radio_ids))
-        self._radios: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._radios: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.has_radios = bool(self.radio)
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.order = itertools.count()
         self.constraints: dict[int, SharedConstraint] = {}
@@ -106,6 +109,9 @@ class BufferedPlayer:
         self.booked_ids: list[int] = []
         self.booked_bytes: list[float] = []
         self._j_per_bit: dict[tuple[int, int], float] = {}
+        self.changes = 0
+        """Transfers started, ended or stopped so far (what :meth:`unsent_j` remembers)."""
+        self._unsent_memo = (-_INF, -1, 0.0)
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -179,10 +185,14 @@ class BufferedPlayer:
     def unsent_j(self, now_s: float) -> float:
         """Communication energy booked for the bits the transfers in progress have still to
         send at ``now_s`` (J)."""
+        at, changes, memo = self._unsent_memo
+        if at == now_s and changes == self.changes:  # (an epoch's end is the next one's start)
+            return memo
         total = 0.0
         for p in self.moving:  # (in start order)
             d = 0 if p.phase == "down" else 1
             total += self._bits_left(p, d, now_s) * self._route_j_per_bit(d, p.row)
+        self._unsent_memo = (now_s, self.changes, total)
         return total
 
     def stop(self, p: ArrayParticipant) -> None:
@@ -198,10 +208,10 @@ class BufferedPlayer:
                 c = self.constraints[p.transfer]
                 c.remove(p, now)
                 self._schedule(p.transfer, c)
-            radios = self._radios_of(d, p.row)
-            if radios:
-                self.radio.end(radios, now)
+            if p.radios[d]:
+                self.radio.end(p.radios[d], now)
             del self.moving[p]
+            self.changes += 1
             p.transfer = None
             self.flush()
             if left > 0.0:
@@ -249,7 +259,7 @@ class BufferedPlayer:
     def _schedule(self, b: int, c: SharedConstraint) -> None:
         at = c.next_finish_s()
         if at < _INF:
-            self._push(at, _DUE, b, c.version)
+            heapq.heappush(self.heap, (at, next(self.order), _DUE, b, c.version))
 
     def _send(self, p: ArrayParticipant, d: int, now_s: float) -> None:
         """Job ``p``'s transfer in direction ``d`` (0: download, 1: upload) starts now."""
@@ -264,10 +274,11 @@ class BufferedPlayer:
         if bits <= 0.0:
             self._arrive(p, d, now_s, now_s + self.latency[d][r])
             return
-        radios = self._radios_of(d, r)
+        radios = p.radios[d]
         if radios:
             self.radio.start(radios, now_s)
         self.moving[p] = None
+        self.changes += 1
         b = self.bind[d][r]
         if b < 0:  # alone on its route: at its cap to the end
             p.transfer = token = (now_s, bits)
@@ -284,10 +295,11 @@ class BufferedPlayer:
         """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s)."""
         d = 0 if p.phase == "down" else 1
         arrival = t + self.latency[d][p.row]
-        radios = self._radios_of(d, p.row)
+        radios = p.radios[d]
         if radios:
             self.radio.end(radios, arrival)
         del self.moving[p]
+        self.changes += 1
         p.transfer = None
         self._arrive(p, d, t, arrival)
 
@@ -312,17 +324,15 @@ class BufferedPlayer:
         left = bits - self.cap[d][p.row] * (now_s - started)
         return left if left > 0.0 else 0.0
 
-    def _radios_of(self, d: int, row: int) -> tuple[int, ...]:
-        """The radios a transfer on route ``row`` of direction ``d`` keeps active."""
-        if not self.radio:
-            return ()
-        key = (d, row)
-        radios = self._radios.get(key)
+    def radios_of(self, row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The radios a download to and an upload from device ``row`` keep active."""
+        radios = self._radios.get(row)
         if radios is None:
-            start, ids = self._radio_csr[d]
-            radios = () if start is None or ids is None \
-                else tuple(ids[start[row]:start[row + 1]].tolist())
-            self._radios[key] = radios
+            pair = []
+            for start, ids in self._radio_csr:
+                pair.append(() if not self.has_radios or start is None or ids is None
+                            else tuple(ids[start[row]:start[row + 1]].tolist()))
+            radios = self._radios[row] = (pair[0], pair[1])
         return radios
 
     def _route_j_per_bit(self, d: int, row: int) -> float:
