@@ -6,10 +6,12 @@ the array playback and a hand-worked case, and the worlds that must stay on even
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import netsim
 from netsim import engine
@@ -17,8 +19,9 @@ from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.network.online import SharedConstraint
 from netsim.network.playback import last_bit_times
 from netsim.network.sharing import water_filling, water_filling_rates
-from tests.test_async import CHURN, fleet
+from tests.test_async import CHURN, STRAGGLERS, fleet
 from tests.test_capacity_pieces import _assert_same
+from tests.test_dynamics_fuzz import async_worlds
 
 ASYNC_COLUMNS = ["updates_aggregated", "staleness_mean", "staleness_max", "started",
                  "in_flight"]
@@ -119,6 +122,35 @@ def heavy(n: int = 40, shared_media: bool = True, deadline_s: float = 1e6,
     return sc
 
 
+def churn_heavy() -> dict:
+    """:func:`heavy` in the changing world of sessions and stragglers (:data:`CHURN`), with
+    sessions short enough that jobs drop out mid-transfer and batteries small enough that
+    some empty."""
+    sc = heavy()
+    sc["dynamics"] = copy.deepcopy(CHURN)
+    sc["dynamics"]["availability"].update(mean_online_s="20 s", mean_offline_s="20 s")
+    return sc
+
+
+def batteries_star(n: int = 12) -> dict:
+    """An explicit star behind one access point whose devices run on batteries of 8-40 J at
+    1-6 W: several empty mid-job (training, a transfer, or as an upload would start)."""
+    devices = [{"id": "srv", "flop_per_s": 1e12, "memory_bytes": 1e11, "power_busy_w": 100,
+                "power_idle_w": 20}]
+    links = [{"a": "srv", "b": "ap", "bandwidth_bps": 2e7, "latency_s": 0.001,
+              "energy_j_per_bit": 1e-9}]
+    for i in range(n):
+        devices.append({"id": f"d{i}", "flop_per_s": 1e9 * (1 + i % 4), "memory_bytes": 4e9,
+                        "power_busy_w": 2.0 + i % 5, "power_idle_w": 1.0, "samples": 200,
+                        "battery_j": 8.0 + 3.0 * i, "battery_min_fraction": 0.0})
+        links.append({"a": f"d{i}", "b": "ap", "bandwidth_bps": 5e6 * (1 + i % 3),
+                      "latency_s": 0.01, "energy_j_per_bit": 2e-7})
+    return {"name": "batteries", "seed": 0, "devices": devices, "links": links,
+            "aggregator": "srv", "model": "small-cnn",
+            "training": {"target_loss": 0.05, "deadline_s": 1e5, "max_epochs": 40},
+            "dynamics": {"compute": {"spread": 0.2}}}
+
+
 CASES = {
     "fedbuff/cells": (heavy(), "fedbuff", {"concurrency": 24, "buffer_updates": 6}),
     "fedbuff/private": (heavy(shared_media=False), "fedbuff",
@@ -127,6 +159,12 @@ CASES = {
                       {"concurrency": 24, "buffer_updates": 6}),
     "fedasync/stale": (heavy(), "fedasync", {"concurrency": 16, "max_staleness": 3}),
     "fedbuff/compute": (fleet(n=30), "fedbuff", {"concurrency": 12, "buffer_updates": 4}),
+    "fedbuff/stragglers": (fleet(STRAGGLERS, n=30), "fedbuff",
+                           {"concurrency": 12, "buffer_updates": 4}),
+    "fedbuff/churn": (fleet(CHURN, n=30), "fedbuff", {"concurrency": 12, "buffer_updates": 4}),
+    "fedbuff/batteries": (batteries_star(), "fedbuff", {"concurrency": 8, "buffer_updates": 2}),
+    "fedasync/churn-cells": (churn_heavy(), "fedasync",
+                             {"concurrency": 16, "max_staleness": 4}),
     "fedbuff/deadline": (heavy(deadline_s=300.0), "fedbuff",
                          {"concurrency": 24, "buffer_updates": 6}),
 }
@@ -159,9 +197,10 @@ def test_buffered_epochs_in_arrays_match_the_events(case, players):
         assert fast.epochs["late"].sum() > 0
 
 
-def test_changing_worlds_and_the_reference_stay_on_events(players):
+def test_changing_capacities_and_the_reference_stay_on_events(players):
     params = {"concurrency": 8, "buffer_updates": 2}
-    sc = fleet(CHURN, n=20)
+    sc = fleet({"bandwidth": {"model": "lognormal", "sigma": 0.5, "correlation_s": "1 s",
+                              "step_s": "0.1 s"}}, n=20)
     sc["training"]["max_epochs"] = 5
     netsim.simulate(sc, "fedbuff", seed=0, params=params, raise_errors=True)
     assert players[-1].buffered_player is False and players[-1].epochs_by_path["arrays"] == 0
@@ -185,3 +224,24 @@ def test_cells_under_an_aggregator_link_they_can_fill_stay_on_events():
     sc["generate"]["n_devices"] = 1000
     resolved = engine.resolve_scenario(netsim.Scenario.model_validate(sc), 0)
     assert BufferedPlayer.of(engine.World(resolved, np.random.default_rng(0))) is not None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=async_worlds())
+def test_random_asynchronous_worlds_in_arrays_match_the_events(case):
+    """Random changing worlds without capacity changes (sessions, stragglers, batteries of
+    0.5-50 J that empty mid-job, sleep power; generated cells and explicit stars), fedbuff or
+    fedasync: arrays and events give the same tables to 1e-9."""
+    scenario, name, params, seed = case
+    scenario["dynamics"]["bandwidth"] = {"model": "constant"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = netsim.simulate(copy.deepcopy(scenario), name, seed=seed, params=params,
+                               raise_errors=True)
+        slow = netsim.simulate(copy.deepcopy(scenario), name, seed=seed, params=params,
+                               raise_errors=True, fast_epochs=False)
+    _assert_same(fast, slow)
+    for col in ("updates_ids", "updates_staleness", "dropped_ids", "late_ids"):
+        pd.testing.assert_series_equal(fast.epochs[col], slow.epochs[col])
+    np.testing.assert_allclose(fast.runs[["time_s", "energy_j"]].to_numpy(float),
+                               slow.runs[["time_s", "energy_j"]].to_numpy(float), rtol=1e-9)

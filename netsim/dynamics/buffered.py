@@ -146,11 +146,16 @@ class UpdateBuffer:
 
     def dropped(self, key: Any = None) -> None:
         """Job ``key`` stopped (its device went offline or its battery emptied)."""
+        self.drop(key, float(self.env.now))
+        self._check()
+
+    def drop(self, key: Any, now_s: float) -> None:
+        """Job ``key`` stopped at ``now_s`` (s): it is in flight no more, and nothing of it
+        counts."""
         job = self.jobs.pop(key)
-        job.ended_s = float(self.env.now)
+        job.ended_s = now_s
         self.busy[job.row] = False
         self.dropped_jobs.append(job)
-        self._check()
 
     def _land(self, key: int) -> None:
         self.land(key, float(self.env.now))

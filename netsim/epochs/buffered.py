@@ -115,21 +115,24 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     samples = list(decision.participants.values())
     compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
     node_before = world.meter.node_j_of(rows, start).tolist()
-    jobs = []
     job_flops = flops[rows].tolist()
+    offline_at = dyn.timeline.next_change_s[rows]
+    left = np.full(n, math.inf)
+    if dyn.batteries.any:
+        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
+    jobs = []
     if player is not None:
-        compute = compute_s.tolist()
+        compute, off, full = compute_s.tolist(), offline_at.tolist(), left.tolist()
+        idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
+        own = world.own_up_j_per_bit[rows].tolist()
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])
             buf.add(job)
             jobs.append(job)
-            job.participant = player.start(job, nbytes, compute[k], start)
+            job.participant = player.start(job, nbytes, compute[k], start, off[k], full[k],
+                                           idle_w[k], busy_w[k], own[k])
         return jobs
-    offline_at = dyn.timeline.next_change_s[rows]
-    left = np.full(n, math.inf)
-    if dyn.batteries.any:
-        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
     with world.network.batch():
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,

@@ -18,8 +18,8 @@ buffered epoch plays here, the run's jobs all do (the flow network never sees th
 tests/test_buffered_arrays.py checks both paths against each other (times, energy, bytes,
 staleness) on fleets with and without Wi-Fi cells and radio tails.
 
-Not here (the event path plays them): changing worlds (sessions, batteries, capacity
-changes), contended media whose flows could pass their onset, routes that cross two
+Not here (the event path plays them): worlds where sessions end, batteries empty or
+capacities change (a device's speed drawn per epoch, stragglers, plays here), contended media whose flows could pass their onset, routes that cross two
 constraints that can saturate (cells under an aggregator link they can fill: above about
 3,000 generated devices), and ``fast_epochs=False``.
 """
@@ -40,7 +40,7 @@ from netsim.network.sharing import can_bind
 
 _INF = float("inf")
 # what an instant of the heap is: (time (s), order, kind, subject, token)
-_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED = range(5)
+_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED, _STOP = range(6)
 
 
 class ArrayParticipant:
@@ -49,30 +49,53 @@ class ArrayParticipant:
     it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``)."""
 
     __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
-                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "radios")
+                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "radios",
+                 "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token")
 
-    def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float
-                 ) -> None:
+    def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float,
+                 offline_at_s: float, battery_left_j: float, idle_w: float, busy_w: float,
+                 own_j_per_bit: float) -> None:
         self.player, self.job, self.row = player, job, job.row
         self.nbytes, self.compute_s = nbytes, compute_s
         self.phase = "down"
-        self.started_s = job.started_s
+        self.started_s = self.t_phase = job.started_s
         self.transfer: Any = None  # its constraint (int), its solo token (tuple), or None
         self.down_bps = self.up_bps = math.nan
         self.battery_out = False
-        self.offline_at_s = _INF
+        self.offline_at_s, self.left_j = offline_at_s, battery_left_j
+        self.idle_w, self.busy_w, self.own_j_per_bit = idle_w, busy_w, own_j_per_bit
+        self.token = 0  # its stop instant's (a session's end or an empty battery)
         self.radios = player.radios_of(job.row)
         """The radios its download and its upload keep active."""
 
     def stop(self) -> None:
         """Stop now (the run ends): as :meth:`GuardedParticipant.stop`."""
-        self.player.stop(self)
+        self.player.stop_at(self, float(self.player.world.env.now))
+
+    # -- its battery and session, as GuardedParticipant keeps them --------------------------
+    def spend(self, now_s: float) -> None:
+        """What its battery drew since the last phase change, at that phase's power."""
+        self.left_j -= (self.busy_w if self.phase == "train" else self.idle_w) \
+            * (now_s - self.t_phase)
+        self.t_phase = now_s
+
+    def stop_at_s(self) -> tuple[float, bool]:
+        """When it stops in its current phase (s; inf: not before it ends) and whether its
+        battery empties then (else its session ends)."""
+        power = self.busy_w if self.phase == "train" else self.idle_w
+        death = self.t_phase + self.left_j / power if power > 0.0 and self.left_j < _INF \
+            else _INF
+        at = min(self.offline_at_s, death)
+        return at, at == death and death < self.offline_at_s
 
 
 def can_play(world: Any) -> bool:
-    """Whether the run's buffered epochs can play in arrays (the module's conditions)."""
+    """Whether the run's buffered epochs can play in arrays (the module's conditions): no
+    capacity changes (sessions may end, batteries empty, speeds vary per epoch), and no
+    job in flight on the flow network."""
     t = world.devices
-    return bool(world.fast_epochs and not world.dynamic and t.down_routes is not None
+    return bool(world.fast_epochs and world.dynamics.capacity.static
+                and t.down_routes is not None
                 and t.up_routes is not None and world.network.active_flows == 0
                 and not world.buffer.in_flight)
 
@@ -150,12 +173,19 @@ class BufferedPlayer:
                    (on[:n].tolist(), on[n:].tolist()))
 
     # -- jobs ---------------------------------------------------------------------------------
-    def start(self, job: Job, nbytes: float, compute_s: float, now_s: float
+    def start(self, job: Job, nbytes: float, compute_s: float, now_s: float,
+              offline_at_s: float = _INF, battery_left_j: float = _INF,
+              idle_w: float = 0.0, busy_w: float = 0.0, own_j_per_bit: float = 0.0
               ) -> ArrayParticipant:
         """Job ``job`` starts now (``now_s``, s): its download of ``nbytes`` bytes begins;
-        it trains for ``compute_s`` (s) once the model has arrived."""
-        p = ArrayParticipant(self, job, nbytes, compute_s)
+        it trains for ``compute_s`` (s) once the model has arrived. It stops when its
+        device's session ends (``offline_at_s``, s) or its battery empties (``battery_left_j``
+        J now, drawn at ``idle_w`` and ``busy_w`` W, and ``own_j_per_bit`` J per bit at
+        once as its upload starts), as :class:`GuardedParticipant` does."""
+        p = ArrayParticipant(self, job, nbytes, compute_s, offline_at_s, battery_left_j,
+                             idle_w, busy_w, own_j_per_bit)
         self._send(p, 0, now_s)
+        self._arm_stop(p)
         return p
 
     def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
@@ -195,10 +225,10 @@ class BufferedPlayer:
         self._unsent_memo = (now_s, self.changes, total)
         return total
 
-    def stop(self, p: ArrayParticipant) -> None:
-        """Stop job ``p`` now (the run ends): its training ends, or its transfer is cancelled
-        (the bits not sent un-booked), as the event path stops a participant."""
-        now = float(self.world.env.now)
+    def stop_at(self, p: ArrayParticipant, now: float) -> None:
+        """Stop job ``p`` at ``now`` (s; its device left, its battery emptied, or the run
+        ends): its training ends, or its transfer is cancelled (the bits not sent un-booked),
+        as the event path stops a participant."""
         if p.phase == "train":
             self.meter.set_idle(p.row, now)
         elif p.transfer is not None:
@@ -239,19 +269,54 @@ class BufferedPlayer:
                     self._last_bit(subject, t)
             elif kind == _ARRIVED:
                 if subject.phase == "down":
+                    subject.spend(t)
                     subject.phase = "train"
                     self.meter.set_busy(subject.row, t)
                     self._push(t + subject.compute_s, _TRAINED, subject, None)
+                    self._arm_stop(subject)
             elif kind == _TRAINED:
-                if subject.phase == "train":
-                    self.meter.set_idle(subject.row, t)
-                    subject.phase = "up"
-                    self._send(subject, 1, t)
-            elif subject.job.key in buf.jobs:  # _LANDED
-                buf.land(subject.job.key, t)
+                if subject.phase == "train" and self._trained(subject, t) \
+                        and closing and buf.closable:
+                    return t
+            elif kind == _LANDED:
+                if subject.job.key in buf.jobs:
+                    buf.land(subject.job.key, t)
+                    if closing and buf.closable:
+                        return t
+            elif token == subject.token and subject.phase in ("down", "train", "up"):  # _STOP
+                subject.battery_out = t < subject.offline_at_s
+                self._drop(subject, t)
                 if closing and buf.closable:
                     return t
         return None
+
+    def _trained(self, p: ArrayParticipant, t: float) -> bool:
+        """Job ``p`` has trained at ``t`` (s): its upload starts, unless its battery cannot
+        pay for it (then it drops out: True)."""
+        p.spend(t)
+        self.meter.set_idle(p.row, t)
+        p.phase = "up"
+        lump = 8.0 * p.nbytes * p.own_j_per_bit
+        if p.left_j < _INF and p.left_j <= lump:  # empties as the upload would start
+            p.battery_out = True
+            self._drop(p, t)
+            return True
+        p.left_j -= lump
+        self._send(p, 1, t)
+        self._arm_stop(p)
+        return False
+
+    def _drop(self, p: ArrayParticipant, t: float) -> None:
+        """Job ``p`` stops at ``t`` (s) and leaves the buffer (nothing of it counts)."""
+        self.stop_at(p, t)
+        self.buffer.drop(p.job.key, t)
+
+    def _arm_stop(self, p: ArrayParticipant) -> None:
+        """Job ``p``'s stop instant in its current phase, if any (the earlier one is void)."""
+        at, _ = p.stop_at_s()
+        if at < _INF:
+            p.token += 1
+            heapq.heappush(self.heap, (at, next(self.order), _STOP, p, p.token))
 
     def _push(self, at_s: float, kind: int, subject: Any, token: Any) -> None:
         heapq.heappush(self.heap, (at_s, next(self.order), kind, subject, token))
@@ -292,20 +357,29 @@ class BufferedPlayer:
         self._schedule(b, c)
 
     def _last_bit(self, p: ArrayParticipant, t: float) -> None:
-        """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s)."""
-        d = 0 if p.phase == "down" else 1
-        arrival = t + self.latency[d][p.row]
-        radios = p.radios[d]
+        """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s): it arrives
+        after its route's latency (:meth:`_arrive`)."""
+        down = p.phase == "down"
+        arrival = t + self.latency[0 if down else 1][p.row]
+        radios = p.radios[0 if down else 1]
         if radios:
             self.radio.end(radios, arrival)
         del self.moving[p]
         self.changes += 1
         p.transfer = None
-        self._arrive(p, d, t, arrival)
+        rate = 8.0 * p.nbytes / (t - p.started_s) if t > p.started_s else math.nan
+        if down:
+            p.down_bps = rate
+            heapq.heappush(self.heap, (arrival, next(self.order), _ARRIVED, p, None))
+        else:
+            p.up_bps = rate
+            p.phase = "sent"
+            heapq.heappush(self.heap, (arrival, next(self.order), _LANDED, p, None))
 
     def _arrive(self, p: ArrayParticipant, d: int, t: float, arrival_s: float) -> None:
         """The last bit of job ``p``'s transfer ``d`` left at ``t``; it arrives at
-        ``arrival_s`` (s): training starts (a download), or the update lands."""
+        ``arrival_s`` (s): training starts (a download), or the update lands (what
+        :meth:`_last_bit` does inline)."""
         if d == 0:
             if t > p.started_s:
                 p.down_bps = 8.0 * p.nbytes / (t - p.started_s)
