@@ -95,7 +95,6 @@ from netsim.network.flowstate import (
     _Nest,
     _Plan,
     _Timed,
-    _ungroup,
 )
 from netsim.network.ledger import TransferLedger
 from netsim.network.nesting import NestedGroups
@@ -462,14 +461,15 @@ class FlowNetwork(NestedGroups):
                     left = slack[h] - feed.bound
                 else:
                     feed.n += 1
-                    feed.load += load
+                    feed.load = fed = feed.load + load
                     ratios = feed.ratios
                     ratios[ratio] = ratios.get(ratio, 0) + 1
-                    if ratio > feed.max_ratio:
-                        feed.max_ratio = ratio
-                    bound = budget * feed.max_ratio
-                    if not bound < feed.load:  # (min(feed.load, bound))
-                        bound = feed.load
+                    max_ratio = feed.max_ratio
+                    if ratio > max_ratio:
+                        feed.max_ratio = max_ratio = ratio
+                    bound = budget * max_ratio
+                    if not bound < fed:  # (min(feed.load, bound))
+                        bound = fed
                     left = slack[h] - (bound - feed.bound)
                     feed.bound = bound
             slack[h] = left
@@ -504,9 +504,12 @@ class FlowNetwork(NestedGroups):
             heapq.heappush(self._heap, (at, stamp, flow))
             if at < self._wakeup_at:
                 self._arm(at)
-        elif self._batching or (g.n_members and c >= g.rate):
-            self._join(flow, g, now)  # it will (likely) share; the rebalance caps it otherwise
-            self._touch(g, now)
+        elif self._batching:  # it will (likely) share; the rebalance caps it otherwise
+            self._join(flow, g, now)
+            self._dirty[g] = None  # (_touch, inline)
+        elif g.n_members and c >= g.rate:
+            self._join(flow, g, now)
+            self._rebalance(g, now)
         else:
             self._add_capped(flow, g, now)
             self._touch(g, now)
@@ -739,30 +742,37 @@ class FlowNetwork(NestedGroups):
         elif type(done) is simpy.Event:
             trigger_after(self.env, done, flow.latency)
         else:  # send() callbacks; only simpy.Event itself is ever passed as an event
-            self._arrivals.append((cast("Callable[[float], None]", done), now + flow.latency))
+            self._arrivals.append((done, now + flow.latency))  # type: ignore[arg-type]
         self._n_active -= 1
         del self._moving[flow]
         self._changes += 1
         flow.stamp = -1
-        g, c = _ungroup(flow)
+        g, c = flow.group, flow.capped_in  # (_ungroup, inline)
+        if g is not None:
+            g.drop_member(flow)
+            flow.group = None
+        if c is not None:
+            c.capped_sum -= flow.cap * flow.wt
+            flow.capped_in = None
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
         if flow.cell is not None:
             self._exit(flow, now)
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        to_safe, plan, feeds = None, flow.plan, self._feeds
+        to_safe, plan, feeds, empty_slack = None, flow.plan, self._feeds, self._empty_slack
         budget = self._cap[plan.medium]  # (medium -1: never read)
         for h, load, key, ratio, _ in plan.steps:
             flows_h = link_flows[h]
             del flows_h[flow]
             if key is not None:  # leaves the flows fed to h through its medium (_feed, inline)
                 feed = feeds[key]
-                feed.n -= 1
-                if not feed.n:
+                n = feed.n - 1
+                if not n:
                     del feeds[key]
                     load = feed.bound
                 else:
-                    feed.load -= load
+                    feed.n = n
+                    feed.load = fed = feed.load - load
                     ratios = feed.ratios
                     n_ratio = ratios[ratio] - 1
                     if n_ratio:
@@ -772,11 +782,11 @@ class FlowNetwork(NestedGroups):
                         if ratio == feed.max_ratio:
                             feed.max_ratio = max(ratios)
                     bound = budget * feed.max_ratio
-                    if not bound < feed.load:  # (min(feed.load, bound))
-                        bound = feed.load
+                    if not bound < fed:  # (min(feed.load, bound))
+                        bound = fed
                     load = -(bound - feed.bound)
                     feed.bound = bound
-            left = slack[h] + load if flows_h else self._empty_slack[h]  # (never negative)
+            left = slack[h] + load if flows_h else empty_slack[h]  # (never negative)
             slack[h] = left
             if left >= 0.0 and h in groups:
                 if to_safe is None:
@@ -790,10 +800,14 @@ class FlowNetwork(NestedGroups):
         if self._fallback or self._recompute_pending or (self._multi_unsafe and not self._nests):
             self._request_recompute()
             return
-        if self._touched and not self._batching:
+        batching = self._batching
+        if self._touched and not batching:
             self._flush_nests(now)
         if g is not None and groups.get(g.link) is g:
-            self._touch(g, now)
+            if batching:  # (_touch, inline)
+                self._dirty[g] = None
+            else:
+                self._rebalance(g, now)
         if c is not None and c is not g and groups.get(c.link) is c:
             self._touch(c, now)
 

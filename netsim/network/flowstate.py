@@ -28,33 +28,42 @@ class _Plan:
     without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
     load cap x coefficient, the _Feed key (constraint, medium) or None where the load counts
     directly, the ratio of its coefficients on the hop and on the medium, its coefficient
-    on the hop)."""
+    on the hop). ``own_bottleneck``: what
+    :meth:`netsim.network.nesting.NestedGroups._own_bottleneck` found for a flow on it, per
+    (outer, inner) constraint (valid while the plan is: a capacity change on its route
+    re-plans every flow on it, and the network makes new plans)."""
 
-    __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps")
+    __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck")
+    steps: tuple[tuple[int, float, tuple[int, int] | None, float, float], ...]
 
     def __init__(self, route: Route, cap: float, coefs: tuple[float, ...] | None) -> None:
         self.route, self.cap, self.coefs = route, cap, coefs
         self.hops = hops = route.flow_hops
+        self.own_bottleneck: dict[tuple[int, int], bool] = {}
+        if coefs is None:  # (no medium on the route: every coefficient 1, no feed)
+            self.feeder = self.medium = -1
+            self.steps = tuple([(h, cap, None, 0.0, 1.0) for h in hops])
+            return
         rate_refs = route.rate_refs
-        self.feeder = feeder = -1 if not rate_refs else next(
-            (j for j, r in enumerate(rate_refs) if r >= 0), -1)
+        self.feeder = feeder = next((j for j, r in enumerate(rate_refs) if r >= 0), -1)
         self.medium = medium = hops[feeder] if feeder >= 0 else -1
         steps: list[tuple[int, float, tuple[int, int] | None, float, float]] = []
         for j, h in enumerate(hops):
-            if coefs is None:
-                steps.append((h, cap, None, 0.0, 1.0))
-            elif feeder < 0 or j == feeder:
-                steps.append((h, cap * coefs[j], None, 0.0, coefs[j]))
+            coef = coefs[j]
+            if feeder < 0 or j == feeder:
+                steps.append((h, cap * coef, None, 0.0, coef))
             else:
-                steps.append((h, cap * coefs[j], (h, medium), coefs[j] / coefs[feeder],
-                              coefs[j]))
+                steps.append((h, cap * coef, (h, medium), coef / coefs[feeder], coef))
         self.steps = tuple(steps)
 
 
 class _Flow:
+    """A transfer in motion: ``remaining`` bits (as of ``updated``, s) at ``rate`` bit/s
+    while it runs alone or capped, else at its group's or entity's rate."""
+
     __slots__ = ("hops", "cap", "remaining", "rate", "updated", "stamp", "done", "latency",
-                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "feeder",
-                 "cell", "plan")
+                 "group", "target", "n_unsafe", "capped_in", "route", "coefs", "wt", "cell",
+                 "plan")
 
     def __init__(self, plan: _Plan, bits: float,
                  done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
@@ -72,9 +81,6 @@ class _Flow:
         self.n_unsafe = 0                 # unsafe links on the route
         self.capped_in: _Group | None = None  # crosses this group's link, running at its cap
         self.cell: _Cell | None = None    # member of this entity of a nested outer constraint
-        # the hop (index into hops) of the first medium it crosses, -1 without one: its load on
-        # every other hop is bounded through that medium's budget (_Feed)
-        self.feeder = plan.feeder
 
     def replan(self, plan: _Plan) -> None:
         """Load ``plan`` from now on (a re-share: the capacities changed)."""

@@ -80,11 +80,17 @@ class NestedGroups:
     def _own_bottleneck(self, flow: _Flow, outer: int, inner: int) -> bool:
         """Whether ``inner`` is ``flow``'s bottleneck but for ``outer`` (its standalone rate
         off the outer constraint x its coefficient on ``inner`` reaches inner's capacity,
-        with the tolerance): then it never runs below its entity's level."""
-        cap, coefs = self._cap, flow.coefs
-        own = min(cap[h] / (1.0 if coefs is None else coefs[j])
-                  for j, h in enumerate(flow.hops) if h != outer)
-        return own * _coef(flow, inner) >= cap[inner] * (1.0 - _TOL)
+        with the tolerance): then it never runs below its entity's level. Found once per
+        plan and pair of constraints (the flows of one route ask it again and again)."""
+        memo = flow.plan.own_bottleneck
+        key = (outer, inner)
+        found = memo.get(key)
+        if found is None:
+            cap, coefs = self._cap, flow.coefs
+            own = min(cap[h] / (1.0 if coefs is None else coefs[j])
+                      for j, h in enumerate(flow.hops) if h != outer)
+            found = memo[key] = own * _coef(flow, inner) >= cap[inner] * (1.0 - _TOL)
+        return found
 
     def _nested_plan(self, flows: list[_Flow]) -> dict[int, int] | None:
         """Each inner constraint's outer one when the unsafe constraints nest (the module's

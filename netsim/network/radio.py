@@ -83,37 +83,42 @@ class RadioMeter:
         states = self._state
         for r in radio_ids:
             st = states.get(r) or self._new_state(r)
-            if st.active == 0:
-                last = st.last_end
-                since = now_s
-                if last > _NEVER:
-                    tail_s = st.tail_s
-                    if now_s < last:  # (an arrival booked ahead of this start: one period)
-                        since = last
-                        cut = tail_s
-                    else:
-                        cut = max(tail_s - (now_s - last), 0.0)
-                    tail_w = st.tail_w
-                    if cut > 0.0 and tail_w > 0.0:  # taken back when this period ends
-                        st.refund = cut * tail_w
-                st.since = st.period_end = since
-            st.active += 1
+            if st.active:
+                st.active += 1
+                continue
+            last = st.last_end
+            since = now_s
+            if last > _NEVER:
+                if now_s < last:  # (an arrival booked ahead of this start: one period)
+                    since = last
+                    cut = st.tail_s
+                else:  # (the tail left; only a positive cut is taken back)
+                    cut = st.tail_s - (now_s - last)
+                tail_w = st.tail_w
+                if cut > 0.0 and tail_w > 0.0:  # taken back when this period ends
+                    st.refund = cut * tail_w
+            st.since = st.period_end = since
+            st.active = 1
 
     def end(self, radio_ids: Sequence[int], arrival_s: float) -> None:
         """A transfer on each radio of ``radio_ids`` arrives at ``arrival_s`` (s)."""
         states = self._state
         for r in radio_ids:
             st = states[r]
-            if arrival_s > st.period_end:
-                st.period_end = arrival_s
-            st.active -= 1
-            if st.active == 0:
-                until = st.period_end
-                joules = st.power_w * (until - st.since) + st.tail_w * st.tail_s
-                refund, st.refund = st.refund, 0.0
-                if joules > 0.0 or refund > 0.0:
-                    self.meter.add_radio(st.node, joules - refund)
-                st.last_end = until
+            active = st.active - 1
+            st.active = active
+            until = st.period_end
+            if arrival_s > until:
+                st.period_end = until = arrival_s
+            if active:
+                continue
+            joules = st.power_w * (until - st.since) + st.tail_w * st.tail_s
+            refund = st.refund
+            if refund:
+                st.refund = 0.0
+            if joules > 0.0 or refund > 0.0:
+                self.meter.add_radio(st.node, joules - refund)
+            st.last_end = until
 
     def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:
         """Transfers k = 0.. on radio ``radio[k]`` (a transfer on several radios is one entry

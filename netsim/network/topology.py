@@ -175,7 +175,7 @@ class Route:
         media (all 1)."""
         if not self.rate_refs:
             return None
-        per_hop = tuple(1.0 if r < 0 else 1.0 / capacity[r] for r in self.rate_refs)
+        per_hop = tuple([1.0 if r < 0 else 1.0 / capacity[r] for r in self.rate_refs])
         repeats = self._repeats
         if repeats is None:
             return per_hop

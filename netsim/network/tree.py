@@ -165,7 +165,7 @@ class TreeTopology(Topology):
                 step = step_of[(link, u)] = self._step(link, u, v)
             steps.append(step)
         names = self.node_ids
-        return build_route(tuple(names[x] for x in nodes), steps, nodes[-1], rid,
+        return build_route(tuple([names[x] for x in nodes]), steps, nodes[-1], rid,
                            self.n_devices)
 
     def _step(self, link: int, u: int, v: int) -> RouteStep:
