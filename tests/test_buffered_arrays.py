@@ -245,3 +245,33 @@ def test_random_asynchronous_worlds_in_arrays_match_the_events(case):
         pd.testing.assert_series_equal(fast.epochs[col], slow.epochs[col])
     np.testing.assert_allclose(fast.runs[["time_s", "energy_j"]].to_numpy(float),
                                slow.runs[["time_s", "energy_j"]].to_numpy(float), rtol=1e-9)
+
+
+def identical_star(n: int = 4) -> dict:
+    """n identical devices on identical links: every job's instants tie exactly."""
+    devices = [{"id": "srv", "flop_per_s": 1e12, "memory_bytes": 1e11, "power_busy_w": 100,
+                "power_idle_w": 20}]
+    links = [{"a": "srv", "b": "ap", "bandwidth_bps": 1e10, "latency_s": 0.001,
+              "energy_j_per_bit": 1e-9}]
+    for i in range(n):
+        devices.append({"id": f"d{i}", "flop_per_s": 1e9, "memory_bytes": 4e9,
+                        "power_busy_w": 3.0, "power_idle_w": 1.0, "samples": 100})
+        links.append({"a": f"d{i}", "b": "ap", "bandwidth_bps": 1e7, "latency_s": 0.01,
+                      "energy_j_per_bit": 1e-7})
+    return {"name": "ties", "seed": 0, "devices": devices, "links": links,
+            "aggregator": "srv", "model": "small-cnn",
+            "training": {"target_loss": 0.01, "deadline_s": 1e5, "max_epochs": 3}}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_updates_arriving_together_are_taken_in_start_order(fast):
+    # four jobs land at one instant, K = 2: the aggregation takes the two started first; the
+    # other two land before it (staleness 0, not 1) and the next epoch takes them at once
+    res = netsim.simulate(identical_star(), "fedbuff", seed=0,
+                          params={"concurrency": 4, "buffer_updates": 2}, raise_errors=True,
+                          fast_epochs=fast)
+    ep = res.epochs
+    assert [list(x) for x in ep["updates_ids"]] == [["d0", "d1"], ["d2", "d3"], ["d0", "d1"]]
+    assert [list(x) for x in ep["updates_staleness"]] == [[0, 0], [0, 0], [1, 1]]
+    # (the second epoch closes as it opens: it lasts its aggregation only)
+    assert ep["end_s"].iloc[1] - ep["start_s"].iloc[1] < 1e-5

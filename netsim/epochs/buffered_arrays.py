@@ -135,6 +135,7 @@ class BufferedPlayer:
         self.changes = 0
         """Transfers started, ended or stopped so far (what :meth:`unsent_j` remembers)."""
         self._unsent_memo = (-_INF, -1, 0.0)
+        self.closing_s = -_INF  # (the instant last played)
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -194,7 +195,9 @@ class BufferedPlayer:
         (s). The buffer was configured for the epoch."""
         if self.buffer.closable:
             return start_s
-        closed = self._play(deadline_at_s, closing=True)
+        # (as SimPy orders them: what was due at the deadline before the epoch opened comes
+        # first, and at the instant the epoch can close, what was due then before it could)
+        closed = self._play(deadline_at_s, next(self.order), closing=True)
         if closed is not None:
             return closed
         if deadline_at_s < _INF:
@@ -202,8 +205,9 @@ class BufferedPlayer:
         raise RuntimeError("buffered arrays: jobs in flight with nothing left to happen")
 
     def play_until(self, until_s: float) -> None:
-        """Play every instant before ``until_s`` (s): the aggregation under way."""
-        self._play(until_s, closing=False)
+        """Play every instant before ``until_s`` (s), and those at ``until_s`` that were
+        due before this call (SimPy's order): the aggregation under way."""
+        self._play(until_s, next(self.order), closing=False)
 
     def flush(self) -> None:
         """Book the transfers started since the last call (the ledger, as the flow network
@@ -249,13 +253,19 @@ class BufferedPlayer:
         p.phase = "gone"
 
     # -- the loop -------------------------------------------------------------------------------
-    def _play(self, until_s: float, closing: bool) -> float | None:
-        """Play the instants before ``until_s`` (s) in time order; ``closing``: stop after the
-        landing that lets the buffer close the epoch and return its instant."""
+    def _play(self, until_s: float, before: int, closing: bool) -> float | None:
+        """Play the instants before ``until_s`` (s), and those at ``until_s`` ordered before
+        ``before``, in time order; ``closing``: stop once the buffer can close the epoch,
+        after the instants due at that time before it could (an event path's ``closed``
+        event comes after them), and return that time."""
         heap, pop, buf = self.heap, heapq.heappop, self.buffer
         constraints = self.constraints
-        while heap and heap[0][0] < until_s:
+        while heap and (heap[0][0] < until_s or (heap[0][0] == until_s
+                                                  and heap[0][1] < before)):
+            if closing and buf.closable:
+                return self._close_at(self.closing_s)
             t, _, kind, subject, token = pop(heap)
+            self.closing_s = t
             if kind == _DUE:
                 c = constraints[subject]
                 if token != c.version:
@@ -275,20 +285,24 @@ class BufferedPlayer:
                     self._push(t + subject.compute_s, _TRAINED, subject, None)
                     self._arm_stop(subject)
             elif kind == _TRAINED:
-                if subject.phase == "train" and self._trained(subject, t) \
-                        and closing and buf.closable:
-                    return t
+                if subject.phase == "train":
+                    self._trained(subject, t)
             elif kind == _LANDED:
                 if subject.job.key in buf.jobs:
                     buf.land(subject.job.key, t)
-                    if closing and buf.closable:
-                        return t
             elif token == subject.token and subject.phase in ("down", "train", "up"):  # _STOP
                 subject.battery_out = t < subject.offline_at_s
                 self._drop(subject, t)
-                if closing and buf.closable:
-                    return t
+        if closing and buf.closable:
+            return self._close_at(self.closing_s)
         return None
+
+    def _close_at(self, t: float) -> float:
+        """The buffer can close the epoch at ``t`` (s): play what was due at ``t`` before,
+        as the event path does before its ``closed`` event (more updates may land, with the
+        same staleness); returns ``t``."""
+        self._play(t, next(self.order), closing=False)
+        return t
 
     def _trained(self, p: ArrayParticipant, t: float) -> bool:
         """Job ``p`` has trained at ``t`` (s): its upload starts, unless its battery cannot
