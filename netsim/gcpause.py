@@ -9,6 +9,14 @@ list scheduling is alike (a fifth of m-ETF's time on 10,000 operators, benchmark
 Inside a run or a placement the first threshold is raised so collections are rare; the previous
 thresholds come back when it ends, also on error. Nested or concurrent uses are safe: only the
 thresholds move.
+
+A run's world, once built, lives as long as the run; the full collections its epochs still
+trigger would traverse all of it (one full pass at 1,000,000 devices took 0.19 s, a 1M run's
+mean epoch 3.6 ms instead of its median 2.7 ms, benchmarks/scale.py). :func:`frozen_heap`
+moves what is alive when the epochs begin to the collector's permanent generation
+(``gc.freeze``) and back when the run ends (``gc.unfreeze``; cyclic garbage among it is
+collected after). Only the collector's timing moves: nested or concurrent runs stay correct
+(an inner run's end unfreezes the outer's heap too, which is then traversed again).
 """
 
 from __future__ import annotations
@@ -36,3 +44,14 @@ def relaxed_gc(gen0_threshold: int = RUN_GEN0_THRESHOLD) -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
 
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Freeze every object alive now out of the cyclic collector's passes meanwhile
+    (``gc.freeze``), unfrozen when the block ends, also on error (module docstring)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

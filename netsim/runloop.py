@@ -31,7 +31,7 @@ from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable
 from netsim.dynamics.world import run_streams
 from netsim.engine import EpochOutcome, World, resolve_scenario
-from netsim.gcpause import relaxed_gc
+from netsim.gcpause import frozen_heap, relaxed_gc
 from netsim.policy import Decision, InvalidDecision, Observation, Policy, validate_decision
 from netsim.results.recorder import Recorder
 from netsim.scenario.schema import Scenario
@@ -264,14 +264,15 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         r = Run(scenario, seed, recorder, progress, fast_epochs)
         policy.reset(r.resolved, r.policy_rng)
         try:
-            if isinstance(policy, Driver):
-                policy.drive(r)
-                r.stop(f"{policy.name}: the driver ended after {r.epoch} epochs")
-            else:
-                while True:
-                    obs = r.observe()
-                    r.execute(policy.decide(obs), policy.name)
-                    r.close_epoch()
+            with frozen_heap():  # (the world built: not traversed by the epochs' collections)
+                if isinstance(policy, Driver):
+                    policy.drive(r)
+                    r.stop(f"{policy.name}: the driver ended after {r.epoch} epochs")
+                else:
+                    while True:
+                        obs = r.observe()
+                        r.execute(policy.decide(obs), policy.name)
+                        r.close_epoch()
         except RunOver:
             pass
         status, error = r.status, r.error

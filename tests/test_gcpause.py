@@ -39,3 +39,21 @@ def test_an_engine_run_executes_under_the_relaxed_threshold(monkeypatch):
     before = gc.get_threshold()
     netsim.simulate("two-phones", "fedavg-all")
     assert seen and min(seen) >= RUN_GEN0_THRESHOLD and gc.get_threshold() == before
+
+
+def test_a_run_freezes_its_built_world_and_unfreezes_it_after(monkeypatch):
+    import netsim
+    from netsim import engine
+
+    seen = []
+    original = engine.World.run_epoch
+
+    def spy(self, decision):
+        seen.append(gc.get_freeze_count())
+        return original(self, decision)
+
+    monkeypatch.setattr(engine.World, "run_epoch", spy)
+    before = gc.get_freeze_count()
+    netsim.simulate("two-phones", "fedavg-all")
+    assert seen and min(seen) > before  # (the world, at least, was frozen during the epochs)
+    assert gc.get_freeze_count() == 0
