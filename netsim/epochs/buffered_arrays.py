@@ -135,7 +135,9 @@ class BufferedPlayer:
         self.changes = 0
         """Transfers started, ended or stopped so far (what :meth:`unsent_j` remembers)."""
         self._unsent_memo = (-_INF, -1, 0.0)
-        self.closing_s = -_INF  # (the instant last played)
+        dyn = world.dynamics
+        self.guarded = not dyn.timeline.static or bool(dyn.batteries.any)
+        """Whether jobs may stop (sessions end, batteries empty): else no stop is armed."""
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -186,7 +188,8 @@ class BufferedPlayer:
         p = ArrayParticipant(self, job, nbytes, compute_s, offline_at_s, battery_left_j,
                              idle_w, busy_w, own_j_per_bit)
         self._send(p, 0, now_s)
-        self._arm_stop(p)
+        if self.guarded:
+            self._arm_stop(p)
         return p
 
     def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
@@ -259,13 +262,14 @@ class BufferedPlayer:
         after the instants due at that time before it could (an event path's ``closed``
         event comes after them), and return that time."""
         heap, pop, buf = self.heap, heapq.heappop, self.buffer
-        constraints = self.constraints
+        constraints, guarded = self.constraints, self.guarded
+        t = -_INF
+        ended = False  # (a job ended since the buffer was last asked whether it can close)
         while heap and (heap[0][0] < until_s or (heap[0][0] == until_s
                                                   and heap[0][1] < before)):
-            if closing and buf.closable:
-                return self._close_at(self.closing_s)
+            if ended and closing and buf.closable:
+                return self._close_at(t)
             t, _, kind, subject, token = pop(heap)
-            self.closing_s = t
             if kind == _DUE:
                 c = constraints[subject]
                 if token != c.version:
@@ -279,22 +283,26 @@ class BufferedPlayer:
                     self._last_bit(subject, t)
             elif kind == _ARRIVED:
                 if subject.phase == "down":
-                    subject.spend(t)
+                    if guarded:
+                        subject.spend(t)
                     subject.phase = "train"
                     self.meter.set_busy(subject.row, t)
                     self._push(t + subject.compute_s, _TRAINED, subject, None)
-                    self._arm_stop(subject)
+                    if guarded:
+                        self._arm_stop(subject)
             elif kind == _TRAINED:
                 if subject.phase == "train":
-                    self._trained(subject, t)
+                    ended = self._trained(subject, t)
             elif kind == _LANDED:
                 if subject.job.key in buf.jobs:
                     buf.land(subject.job.key, t)
+                    ended = True
             elif token == subject.token and subject.phase in ("down", "train", "up"):  # _STOP
                 subject.battery_out = t < subject.offline_at_s
                 self._drop(subject, t)
-        if closing and buf.closable:
-            return self._close_at(self.closing_s)
+                ended = True
+        if ended and closing and buf.closable:
+            return self._close_at(t)
         return None
 
     def _close_at(self, t: float) -> float:
@@ -307,8 +315,12 @@ class BufferedPlayer:
     def _trained(self, p: ArrayParticipant, t: float) -> bool:
         """Job ``p`` has trained at ``t`` (s): its upload starts, unless its battery cannot
         pay for it (then it drops out: True)."""
-        p.spend(t)
         self.meter.set_idle(p.row, t)
+        if not self.guarded:
+            p.phase = "up"
+            self._send(p, 1, t)
+            return False
+        p.spend(t)
         p.phase = "up"
         lump = 8.0 * p.nbytes * p.own_j_per_bit
         if p.left_j < _INF and p.left_j <= lump:  # empties as the upload would start
