@@ -95,6 +95,7 @@ from netsim.network.flowstate import (
     _Nest,
     _Plan,
     _Timed,
+    _ungroup,
 )
 from netsim.network.ledger import TransferLedger
 from netsim.network.nesting import NestedGroups
@@ -747,13 +748,7 @@ class FlowNetwork(NestedGroups):
         del self._moving[flow]
         self._changes += 1
         flow.stamp = -1
-        g, c = flow.group, flow.capped_in  # (_ungroup, inline)
-        if g is not None:
-            g.drop_member(flow)
-            flow.group = None
-        if c is not None:
-            c.capped_sum -= flow.cap * flow.wt
-            flow.capped_in = None
+        g, c = _ungroup(flow)
         if flow.n_unsafe > 1:
             self._multi_unsafe -= 1
         if flow.cell is not None:
