@@ -109,6 +109,18 @@ class GuardedBarrier:
         self.event.succeed()
 
 
+def stop_instant(since_s: float, left_j: float, power_w: float, offline_at_s: float
+                 ) -> tuple[float, bool]:
+    """When a participant stops (s; inf: not in this phase), drawing ``power_w`` W from
+    ``since_s`` (s) with ``left_j`` J left in its battery (inf: mains powered) and its session
+    ending at ``offline_at_s`` (s), and whether its battery empties then (else its session
+    ends first, or at the same instant): the one rule of both paths
+    (:class:`GuardedParticipant`, netsim.epochs.buffered_arrays)."""
+    death = since_s + left_j / power_w if power_w > 0.0 and left_j < _INF else _INF
+    at = min(offline_at_s, death)
+    return at, at == death and death < offline_at_s
+
+
 class GuardedParticipant:
     """One participant of a guarded epoch (see the module docstring).
 
@@ -152,14 +164,12 @@ class GuardedParticipant:
         self.t_phase = now
 
     def _arm_stop(self) -> None:
-        power = self._power_w()
-        death = self.t_phase + self.left_j / power if power > 0.0 and self.left_j < _INF else _INF
-        at = min(self.offline_at_s, death)
+        at, battery = stop_instant(self.t_phase, self.left_j, self._power_w(), self.offline_at_s)
         if at < _INF:
             self.token += 1
             token = self.token
             fire_after(self.env, max(at - self.env.now, 0.0),
-                       lambda _e: self._stop_event(token, at == death and death < self.offline_at_s))
+                       lambda _e: self._stop_event(token, battery))
 
     def _stop_event(self, token: int, battery: bool) -> None:
         if token == self.token and self.phase in ("down", "train", "up"):

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from netsim.dynamics.buffered import Job
+from netsim.dynamics.epoch import stop_instant
 from netsim.fastepoch import RouteTable, hop_coefficients
 from netsim.network.online import SharedConstraint
 from netsim.network.sharing import can_bind
@@ -81,12 +82,10 @@ class ArrayParticipant:
 
     def stop_at_s(self) -> tuple[float, bool]:
         """When it stops in its current phase (s; inf: not before it ends) and whether its
-        battery empties then (else its session ends)."""
-        power = self.busy_w if self.phase == "train" else self.idle_w
-        death = self.t_phase + self.left_j / power if power > 0.0 and self.left_j < _INF \
-            else _INF
-        at = min(self.offline_at_s, death)
-        return at, at == death and death < self.offline_at_s
+        battery empties then (else its session ends): :func:`stop_instant`."""
+        return stop_instant(self.t_phase, self.left_j,
+                            self.busy_w if self.phase == "train" else self.idle_w,
+                            self.offline_at_s)
 
 
 def can_play(world: Any) -> bool:
@@ -393,19 +392,11 @@ class BufferedPlayer:
         del self.moving[p]
         self.changes += 1
         p.transfer = None
-        rate = 8.0 * p.nbytes / (t - p.started_s) if t > p.started_s else math.nan
-        if down:
-            p.down_bps = rate
-            heapq.heappush(self.heap, (arrival, next(self.order), _ARRIVED, p, None))
-        else:
-            p.up_bps = rate
-            p.phase = "sent"
-            heapq.heappush(self.heap, (arrival, next(self.order), _LANDED, p, None))
+        self._arrive(p, 0 if down else 1, t, arrival)
 
     def _arrive(self, p: ArrayParticipant, d: int, t: float, arrival_s: float) -> None:
         """The last bit of job ``p``'s transfer ``d`` left at ``t``; it arrives at
-        ``arrival_s`` (s): training starts (a download), or the update lands (what
-        :meth:`_last_bit` does inline)."""
+        ``arrival_s`` (s): training starts (a download), or the update lands."""
         if d == 0:
             if t > p.started_s:
                 p.down_bps = 8.0 * p.nbytes / (t - p.started_s)
