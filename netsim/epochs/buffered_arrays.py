@@ -2,26 +2,29 @@
 :mod:`netsim.epochs.buffered`, docs/async.md).
 
 A buffered epoch's jobs outlive it: each downloads the model, trains, uploads, and its update
-lands in the aggregator's buffer while other jobs are at other steps. In a static world whose
-flows each cross at most one constraint that can saturate (:func:`can_play`, the condition
+lands in the aggregator's buffer while other jobs are at other steps. In a world whose
+capacities do not change and whose flows each cross at most one constraint that can saturate (:func:`can_play`, the condition
 the synchronous array path checks per phase, here checked once for every route of the fleet
 in both directions, so that it holds for any jobs at any step), max-min fairness over the
 network is one water-filling per such constraint, and :class:`BufferedPlayer` plays the jobs
 forward in one loop over a heap of instants: each constraint's next finish
 (:class:`netsim.network.online.SharedConstraint`), the end of a transfer alone on its route,
-an arrival, the end of training, an update's landing. It books what the event path books, at
+an arrival, the end of training, an update's landing, a job's stop when its device's session
+ends or its battery empties. It books what the event path books, at
 the same instants and through the same meters: bytes, energy and air time at each transfer's
 start (the network's ledger), busy time from arrival to the end of training (the energy
 meter), radio periods at each start and last bit (netsim.network.radio); the buffer
 (netsim.dynamics.buffered) keeps the staleness rule and the epoch's close. Once a run's first
-buffered epoch plays here, the run's jobs all do (the flow network never sees them).
-tests/test_buffered_arrays.py checks both paths against each other (times, energy, bytes,
-staleness) on fleets with and without Wi-Fi cells and radio tails.
+buffered epoch plays here, the run's jobs all do (the flow network never sees them). What a
+device's routes cross is read from the route tables on its first job (the work follows the
+participants). tests/test_buffered_arrays.py checks both paths against each other (times,
+energy, bytes, staleness) on fleets with and without Wi-Fi cells and radio tails, with
+sessions, stragglers and batteries, and on random changing worlds.
 
-Not here (the event path plays them): worlds where sessions end, batteries empty or
-capacities change (a device's speed drawn per epoch, stragglers, plays here), contended media whose flows could pass their onset, routes that cross two
-constraints that can saturate (cells under an aggregator link they can fill: above about
-3,000 generated devices), and ``fast_epochs=False``.
+Not here (the event path plays them): capacities that change, contended media whose flows
+could pass their onset, routes that cross two constraints that can saturate (cells under an
+aggregator link they can fill: above about 3,000 generated devices), and
+``fast_epochs=False``.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class ArrayParticipant:
     it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``)."""
 
     __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
-                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "radios",
+                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "ways",
                  "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token")
 
     def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float,
@@ -66,8 +69,8 @@ class ArrayParticipant:
         self.offline_at_s, self.left_j = offline_at_s, battery_left_j
         self.idle_w, self.busy_w, self.own_j_per_bit = idle_w, busy_w, own_j_per_bit
         self.token = 0  # its stop instant's (a session's end or an empty battery)
-        self.radios = player.radios_of(job.row)
-        """The radios its download and its upload keep active."""
+        self.ways = player.ways_of(job.row)
+        """Its download's and its upload's routes (:class:`Way`)."""
 
     def stop(self) -> None:
         """Stop now (the run ends): as :meth:`GuardedParticipant.stop`."""
@@ -86,6 +89,22 @@ class ArrayParticipant:
         return stop_instant(self.t_phase, self.left_j,
                             self.busy_w if self.phase == "train" else self.idle_w,
                             self.offline_at_s)
+
+
+class Way:
+    """What the player reads of one route (a device's download or upload): its ``Route.id``,
+    standalone rate (bit/s), latency (s), whether it crosses anything, the constraint on it
+    that can bind (-1: none) and its coefficient there, its radios; the energy of a bit over
+    it (J/bit; -1 until read)."""
+
+    __slots__ = ("route_id", "cap_bps", "latency_s", "crosses", "bind", "coef", "radios",
+                 "j_per_bit")
+
+    def __init__(self, route_id: int, cap_bps: float, latency_s: float, crosses: bool,
+                 bind: int, coef: float, radios: tuple[int, ...]) -> None:
+        self.route_id, self.cap_bps, self.latency_s = route_id, cap_bps, latency_s
+        self.crosses, self.bind, self.coef, self.radios = crosses, bind, coef, radios
+        self.j_per_bit = -1.0
 
 
 def can_play(world: Any) -> bool:
@@ -108,21 +127,16 @@ class BufferedPlayer:
     network's :meth:`~netsim.network.FlowNetwork.unsent_j` for these transfers."""
 
     def __init__(self, world: Any, down: RouteTable, up: RouteTable, capacity: np.ndarray,
-                 bind: tuple[list[int], list[int]], coef: tuple[list[float], list[float]]
-                 ) -> None:
+                 bind: np.ndarray, coef: np.ndarray) -> None:
+        """``bind``, ``coef``: per route (the downloads' rows, then the uploads'), the
+        constraint on it that can bind (-1: none) and its coefficient there."""
         self.world, self.meter, self.network = world, world.meter, world.network
         self.radio = world.network.radio
         self.buffer = world.buffer
         self.tables = (down, up)
-        self.capacity = capacity.tolist()
-        self.bind, self.coef = bind, coef
-        self.cap = (down.cap_bps.tolist(), up.cap_bps.tolist())
-        self.latency = (down.latency_s.tolist(), up.latency_s.tolist())
-        self.route_id = (down.route_id.tolist(), up.route_id.tolist())
-        self.has_hops = ((np.diff(down.hop_start) > 0).tolist(),
-                         (np.diff(up.hop_start) > 0).tolist())
-        self._radio_csr = ((down.radio_start, down.radio_ids), (up.radio_start, up.radio_ids))
-        self._radios: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.capacity = capacity
+        self._bind, self._coef = bind, coef
+        self._ways: dict[int, tuple[Way, Way]] = {}
         self.has_radios = bool(self.radio)
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.order = itertools.count()
@@ -130,7 +144,6 @@ class BufferedPlayer:
         self.moving: dict[ArrayParticipant, None] = {}  # transfers in progress, by start
         self.booked_ids: list[int] = []
         self.booked_bytes: list[float] = []
-        self._j_per_bit: dict[tuple[int, int], float] = {}
         self.changes = 0
         """Transfers started, ended or stopped so far (what :meth:`unsent_j` remembers)."""
         self._unsent_memo = (-_INF, -1, 0.0)
@@ -171,8 +184,7 @@ class BufferedPlayer:
         bind[owner[hit]] = hops[hit]
         on = np.ones(2 * n)
         on[owner[hit]] = coef[hit]
-        return cls(world, down, up, capacity, (bind[:n].tolist(), bind[n:].tolist()),
-                   (on[:n].tolist(), on[n:].tolist()))
+        return cls(world, down, up, capacity, bind, on)
 
     # -- jobs ---------------------------------------------------------------------------------
     def start(self, job: Job, nbytes: float, compute_s: float, now_s: float,
@@ -227,7 +239,7 @@ class BufferedPlayer:
         total = 0.0
         for p in self.moving:  # (in start order)
             d = 0 if p.phase == "down" else 1
-            total += self._bits_left(p, d, now_s) * self._route_j_per_bit(d, p.row)
+            total += self._bits_left(p, d, now_s) * self._j_per_bit(p.ways[d])
         self._unsent_memo = (now_s, self.changes, total)
         return total
 
@@ -244,14 +256,14 @@ class BufferedPlayer:
                 c = self.constraints[p.transfer]
                 c.remove(p, now)
                 self._schedule(p.transfer, c)
-            if p.radios[d]:
-                self.radio.end(p.radios[d], now)
+            if p.ways[d].radios:
+                self.radio.end(p.ways[d].radios, now)
             del self.moving[p]
             self.changes += 1
             p.transfer = None
             self.flush()
             if left > 0.0:
-                self.network.book([self.route_id[d][p.row]], [-left / 8.0])
+                self.network.book([p.ways[d].route_id], [-left / 8.0])
         p.phase = "gone"
 
     # -- the loop -------------------------------------------------------------------------------
@@ -353,46 +365,45 @@ class BufferedPlayer:
 
     def _send(self, p: ArrayParticipant, d: int, now_s: float) -> None:
         """Job ``p``'s transfer in direction ``d`` (0: download, 1: upload) starts now."""
-        r = p.row
+        way = p.ways[d]
         p.started_s = now_s
-        if not self.has_hops[d][r]:  # (local: arrives at once, nothing booked)
+        if not way.crosses:  # (local: arrives at once, nothing booked)
             self._arrive(p, d, now_s, now_s)
             return
-        self.booked_ids.append(self.route_id[d][r])
+        self.booked_ids.append(way.route_id)
         self.booked_bytes.append(p.nbytes)
         bits = 8.0 * p.nbytes
         if bits <= 0.0:
-            self._arrive(p, d, now_s, now_s + self.latency[d][r])
+            self._arrive(p, d, now_s, now_s + way.latency_s)
             return
-        radios = p.radios[d]
-        if radios:
-            self.radio.start(radios, now_s)
+        if way.radios:
+            self.radio.start(way.radios, now_s)
         self.moving[p] = None
         self.changes += 1
-        b = self.bind[d][r]
+        b = way.bind
         if b < 0:  # alone on its route: at its cap to the end
             p.transfer = token = (now_s, bits)
-            self._push(now_s + bits / self.cap[d][r], _LAST_BIT, p, token)
+            self._push(now_s + bits / way.cap_bps, _LAST_BIT, p, token)
             return
         c = self.constraints.get(b)
         if c is None:
-            c = self.constraints[b] = SharedConstraint(self.capacity[b])
-        c.add(p, bits, self.cap[d][r], self.coef[d][r], now_s)
+            c = self.constraints[b] = SharedConstraint(float(self.capacity[b]))
+        c.add(p, bits, way.cap_bps, way.coef, now_s)
         p.transfer = b
         self._schedule(b, c)
 
     def _last_bit(self, p: ArrayParticipant, t: float) -> None:
         """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s): it arrives
         after its route's latency (:meth:`_arrive`)."""
-        down = p.phase == "down"
-        arrival = t + self.latency[0 if down else 1][p.row]
-        radios = p.radios[0 if down else 1]
-        if radios:
-            self.radio.end(radios, arrival)
+        d = 0 if p.phase == "down" else 1
+        way = p.ways[d]
+        arrival = t + way.latency_s
+        if way.radios:
+            self.radio.end(way.radios, arrival)
         del self.moving[p]
         self.changes += 1
         p.transfer = None
-        self._arrive(p, 0 if down else 1, t, arrival)
+        self._arrive(p, d, t, arrival)
 
     def _arrive(self, p: ArrayParticipant, d: int, t: float, arrival_s: float) -> None:
         """The last bit of job ``p``'s transfer ``d`` left at ``t``; it arrives at
@@ -412,24 +423,29 @@ class BufferedPlayer:
         if type(transfer) is int:
             return self.constraints[transfer].bits_left(p, now_s)
         started, bits = transfer
-        left = bits - self.cap[d][p.row] * (now_s - started)
+        left = bits - p.ways[d].cap_bps * (now_s - started)
         return left if left > 0.0 else 0.0
 
-    def radios_of(self, row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The radios a download to and an upload from device ``row`` keep active."""
-        radios = self._radios.get(row)
-        if radios is None:
+    def ways_of(self, row: int) -> tuple[Way, Way]:
+        """Device ``row``'s download and upload routes (read on its first job)."""
+        ways = self._ways.get(row)
+        if ways is None:
             pair = []
-            for start, ids in self._radio_csr:
-                pair.append(() if not self.has_radios or start is None or ids is None
-                            else tuple(ids[start[row]:start[row + 1]].tolist()))
-            radios = self._radios[row] = (pair[0], pair[1])
-        return radios
+            n = len(self.tables[0].route_id)
+            for d, t in enumerate(self.tables):
+                start, ids = t.radio_start, t.radio_ids
+                radios = () if not self.has_radios or start is None or ids is None \
+                    else tuple(ids[start[row]:start[row + 1]].tolist())
+                b = int(self._bind[d * n + row])
+                pair.append(Way(int(t.route_id[row]), float(t.cap_bps[row]),
+                                float(t.latency_s[row]),
+                                bool(t.hop_start[row + 1] > t.hop_start[row]), b,
+                                float(self._coef[d * n + row]), radios))
+            ways = self._ways[row] = (pair[0], pair[1])
+        return ways
 
-    def _route_j_per_bit(self, d: int, row: int) -> float:
-        key = (d, row)
-        jpb = self._j_per_bit.get(key)
-        if jpb is None:
-            jpb = self._j_per_bit[key] = self.network.ledger.route_j_per_bit(
-                self.route_id[d][row])
-        return jpb
+    def _j_per_bit(self, way: Way) -> float:
+        """The energy of a bit over ``way`` (J/bit), read from the ledger's books once."""
+        if way.j_per_bit < 0.0:
+            way.j_per_bit = self.network.ledger.route_j_per_bit(way.route_id)
+        return way.j_per_bit
