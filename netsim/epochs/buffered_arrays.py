@@ -433,14 +433,17 @@ class BufferedPlayer:
             pair = []
             n = len(self.tables[0].route_id)
             for d, t in enumerate(self.tables):
-                start, ids = t.radio_start, t.radio_ids
-                radios = () if not self.has_radios or start is None or ids is None \
-                    else tuple(ids[start[row]:start[row + 1]].tolist())
-                b = int(self._bind[d * n + row])
-                pair.append(Way(int(t.route_id[row]), float(t.cap_bps[row]),
-                                float(t.latency_s[row]),
-                                bool(t.hop_start[row + 1] > t.hop_start[row]), b,
-                                float(self._coef[d * n + row]), radios))
+                start, ids, radios = t.radio_start, t.radio_ids, ()
+                if self.has_radios and start is not None and ids is not None:
+                    first, end = start.item(row), start.item(row + 1)
+                    if end > first:
+                        radios = tuple(ids[first:end].tolist())
+                hop_start = t.hop_start
+                pair.append(Way(t.route_id.item(row), t.cap_bps.item(row),
+                                t.latency_s.item(row),
+                                hop_start.item(row + 1) > hop_start.item(row),
+                                self._bind.item(d * n + row), self._coef.item(d * n + row),
+                                radios))
             ways = self._ways[row] = (pair[0], pair[1])
         return ways
 
