@@ -184,6 +184,11 @@ class BufferedPlayer:
         bind[owner[hit]] = hops[hit]
         on = np.ones(2 * n)
         on[owner[hit]] = coef[hit]
+        # the ledger's books of every route at once (the check above read them all already),
+        # not a few more at each epoch's settling
+        crossing = np.concatenate([np.diff(down.hop_start), np.diff(up.hop_start)]) > 0
+        world.network.ledger.index(
+            np.concatenate([down.route_id, up.route_id])[crossing].tolist())
         return cls(world, down, up, capacity, bind, on)
 
     # -- jobs ---------------------------------------------------------------------------------

@@ -105,9 +105,7 @@ class TransferLedger:
         """Add transfers on ``route_ids`` of ``size`` bytes each to the books, in order, their
         air time at the station rates of ``capacity`` (per constraint)."""
         slot = self._slot
-        new = [rid for rid in dict.fromkeys(route_ids) if rid not in slot]
-        if new:
-            self._index_routes(new)
+        self.index(route_ids)
         r = np.fromiter((slot[rid] for rid in route_ids), dtype=np.intp, count=len(route_ids))
         np.add.at(self._bytes_sent, self._route_first_sender[r], size)
         np.add.at(self._bytes_received, self._route_receiver[r], size)
@@ -145,6 +143,14 @@ class TransferLedger:
             if seconds:
                 self._airtime_s[station] += seconds
                 self._medium_airtime_s[self._direction_medium[d]] += seconds
+
+    def index(self, route_ids: Sequence[int]) -> None:
+        """Index the routes ``route_ids`` not indexed yet, in one pass (a caller that knows
+        the routes its transfers will take: one call instead of one per settling)."""
+        slot = self._slot
+        new = [rid for rid in dict.fromkeys(route_ids) if rid not in slot]
+        if new:
+            self._index_routes(new)
 
     def _index_routes(self, ids: list[int]) -> None:
         """Add the routes ``ids`` (not indexed yet) to the arrays: first sender, receiver,
