@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsim.network.sharing import CAPACITY_TOLERANCE, water_filling_rates
+from netsim.network.sharing import CAPACITY_TOLERANCE, water_filling_one, water_filling_rates
 
 _INF = float("inf")
 
@@ -100,10 +100,9 @@ class SharedConstraint:
         flows = list(self.flows.values())
         if not flows:
             return
-        if len(flows) == 1:
+        if len(flows) == 1:  # (the common case, without the lists)
             f = flows[0]
-            cap = self.capacity_bps / f[2]
-            f[3] = f[1] if f[1] <= cap * (1.0 + CAPACITY_TOLERANCE) else cap
+            f[3] = water_filling_one(f[1], f[2], self.capacity_bps)
             return
         rates = water_filling_rates([f[1] for f in flows], [f[2] for f in flows],
                                     self.capacity_bps)

@@ -167,6 +167,14 @@ def water_filling(cap_bps: np.ndarray, capacity_bps: float,
     return out
 
 
+def water_filling_one(cap_bps: float, coef: float, capacity_bps: float) -> float:
+    """:func:`water_filling` of one flow (bit/s): its cap while it fits, else the whole
+    constraint (capacity over its coefficient)."""
+    if coef * cap_bps <= capacity_bps * (1.0 + CAPACITY_TOLERANCE):
+        return float(cap_bps)
+    return capacity_bps / coef
+
+
 def water_filling_rates(cap_bps: Sequence[float], coef: Sequence[float],
                         capacity_bps: float) -> list[float]:
     """:func:`water_filling` over Python lists, for the few flows of one constraint kept as
@@ -175,6 +183,8 @@ def water_filling_rates(cap_bps: Sequence[float], coef: Sequence[float],
     of the flows from it on runs at its cap, and the rest share), a loop instead of arrays
     (cheaper below a few dozen flows). Rates (bit/s) in the flows' order."""
     m = len(cap_bps)
+    if m == 1:
+        return [water_filling_one(cap_bps[0], coef[0], capacity_bps)]
     load = 0.0
     for c, a in zip(cap_bps, coef, strict=True):
         load += a * c
