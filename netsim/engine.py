@@ -423,20 +423,28 @@ def _anyone(available: np.ndarray, rows: np.ndarray, first: int = 1024) -> bool:
 
 class _RoutesByRow:
     """Each device's route from (``to_device``) or to the aggregator, by device row, built
-    when first asked for (a fleet of a million asks for its participants' only)."""
+    when first asked for (a fleet of a million asks for its participants' only) and then
+    kept by row (an epoch asks for every participant's)."""
 
     def __init__(self, topology, agg_id: str, ids: tuple[str, ...], to_device: bool) -> None:
         self._topology, self._agg_id, self._ids, self._to_device = topology, agg_id, ids, to_device
+        self._by_row: dict[int, Any] = {}
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def __getitem__(self, row: int):
+        route = self._by_row.get(row)
+        if route is not None:
+            return route
         if not 0 <= row < len(self._ids):
             raise IndexError(row)
         if self._to_device:
-            return self._topology.route(self._agg_id, self._ids[row])
-        return self._topology.route(self._ids[row], self._agg_id)
+            route = self._topology.route(self._agg_id, self._ids[row])
+        else:
+            route = self._topology.route(self._ids[row], self._agg_id)
+        self._by_row[row] = route
+        return route
 
 
 def _sleep_powers(net: ResolvedNetwork) -> np.ndarray:

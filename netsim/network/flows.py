@@ -843,16 +843,24 @@ class FlowNetwork(NestedGroups):
     # Invariant: a wake-up is scheduled at or before the earliest live finish. Every push arms
     # one if it is earlier than the armed one (a superseded wake-up still fires, finds nothing
     # due and returns); when the armed one fires, the next is armed after it has run.
-    def _arm(self, at: float) -> None:
+    def _arm(self, at: float, fired: simpy.Event | None = None) -> None:
+        """Schedule the wake-up at ``at`` (s, now or later). ``fired``: the wake-up whose
+        callback is running (SimPy has taken it off its queue and its callbacks off it),
+        scheduled again instead of a new event (most wake-ups arm the next one so)."""
         self._wakeup_at = at
         env = self.env
-        self._wakeup_event = ev = simpy.Event(env)
-        ev.callbacks.append(self._wakeup_callback)
+        if fired is None:
+            self._wakeup_event = ev = simpy.Event(env)
+            ev.callbacks.append(self._wakeup_callback)
+        else:
+            self._wakeup_event = ev = fired
+            ev.callbacks = [self._wakeup_callback]
         now = env.now
         trigger_after(env, ev, at - now if at > now else 0.0)
 
-    def _rearm(self) -> None:
-        """Arm a wake-up at the earliest live finish, dropping superseded entries on the way."""
+    def _rearm(self, fired: simpy.Event | None = None) -> None:
+        """Arm a wake-up at the earliest live finish, dropping superseded entries on the way
+        (``fired``: as :meth:`_arm`'s)."""
         heap, gheap = self._heap, self._group_heap
         while heap and heap[0][1] != heap[0][2].stamp:
             heapq.heappop(heap)
@@ -863,7 +871,7 @@ class FlowNetwork(NestedGroups):
             at = gheap[0][0]
         self._wakeup_at, self._wakeup_event = _INF, None
         if at < _INF:
-            self._arm(at)
+            self._arm(at, fired)
 
     def _wakeup(self, event: simpy.Event) -> None:
         now = self.env.now
@@ -896,7 +904,7 @@ class FlowNetwork(NestedGroups):
         if not self._batching:
             self._flush(now)
         if armed and self._wakeup_event is event:
-            self._rearm()
+            self._rearm(event)  # (SimPy is done with it: it is scheduled again)
         if self._arrivals and not self._batching:
             arrivals, self._arrivals = self._arrivals, []
             for on_arrival, at in arrivals:

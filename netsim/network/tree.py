@@ -101,6 +101,10 @@ class TreeTopology(Topology):
         self._depth = _depths(self.parent, root)
         # per (link, sending end) crossed so far: its step (:meth:`_step`)
         self._steps: dict[tuple[int, int], RouteStep] = {}
+        # per node above a device asked for so far: the names and steps of the path from
+        # the root down to it, and of the path from it up to the root (:meth:`_root_path`)
+        self._from_root: dict[int, tuple[tuple[str, ...], tuple[RouteStep, ...]]] = {}
+        self._to_root: dict[int, tuple[tuple[str, ...], tuple[RouteStep, ...]]] = {}
 
     def connected(self, a: str, b: str) -> bool:
         """Whether a route exists between nodes a and b (in a tree: both exist)."""
@@ -147,7 +151,14 @@ class TreeTopology(Topology):
             rid = 2 * s + 1
         else:
             rid = 2 * self.n_devices + len(self._extra)
-        route = self._build(self._path(s, d), rid)
+        if s == self.root and d != s:  # (a device's route from or to the root: the path
+            names, steps = self._root_path(d, True)  # above it is its cell's, built once)
+            route = build_route(names, steps, d, rid, self.n_devices)
+        elif d == self.root and d != s:
+            names, steps = self._root_path(s, False)
+            route = build_route(names, steps, d, rid, self.n_devices)
+        else:
+            route = self._build(self._path(s, d), rid)
         self.route_cache[key] = route
         if rid >= 2 * self.n_devices:
             self._extra.append(route)
@@ -167,6 +178,35 @@ class TreeTopology(Topology):
         names = self.node_ids
         return build_route(tuple([names[x] for x in nodes]), steps, nodes[-1], rid,
                            self.n_devices)
+
+    def _root_path(self, v: int, down: bool) -> tuple[tuple[str, ...], tuple[RouteStep, ...]]:
+        """The node names and steps of the path from the root down to v (``down``), or from
+        v up to the root: v's parent's (kept per node: the devices of a cell share the path
+        above their access point) with v's link added, the same as :meth:`_build` crosses
+        along :meth:`_path`."""
+        kept = self._from_root if down else self._to_root
+        parent, parent_link, names = self.parent.item, self.parent_link.item, self.node_ids
+        chain = [v]  # v and its ancestors whose paths are not kept yet, up to the root
+        while chain[-1] != self.root and (len(chain) == 1 or chain[-1] not in kept):
+            chain.append(parent(chain[-1]))
+        top = chain.pop()
+        path: tuple[tuple[str, ...], tuple[RouteStep, ...]] = \
+            ((names[top],), ()) if top == self.root else kept[top]
+        step_of = self._steps
+        for u in reversed(chain):  # down from the top kept (or the root) to v
+            p, link = top, parent_link(u)
+            sender, receiver = (p, u) if down else (u, p)
+            step = step_of.get((link, sender))
+            if step is None:
+                step = step_of[(link, sender)] = self._step(link, sender, receiver)
+            if down:
+                path = (path[0] + (names[u],), path[1] + (step,))
+            else:
+                path = ((names[u],) + path[0], (step,) + path[1])
+            if u != v:
+                kept[u] = path
+            top = u
+        return path
 
     def _step(self, link: int, u: int, v: int) -> RouteStep:
         """Link ``link`` crossed from its end u to its end v (Python numbers, read once per
