@@ -45,7 +45,6 @@ def relaxed_gc(gen0_threshold: int = RUN_GEN0_THRESHOLD) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-
 @contextmanager
 def frozen_heap() -> Iterator[None]:
     """Freeze every object alive now out of the cyclic collector's passes meanwhile

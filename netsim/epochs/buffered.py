@@ -8,6 +8,7 @@ point :func:`run`."""
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -120,28 +121,20 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     left = np.full(n, math.inf)
     if dyn.batteries.any:
         left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
+    compute, off, full = compute_s.tolist(), offline_at.tolist(), left.tolist()
+    idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
+    own = world.own_up_j_per_bit[rows].tolist()
     jobs = []
-    if player is not None:
-        compute, off, full = compute_s.tolist(), offline_at.tolist(), left.tolist()
-        idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
-        own = world.own_up_j_per_bit[rows].tolist()
+    with world.network.batch() if player is None else nullcontext():
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])
             buf.add(job)
             jobs.append(job)
-            job.participant = player.start(job, nbytes, compute[k], start, off[k], full[k],
-                                           idle_w[k], busy_w[k], own[k])
-        return jobs
-    with world.network.batch():
-        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
-            job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
-                      node_before[k], job_flops[k])
-            buf.add(job)
-            jobs.append(job)
-            job.participant = GuardedParticipant(
-                env, world.network, world.meter, buf, job.key, r, nbytes,
-                float(compute_s[k]), world.routes_down[r], world.routes_up[r], float(offline_at[k]),
-                float(left[k]), float(t.power_idle_w[r]), float(t.power_busy_w[r]),
-                float(world.own_up_j_per_bit[r]))
+            job.participant = player.start(
+                job, nbytes, compute[k], start, off[k], full[k], idle_w[k], busy_w[k], own[k]
+            ) if player is not None else GuardedParticipant(
+                env, world.network, world.meter, buf, job.key, r, nbytes, compute[k],
+                world.routes_down[r], world.routes_up[r], off[k], full[k], idle_w[k],
+                busy_w[k], own[k])
     return jobs

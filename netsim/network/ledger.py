@@ -181,10 +181,8 @@ class TransferLedger:
         """Energy of one bit over route ``route_id`` (J/bit, receivers' costs included): its
         charges summed, as :attr:`netsim.network.topology.Route.total_energy_j_per_bit`, read
         from the books (indexed on first use) without building the route."""
-        slot = self._slot.get(route_id)
-        if slot is None:
-            self._index_routes([route_id])
-            slot = self._slot[route_id]
+        self.index([route_id])
+        slot = self._slot[route_id]
         first = int(self._route_charge_start[slot])
         return float(sum(self._charge_j_per_bit[first:first + int(self._route_n_charges[slot])]
                          .tolist()))
