@@ -94,11 +94,13 @@ from netsim.network.flowstate import (
     _Group,
     _Nest,
     _Plan,
+    _Step,
     _Timed,
     _ungroup,
 )
 from netsim.network.ledger import TransferLedger
 from netsim.network.nesting import NestedGroups
+from netsim.network.neverbind import NeverBinding
 from netsim.network.radio import RadioMeter
 from netsim.network.sharing import (
     CAPACITY_TOLERANCE,
@@ -113,6 +115,11 @@ if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
 
 _TOL = CAPACITY_TOLERANCE
+
+
+def _lowest_hop(flow: _Flow) -> int:
+    return min(flow.hops)
+
 _BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
 
@@ -138,6 +145,8 @@ class FlowNetwork(NestedGroups):
         # per route used (by id(route); the plan holds the route): what a transfer on it loads
         # under the capacities now (emptied whenever a capacity changes)
         self._plans: dict[int, _Plan] = {}
+        # link directions that can never bind: no books kept for them (netsim.network.neverbind)
+        self._never_bind = NeverBinding(topology.constraint_capacity, self._first_medium)
         self._routes = topology.route_cache
         # dicts as ordered sets: iteration order (and so every float sum) is reproducible
         # per constraint crossed so far (a fleet's millions of links cost nothing until used)
@@ -147,7 +156,8 @@ class FlowNetwork(NestedGroups):
         self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
         self._slack = list(self._empty_slack)
         self._groups: dict[int, _Group] = {}
-        self._feeds: dict[tuple[int, int], _Feed] = {}  # (constraint, medium) -> its flows
+        # (constraint, medium) -> the flows fed to it through the medium (kept once used)
+        self._feeds: dict[tuple[int, int], _Feed] = {}
         self._n_active = 0
         self._moving: dict[_Flow, None] = {}  # the flows in motion, in start order
         self._unsent_memo = (-1.0, -1, 0.0)  # (time, changes, unsent_j) of the last reading
@@ -199,9 +209,10 @@ class FlowNetwork(NestedGroups):
         return flow.rate
 
     def _active(self) -> list[_Flow]:
-        """Every flow moving bits, in a reproducible order (by link, then by start)."""
-        link_flows = self._link_flows
-        return list(dict.fromkeys(f for h in sorted(link_flows) for f in link_flows[h]))
+        """Every flow moving bits, in a reproducible order: by the lowest constraint it
+        crosses, then by start (the books of a link direction list its flows in start order;
+        a direction left out of them (netsim.network.neverbind) still counts here)."""
+        return sorted(self._moving, key=_lowest_hop)
 
     def unsent_j(self) -> float:
         """Communication energy booked for the bits the transfers in progress have still to
@@ -315,6 +326,9 @@ class FlowNetwork(NestedGroups):
         one crosses a direction changed (a flow's cap, coefficients and shares depend only
         on the constraints it crosses; the others' headroom is reset). The transfers started
         so far are booked first, their air time at the station rates in force until now."""
+        counted = self._never_bind.stop()  # (its bound assumed fixed capacities)
+        if counted:
+            self._count_again(counted)
         link_flows, touched = self._link_flows, False
         # air time is booked at the station rates of a transfer's start: the transfers started
         # under the rates in force until now are settled under them, and the flows present
@@ -369,21 +383,24 @@ class FlowNetwork(NestedGroups):
             nest.stamp = -1
         self._nests, self._cells, self._touched = {}, {}, {}
         cap, slack = self._cap, list(self._empty_slack)
-        self._feeds = {}
+        for feed in self._feeds.values():
+            feed.clear()
         for flow in flows:
             route = flow.route
-            plan = _Plan(route, route.cap(cap), route.coefficients(cap))
+            plan = _Plan(route, route.cap(cap), route.coefficients(cap), self._feeds)
+            if self._never_bind.split(plan, cap):  # (every route present was planned before)
+                raise RuntimeError("a re-share found a link direction to count again")
             flow.replan(plan)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
             if flow.cell is not None:
                 flow.cell.stamp = -1  # (its entries are void)
                 flow.cell = None
             medium = plan.medium
-            for h, load, key, ratio, _ in plan.steps:
-                if key is None:
+            for h, load, fed, ratio, _ in plan.steps:
+                if fed is None:
                     slack[h] -= load
                 else:
-                    slack[h] -= self._feed(key, medium, load, ratio, True)
+                    slack[h] -= self._feed(fed, medium, load, ratio, True)
         self._slack = slack
         self._groups, self._dirty = {}, {}
         for h in sorted({h for flow in flows for h in flow.hops}):
@@ -425,10 +442,37 @@ class FlowNetwork(NestedGroups):
         changes)."""
         plan = self._plans.get(id(route))
         if plan is None:
-            plan = self._plans[id(route)] = _Plan(
-                route, self._route_cap(route),
-                route.coefficients(self._cap) if route.rate_refs else None)
+            plan = _Plan(route, self._route_cap(route),
+                         route.coefficients(self._cap) if route.rate_refs else None, self._feeds)
+            counted = self._never_bind.split(plan, self._cap)
+            if counted:
+                self._count_again(counted)
+            self._plans[id(route)] = plan
         return plan
+
+    def _count_again(self, hops: list[int]) -> None:
+        """Link directions ``hops``, left out of the books so far (netsim.network.neverbind),
+        count from now on: every plan that left one out keeps it again (in place: the kept
+        plans and the flows present's), and the flows present that cross one join its books,
+        in start order."""
+        counted = set(hops)
+        plans = {id(plan): plan for plan in self._plans.values() if plan.left_out}
+        for flow in self._moving:
+            if flow.plan.left_out:
+                plans[id(flow.plan)] = flow.plan
+        added: dict[int, list[_Step]] = {}
+        for key, plan in plans.items():
+            steps = [step for step in plan.left_out if step[0] in counted]
+            if steps:
+                added[key] = steps
+                plan.leave_out([step[0] for step in plan.left_out if step[0] not in counted])
+        link_flows, slack = self._link_flows, self._slack
+        for flow in self._moving:
+            steps = added.get(id(flow.plan), [])
+            for h, load, feed, ratio, _ in steps:  # (_start's books of a hop)
+                link_flows[h][flow] = None
+                slack[h] -= load if feed is None else self._feed(feed, flow.plan.medium, load,
+                                                                  ratio, True)
 
     def _start(self, route: Route, size_bytes: float,
                done: simpy.Event | Callable[[float], None]) -> _Flow | None:
@@ -448,31 +492,26 @@ class FlowNetwork(NestedGroups):
         self._moving[flow] = None
         self._changes += 1
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        feeds, budget = self._feeds, self._cap[plan.medium]  # (medium -1: never read)
+        budget = self._cap[plan.medium]  # (medium -1: never read)
         g = newly_unsafe = None
         n_unsafe, wt = 0, 1.0
-        for h, load, key, ratio, coef in plan.steps:
+        for h, load, feed, ratio, coef in plan.steps:
             link_flows[h][flow] = None
-            if key is None:
+            if feed is None:
                 left = slack[h] - load
-            else:  # joins the flows fed to h through its medium (_feed, inline)
-                feed = feeds.get(key)
-                if feed is None:
-                    feed = feeds[key] = _Feed(load, ratio, budget)
-                    left = slack[h] - feed.bound
-                else:
-                    feed.n += 1
-                    feed.load = fed = feed.load + load
-                    ratios = feed.ratios
-                    ratios[ratio] = ratios.get(ratio, 0) + 1
-                    max_ratio = feed.max_ratio
-                    if ratio > max_ratio:
-                        feed.max_ratio = max_ratio = ratio
-                    bound = budget * max_ratio
-                    if not bound < fed:  # (min(feed.load, bound))
-                        bound = fed
-                    left = slack[h] - (bound - feed.bound)
-                    feed.bound = bound
+            else:  # joins the flows fed to h through its medium (_feed, inline; from empty
+                feed.n += 1  # too: 0.0 + load is load, and the bound was 0.0)
+                feed.load = fed = feed.load + load
+                ratios = feed.ratios
+                ratios[ratio] = ratios.get(ratio, 0) + 1
+                max_ratio = feed.max_ratio
+                if ratio > max_ratio:
+                    feed.max_ratio = max_ratio = ratio
+                bound = budget * max_ratio
+                if not bound < fed:  # (min(feed.load, bound))
+                    bound = fed
+                left = slack[h] - (bound - feed.bound)
+                feed.bound = bound
             slack[h] = left
             if left < 0.0:
                 g_h = groups.get(h)
@@ -533,28 +572,23 @@ class FlowNetwork(NestedGroups):
             self._request_recompute()
         return changed
 
-    def _feed(self, key: tuple[int, int], medium: int, load: float, ratio: float,
-              joins: bool) -> float:
-        """A flow joins (or leaves) the flows fed to constraint h through ``medium`` (``key``:
-        (h, medium); ``load``: its cap x coefficient on h; ``ratio``: its coefficients on h
-        over on the medium); returns the change of their bounded load on h (what h's headroom
-        loses). (:meth:`_start` and :meth:`_leave` do the same inline.)"""
-        feed = self._feeds.get(key)
+    def _feed(self, feed: _Feed, medium: int, load: float, ratio: float, joins: bool) -> float:
+        """A flow joins (or leaves) ``feed``, the flows fed to constraint h through ``medium``
+        (``load``: its cap x coefficient on h; ``ratio``: its coefficients on h over on the
+        medium); returns the change of their bounded load on h (what h's headroom loses).
+        (:meth:`_start` and :meth:`_leave` do the same inline.)"""
         if joins:
-            if feed is None:
-                feed = self._feeds[key] = _Feed(load, ratio, self._cap[medium])
-                return feed.bound
             feed.n += 1
             feed.load += load
             feed.ratios[ratio] = feed.ratios.get(ratio, 0) + 1
             if ratio > feed.max_ratio:
                 feed.max_ratio = ratio
         else:
-            assert feed is not None
             feed.n -= 1
             if not feed.n:
-                del self._feeds[key]
-                return -feed.bound
+                bound = feed.bound
+                feed.clear()
+                return -bound
             feed.load -= load
             left = feed.ratios[ratio] - 1
             if left:
@@ -754,17 +788,16 @@ class FlowNetwork(NestedGroups):
         if flow.cell is not None:
             self._exit(flow, now)
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        to_safe, plan, feeds, empty_slack = None, flow.plan, self._feeds, self._empty_slack
+        to_safe, plan, empty_slack = None, flow.plan, self._empty_slack
         budget = self._cap[plan.medium]  # (medium -1: never read)
-        for h, load, key, ratio, _ in plan.steps:
+        for h, load, feed, ratio, _ in plan.steps:
             flows_h = link_flows[h]
             del flows_h[flow]
-            if key is not None:  # leaves the flows fed to h through its medium (_feed, inline)
-                feed = feeds[key]
+            if feed is not None:  # leaves the flows fed to h through its medium (_feed, inline)
                 n = feed.n - 1
                 if not n:
-                    del feeds[key]
                     load = feed.bound
+                    feed.clear()
                 else:
                     feed.n = n
                     feed.load = fed = feed.load - load

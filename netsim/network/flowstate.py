@@ -7,7 +7,7 @@ seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import simpy
@@ -26,35 +26,54 @@ class _Plan:
     reads them instead of computing them: ``hops`` (the route's ``flow_hops``), ``cap`` (its
     standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
     without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
-    load cap x coefficient, the _Feed key (constraint, medium) or None where the load counts
-    directly, the ratio of its coefficients on the hop and on the medium, its coefficient
+    load cap x coefficient, its :class:`_Feed` (of the constraint and the medium) or None where
+    the load counts directly, the ratio of its coefficients on the hop and on the medium, its coefficient
     on the hop). ``own_bottleneck``: what
     :meth:`netsim.network.nesting.NestedGroups._own_bottleneck` found for a flow on it, per
     (outer, inner) constraint (valid while the plan is: a capacity change on its route
-    re-plans every flow on it, and the network makes new plans)."""
+    re-plans every flow on it, and the network makes new plans). ``all_steps``: every hop's
+    step; ``steps`` leaves out those of ``left_out``, the link hops that can never bind
+    (netsim.network.neverbind), whose books the network does not keep."""
 
-    __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck")
-    steps: tuple[tuple[int, float, tuple[int, int] | None, float, float], ...]
+    __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck",
+                 "all_steps", "left_out")
+    steps: tuple[_Step, ...]
+    all_steps: tuple[_Step, ...]
+    left_out: tuple[_Step, ...]
 
-    def __init__(self, route: Route, cap: float, coefs: tuple[float, ...] | None) -> None:
+    def __init__(self, route: Route, cap: float, coefs: tuple[float, ...] | None,
+                 feeds: dict[tuple[int, int], _Feed]) -> None:
+        """``feeds``: the network's, by (constraint, medium) (one is added where missing)."""
         self.route, self.cap, self.coefs = route, cap, coefs
         self.hops = hops = route.flow_hops
         self.own_bottleneck: dict[tuple[int, int], bool] = {}
         if coefs is None:  # (no medium on the route: every coefficient 1, no feed)
             self.feeder = self.medium = -1
-            self.steps = tuple([(h, cap, None, 0.0, 1.0) for h in hops])
+            self.steps = self.all_steps = tuple([(h, cap, None, 0.0, 1.0) for h in hops])
+            self.left_out = ()
             return
         rate_refs = route.rate_refs
         self.feeder = feeder = next((j for j, r in enumerate(rate_refs) if r >= 0), -1)
         self.medium = medium = hops[feeder] if feeder >= 0 else -1
-        steps: list[tuple[int, float, tuple[int, int] | None, float, float]] = []
+        steps: list[_Step] = []
         for j, h in enumerate(hops):
             coef = coefs[j]
             if feeder < 0 or j == feeder:
                 steps.append((h, cap * coef, None, 0.0, coef))
             else:
-                steps.append((h, cap * coef, (h, medium), coef / coefs[feeder], coef))
-        self.steps = tuple(steps)
+                feed = feeds.get((h, medium))
+                if feed is None:
+                    feed = feeds[(h, medium)] = _Feed()
+                steps.append((h, cap * coef, feed, coef / coefs[feeder], coef))
+        self.steps = self.all_steps = tuple(steps)
+        self.left_out = ()
+
+    def leave_out(self, hops: Sequence[int]) -> None:
+        """Keep no books for hops ``hops`` (link directions that can never bind): ``steps``
+        without them (in order), ``left_out`` theirs."""
+        out = set(hops)
+        self.steps = tuple([s for s in self.all_steps if s[0] not in out])
+        self.left_out = tuple([s for s in self.all_steps if s[0] in out])
 
 
 class _Flow:
@@ -91,19 +110,27 @@ class _Feed:
     """The flows crossing constraint h fed through one medium f (netsim's bound, as
     :func:`netsim.network.sharing.can_bind`): their load on h is at most their caps summed and
     at most f's budget x the largest ratio of their coefficients on h and on f (a cell of
-    stations of rates r_i puts at most ``max r_i`` bit/s on its backhaul), whatever the rates."""
+    stations of rates r_i puts at most ``max r_i`` bit/s on its backhaul), whatever the rates.
+    A network keeps one per (h, f) pair used, empty (n 0) while no flow is in it: the plans of
+    the routes through it point at it."""
 
     __slots__ = ("n", "load", "ratios", "max_ratio", "bound")
 
-    def __init__(self, load: float, ratio: float, budget: float) -> None:
-        """The feed of its first member, of load (coefficient x cap on h) ``load`` and
-        coefficients' ratio ``ratio``, under f's budget ``budget``."""
-        self.n = 1
-        self.load = load          # the members' coefficient x cap on h, summed
-        self.ratios: dict[float, int] = {ratio: 1}  # coefficient on h / on f -> members with it
-        self.max_ratio = max_ratio = ratio if ratio > 0.0 else 0.0
-        bound = budget * max_ratio
-        self.bound = bound if bound < load else load  # what it counts on h's headroom now
+    def __init__(self) -> None:
+        self.n = 0
+        self.load = 0.0           # the members' coefficient x cap on h, summed
+        self.ratios: dict[float, int] = {}  # coefficient on h / on f -> members with it
+        self.max_ratio = 0.0
+        self.bound = 0.0          # what it counts on h's headroom now
+
+    def clear(self) -> None:
+        """Empty it (its last member left, or a re-share counts every flow again)."""
+        self.n, self.load, self.max_ratio, self.bound = 0, 0.0, 0.0, 0.0
+        self.ratios.clear()
+
+
+# a plan's step: (constraint, load cap x coefficient, its feed or None, ratio, coefficient)
+_Step = tuple[int, float, _Feed | None, float, float]
 
 
 class _Group:
