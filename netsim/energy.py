@@ -232,6 +232,17 @@ class EnergyMeter:
         self._communication_total_j += energy_j
         self._radio_total_j += energy_j
 
+    def add_radio_in_order(self, nodes: Sequence[int], energy_j: Sequence[float]) -> None:
+        """:meth:`add_radio` for each (node, J) pair in turn (nodes may repeat): the same sums,
+        bit for bit, as calling it pair by pair."""
+        np.add.at(self._communication_j, nodes, energy_j)  # (unbuffered: in order per node)
+        np.add.at(self._radio_j, nodes, energy_j)
+        communication, radio = self._communication_total_j, self._radio_total_j
+        for joules in energy_j:
+            communication += joules
+            radio += joules
+        self._communication_total_j, self._radio_total_j = communication, radio
+
     def add_radio_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
         """:meth:`add_radio` for each (node, J) pair; nodes may repeat."""
         np.add.at(self._communication_j, nodes, energy_j)

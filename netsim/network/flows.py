@@ -184,6 +184,7 @@ class FlowNetwork(NestedGroups):
         # flows present at a change of their station rates -> the rates of their start
         self._start_rates: dict[_Flow, tuple[float, ...]] = {}
         self.radio = RadioMeter(topology.radios, meter)
+        self.ledger.before_settle = self.radio.flush
         self._book_route = self.ledger.booked_routes.append  # (the hot path's two appends)
         self._book_bytes = self.ledger.booked_bytes.append
         self.full_recomputations = 0

@@ -21,7 +21,7 @@ array path) that start under other rates are booked with those rates
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,6 +60,9 @@ class TransferLedger:
         self._charge_sender = np.zeros(0, dtype=np.intp)
         self._charge_j_per_bit = np.zeros(0)
         meter.settle_with(self.settle)
+        # called first by every settle (the radios' energy booked in bulk: its order per node
+        # is then the order of the events, radio energy of arrivals before the transfers' own)
+        self.before_settle: Callable[[], None] | None = None
 
     @property
     def bytes_sent(self) -> np.ndarray:
@@ -93,6 +96,8 @@ class TransferLedger:
         in force now. Per transfer the hot path only notes its route and size; here they are
         added in bulk, in start order, so every sum is the one a transfer-by-transfer loop
         would give."""
+        if self.before_settle is not None:
+            self.before_settle()
         if not self.booked_routes:
             return
         routes, sizes = self.booked_routes, self.booked_bytes

@@ -68,6 +68,19 @@ class RadioMeter:
         self._tail_s = self.radios.tail_s
         self._tail_w = self.radios.tail_power_w
         self._node = self.radios.node
+        # energy booked by end() since the last flush: (node, J) in booking order, added to
+        # the meter in bulk before any reading (the ledger's settle flushes first)
+        self._due_nodes: list[int] = []
+        self._due_j: list[float] = []
+        meter.settle_with(self.flush)
+
+    def flush(self) -> None:
+        """Add the energy booked since the last call to the meter, in booking order (the same
+        sums as adding each at once: :meth:`EnergyMeter.add_radio_in_order`)."""
+        if self._due_nodes:
+            self.meter.add_radio_in_order(self._due_nodes, self._due_j)
+            self._due_nodes.clear()
+            self._due_j.clear()
 
     def __bool__(self) -> bool:
         return len(self.radios) > 0
@@ -117,7 +130,8 @@ class RadioMeter:
             if refund:
                 st.refund = 0.0
             if joules > 0.0 or refund > 0.0:
-                self.meter.add_radio(st.node, joules - refund)
+                self._due_nodes.append(st.node)
+                self._due_j.append(joules - refund)
             st.last_end = until
 
     def play(self, radio: np.ndarray, start_s: np.ndarray, arrival_s: np.ndarray) -> None:
@@ -134,6 +148,7 @@ class RadioMeter:
         m = len(radio)
         if m == 0:
             return
+        self.flush()  # (what end() booked comes first)
         times = np.concatenate([np.asarray(start_s, float), np.asarray(arrival_s, float)])
         is_start = np.concatenate([np.ones(m, dtype=bool), np.zeros(m, dtype=bool)])
         owner = np.concatenate([radio, radio])
