@@ -388,8 +388,9 @@ class FlowNetwork(NestedGroups):
             feed.clear()
         for flow in flows:
             route = flow.route
-            plan = _Plan(route, route.cap(cap), route.coefficients(cap), self._feeds)
-            if self._never_bind.split(plan, cap):  # (every route present was planned before)
+            plan = _Plan(route, route.cap(cap), route.coefficients(cap), self._feeds,
+                         self._never_bind, cap)
+            if self._never_bind.counted_again:  # (every route present was planned before)
                 raise RuntimeError("a re-share found a link direction to count again")
             flow.replan(plan)
             flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
@@ -443,10 +444,12 @@ class FlowNetwork(NestedGroups):
         changes)."""
         plan = self._plans.get(id(route))
         if plan is None:
+            never_bind = self._never_bind
             plan = _Plan(route, self._route_cap(route),
-                         route.coefficients(self._cap) if route.rate_refs else None, self._feeds)
-            counted = self._never_bind.split(plan, self._cap)
-            if counted:
+                         route.coefficients(self._cap) if route.rate_refs else None, self._feeds,
+                         never_bind, self._cap)
+            if never_bind.counted_again:
+                counted, never_bind.counted_again = never_bind.counted_again, []
                 self._count_again(counted)
             self._plans[id(route)] = plan
         return plan
@@ -463,10 +466,9 @@ class FlowNetwork(NestedGroups):
                 plans[id(flow.plan)] = flow.plan
         added: dict[int, list[_Step]] = {}
         for key, plan in plans.items():
-            steps = [step for step in plan.left_out if step[0] in counted]
+            steps = plan.count_again(counted)
             if steps:
                 added[key] = steps
-                plan.leave_out([step[0] for step in plan.left_out if step[0] not in counted])
         link_flows, slack = self._link_flows, self._slack
         for flow in self._moving:
             steps = added.get(id(flow.plan), [])

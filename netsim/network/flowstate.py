@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 if TYPE_CHECKING:
+    from netsim.network.neverbind import NeverBinding
     from netsim.network.topology import Route
 
 _INF = float("inf")
@@ -31,49 +32,76 @@ class _Plan:
     on the hop). ``own_bottleneck``: what
     :meth:`netsim.network.nesting.NestedGroups._own_bottleneck` found for a flow on it, per
     (outer, inner) constraint (valid while the plan is: a capacity change on its route
-    re-plans every flow on it, and the network makes new plans). ``all_steps``: every hop's
-    step; ``steps`` leaves out those of ``left_out``, the link hops that can never bind
-    (netsim.network.neverbind), whose books the network does not keep."""
+    re-plans every flow on it, and the network makes new plans). ``steps`` leaves out those
+    of ``left_out``, the link hops that can never bind (netsim.network.neverbind), whose books
+    the network does not keep."""
 
     __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck",
-                 "all_steps", "left_out")
+                 "left_out")
     steps: tuple[_Step, ...]
-    all_steps: tuple[_Step, ...]
     left_out: tuple[_Step, ...]
 
     def __init__(self, route: Route, cap: float, coefs: tuple[float, ...] | None,
-                 feeds: dict[tuple[int, int], _Feed]) -> None:
-        """``feeds``: the network's, by (constraint, medium) (one is added where missing)."""
+                 feeds: dict[tuple[int, int], _Feed], never_bind: NeverBinding | None = None,
+                 capacity: Sequence[float] = ()) -> None:
+        """``feeds``: the network's, by (constraint, medium) (one is added where missing);
+        ``never_bind``: which link hops to leave out (None: none), under ``capacity``."""
         self.route, self.cap, self.coefs = route, cap, coefs
         self.hops = hops = route.flow_hops
         self.own_bottleneck: dict[tuple[int, int], bool] = {}
+        self.left_out = ()
         if coefs is None:  # (no medium on the route: every coefficient 1, no feed)
             self.feeder = self.medium = -1
-            self.steps = self.all_steps = tuple([(h, cap, None, 0.0, 1.0) for h in hops])
-            self.left_out = ()
+            self.steps = tuple([(h, cap, None, 0.0, 1.0) for h in hops])
+            if never_bind is not None:
+                never_bind.loads_directly(hops)
             return
-        rate_refs = route.rate_refs
-        self.feeder = feeder = next((j for j, r in enumerate(rate_refs) if r >= 0), -1)
+        feeder = -1
+        for j, r in enumerate(route.rate_refs):
+            if r >= 0:
+                feeder = j
+                break
+        self.feeder = feeder
         self.medium = medium = hops[feeder] if feeder >= 0 else -1
+        if feeder < 0:
+            self.steps = tuple([(h, cap * c, None, 0.0, c) for h, c in zip(hops, coefs, strict=True)])
+            if never_bind is not None:
+                never_bind.loads_directly(hops)
+            return
+        on_medium = coefs[feeder]
+        leaves_out = None if never_bind is None or not never_bind.active \
+            else never_bind.leaves_out
+        first_medium = never_bind.first_medium if never_bind is not None else 0
         steps: list[_Step] = []
+        left: list[_Step] = []
         for j, h in enumerate(hops):
             coef = coefs[j]
-            if feeder < 0 or j == feeder:
+            if j == feeder:
                 steps.append((h, cap * coef, None, 0.0, coef))
+                continue
+            feed = feeds.get((h, medium))
+            if feed is None:
+                feed = feeds[(h, medium)] = _Feed()
+            ratio = coef / on_medium
+            step = (h, cap * coef, feed, ratio, coef)
+            if leaves_out is not None and h < first_medium \
+                    and leaves_out(h, medium, ratio, capacity[h]):
+                left.append(step)
             else:
-                feed = feeds.get((h, medium))
-                if feed is None:
-                    feed = feeds[(h, medium)] = _Feed()
-                steps.append((h, cap * coef, feed, coef / coefs[feeder], coef))
-        self.steps = self.all_steps = tuple(steps)
-        self.left_out = ()
+                steps.append(step)
+        self.steps = tuple(steps)
+        if left:
+            self.left_out = tuple(left)
 
-    def leave_out(self, hops: Sequence[int]) -> None:
-        """Keep no books for hops ``hops`` (link directions that can never bind): ``steps``
-        without them (in order), ``left_out`` theirs."""
-        out = set(hops)
-        self.steps = tuple([s for s in self.all_steps if s[0] not in out])
-        self.left_out = tuple([s for s in self.all_steps if s[0] in out])
+    def count_again(self, hops: set[int]) -> list[_Step]:
+        """Keep books again for the hops of ``hops`` this plan left out (their steps back in
+        ``steps``, in route order); returns their steps."""
+        back = [step for step in self.left_out if step[0] in hops]
+        if back:
+            order = self.hops.index
+            self.steps = tuple(sorted(self.steps + tuple(back), key=lambda step: order(step[0])))
+            self.left_out = tuple([step for step in self.left_out if step[0] not in hops])
+        return back
 
 
 class _Flow:

@@ -26,12 +26,8 @@ direction that could not bind is skipped. Units: bit/s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from netsim.network.sharing import CAPACITY_TOLERANCE
-
-if TYPE_CHECKING:
-    from netsim.network.flowstate import _Plan
 
 # a bound within half the tolerance of the capacity leaves out its direction: a station's own
 # link, of rate r, is bound by 1 / (1 / r), which rounds to r or one unit off; the books'
@@ -42,14 +38,17 @@ _MARGIN = 1.0 + 0.5 * CAPACITY_TOLERANCE
 class NeverBinding:
     """Which link directions the event path's books leave out (the module docstring)."""
 
-    __slots__ = ("active", "_first_medium", "_budget", "_feeder", "_bound", "_kept",
-                 "_left_out")
+    __slots__ = ("active", "first_medium", "counted_again", "_budget", "_feeder", "_bound",
+                 "_kept", "_left_out")
 
     def __init__(self, constraint_capacity: Sequence[float], first_medium: int) -> None:
         """``constraint_capacity``: the topology's (link directions in bit/s, then media
         budgets); ``first_medium``: the index of the first medium constraint."""
         self.active = True
-        self._first_medium = first_medium
+        self.first_medium = first_medium
+        # hops left out of earlier plans that count from now on: the network adds their flows
+        # present (FlowNetwork._count_again) and empties the list
+        self.counted_again: list[int] = []
         # a medium's largest budget: contention only lowers it (a capacity change ends this)
         self._budget = [max(float(c), 1.0) for c in constraint_capacity]
         self._feeder: dict[int, int] = {}   # h -> the one medium its planned flows cross
@@ -57,48 +56,37 @@ class NeverBinding:
         self._kept: set[int] = set()        # link directions counted from now on
         self._left_out: set[int] = set()    # left out of some plan made so far
 
-    def split(self, plan: _Plan, capacity: Sequence[float]) -> list[int]:
-        """Leave out of ``plan`` the link hops that can never bind (under ``capacity``, per
-        constraint, in force since the run began); returns the hops left out of earlier plans
-        that count from now on (the network adds their flows present)."""
-        if not self.active or plan.medium < 0:  # (no medium: every hop loaded directly)
-            return self._keep([h for h in plan.hops if h < self._first_medium])
-        first_medium, kept, feeder, bound = self._first_medium, self._kept, self._feeder, \
-            self._bound
-        medium = plan.medium
-        budget = self._budget[medium]
-        keep, left, now_counted = [], [], []
-        for step in plan.all_steps:
-            h = step[0]
-            if h >= first_medium or h in kept:
-                keep.append(step)
-                continue
-            # (a link hop of a route with a medium is loaded through it: step[2] == (h, medium))
-            if feeder.setdefault(h, medium) == medium:
-                limit = budget * step[3]
-                if limit > bound.get(h, 0.0):
-                    bound[h] = limit
-                if bound[h] <= capacity[h] * _MARGIN:
-                    left.append(step)
-                    self._left_out.add(h)
-                    continue
-            # fed through a second medium (the links of several cells: where they meet, they
-            # tend to bind), or its bound passed its capacity: counted from now on
-            keep.append(step)
-            kept.add(h)
-            if h in self._left_out:
-                self._left_out.discard(h)
-                now_counted.append(h)
-        if left:
-            plan.steps, plan.left_out = tuple(keep), tuple(left)
-        return now_counted
+    def leaves_out(self, h: int, medium: int, ratio: float, capacity_bps: float) -> bool:
+        """Whether a plan being made leaves out link direction h (of capacity
+        ``capacity_bps``), which its route reaches through ``medium`` with coefficients' ratio
+        ``ratio`` (on h over on the medium); the bound grows with it."""
+        if h in self._kept:
+            return False
+        if self._feeder.setdefault(h, medium) == medium:
+            limit = self._budget[medium] * ratio
+            bound = self._bound.get(h, 0.0)
+            if limit > bound:
+                self._bound[h] = bound = limit
+            if bound <= capacity_bps * _MARGIN:
+                self._left_out.add(h)
+                return True
+        # fed through a second medium (the links of several cells: where they meet, they tend
+        # to bind), or its bound passed its capacity: counted from now on
+        self._keep(h)
+        return False
 
-    def _keep(self, hops: list[int]) -> list[int]:
-        """Count ``hops`` from now on; returns those left out of some plan so far."""
-        now_counted = [h for h in hops if h in self._left_out]
-        self._kept.update(hops)
-        self._left_out.difference_update(now_counted)
-        return now_counted
+    def loads_directly(self, hops: Sequence[int]) -> None:
+        """A plan being made loads ``hops`` directly (no medium before them): no bound but
+        the flows' caps, so its link directions count from now on."""
+        for h in hops:
+            if h < self.first_medium and h not in self._kept:
+                self._keep(h)
+
+    def _keep(self, h: int) -> None:
+        self._kept.add(h)
+        if h in self._left_out:
+            self._left_out.discard(h)
+            self.counted_again.append(h)
 
     def stop(self) -> list[int]:
         """Count every link direction from now on (a capacity changes); returns those left out
