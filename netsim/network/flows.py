@@ -41,6 +41,14 @@ where it nests, progressive filling where it does not). Counters: ``full_recompu
 (progressive filling passes), ``reshares`` (every flow re-shared at once),
 ``nested_rebuilds`` (nests built by a re-share), ``nested_updates`` (nest rebalances).
 
+Books left out (netsim.network.neverbind, ours): a link direction that every flow reaches
+through one medium, whose budget x the flows' largest ratio of coefficients fits its capacity
+(a station's own link; a cell's backhaul the cell cannot fill), can never become unsafe, so a
+plan leaves it out of the per-transfer books (its flows, its headroom). It counts again, the
+flows present joining its books in start order, when a route reaches it through a second
+medium or loads it directly, and every direction counts again at a capacity change. The
+rates and every result are those of full books (tests/test_never_bind.py).
+
 Batching: transfers that start inside ``with network.batch():`` (the engine's downloads at the
 start of an epoch) and transfers that end at the same instant are placed first and rebalanced
 once per group, so n simultaneous starts cost O(n log n), not n rebalances.
