@@ -224,17 +224,11 @@ class EnergyMeter:
         np.add.at(self._communication_j, nodes, energy_j)
         self._communication_total_j += float(np.sum(energy_j))
 
-    def add_radio(self, node: int, energy_j: float) -> None:
-        """Charge ``energy_j`` (J; negative: a tail taken back) of radio energy to ``node``:
-        communication energy, also counted in its radio part."""
-        self._communication_j[node] += energy_j
-        self._radio_j[node] += energy_j
-        self._communication_total_j += energy_j
-        self._radio_total_j += energy_j
-
     def add_radio_in_order(self, nodes: Sequence[int], energy_j: Sequence[float]) -> None:
-        """:meth:`add_radio` for each (node, J) pair in turn (nodes may repeat): the same sums,
-        bit for bit, as calling it pair by pair."""
+        """Charge ``energy_j[k]`` (J; negative: a tail taken back) of radio energy to
+        ``nodes[k]`` for each k in turn (nodes may repeat): communication energy, also counted
+        in its radio part; every sum, per node and in total, is the one adding the pairs one
+        at a time gives, bit for bit."""
         np.add.at(self._communication_j, nodes, energy_j)  # (unbuffered: in order per node)
         np.add.at(self._radio_j, nodes, energy_j)
         communication, radio = self._communication_total_j, self._radio_total_j
@@ -244,7 +238,7 @@ class EnergyMeter:
         self._communication_total_j, self._radio_total_j = communication, radio
 
     def add_radio_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
-        """:meth:`add_radio` for each (node, J) pair; nodes may repeat."""
+        """:meth:`add_radio_in_order`'s charges, the totals summed by numpy (pairwise)."""
         np.add.at(self._communication_j, nodes, energy_j)
         np.add.at(self._radio_j, nodes, energy_j)
         joules = float(np.sum(energy_j))

@@ -123,12 +123,12 @@ if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
 
 _TOL = CAPACITY_TOLERANCE
+_BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
 
 def _lowest_hop(flow: _Flow) -> int:
+    """The lowest constraint ``flow`` crosses (:meth:`FlowNetwork._active`'s order)."""
     return min(flow.hops)
-
-_BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
 
 class FlowNetwork(NestedGroups):

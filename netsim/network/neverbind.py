@@ -8,18 +8,18 @@ ratio of its flows' coefficients on h and on f`` (the network's ``_Feed`` bound)
 route planned so far reaches h through one medium f, that bound, with f's budget at its
 largest (1: contention only lowers it) and the largest ratio of those routes, caps h's books
 whatever flows come and go: while it is at most h's capacity, h's headroom can never go
-negative, so h never becomes unsafe, and keeping its books is wasted work. A station's own link (its load is at most its rate, through its cell) and a
-cell's backhaul that the cell cannot fill are such directions: on the generated fleets they are
-two of a transfer's four constraints.
+negative, so h never becomes unsafe, and keeping its books is wasted work. A station's own
+link (its load is at most its rate, through its cell) and a cell's backhaul that the cell
+cannot fill are such directions: on the generated fleets they are two of a transfer's four
+constraints.
 
 :class:`NeverBinding` decides, as each route is planned, which of its link hops to leave out
 of the books, and grows the bound as routes are planned. A hop whose bound passes its
 capacity, that a route reaches through a second medium (where several cells' links meet they
 tend to bind: counted at once rather than after many plans), or that a route loads directly
-(not through a medium), counts from then on: the
-network adds the flows present that left it out (:meth:`FlowNetwork._count_again`). A
-capacity change ends the leaving-out for the rest of the run (the bound assumed fixed
-capacities). Rates and every result are the same as with full books: only the bookkeeping of a
+(not through a medium), counts from then on: the network adds the flows present that left it
+out (:meth:`FlowNetwork._count_again`). A capacity change ends the leaving-out for the rest of
+the run (the bound assumed fixed capacities). Rates and every result are the same as with full books: only the bookkeeping of a
 direction that could not bind is skipped. Units: bit/s.
 """
 
