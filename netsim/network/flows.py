@@ -390,6 +390,7 @@ class FlowNetwork(NestedGroups):
             g.stamp = -1
         for nest in self._nests.values():
             nest.stamp = -1
+            nest.release()
         self._nests, self._cells, self._touched = {}, {}, {}
         cap, slack = self._cap, list(self._empty_slack)
         for feed in self._feeds.values():
@@ -771,6 +772,7 @@ class FlowNetwork(NestedGroups):
                     self._unnest(nest, now)
                 else:
                     self._request_recompute()
+                nest.release()
             cell = self._cells.pop(h, None)
             if cell is not None and self._nested_live():
                 self._dissolve(cell, now)

@@ -217,6 +217,15 @@ class _Nest:
         self.clock = self.clock_at(now)
         self.updated = now
 
+    def release(self) -> None:
+        """Drop its heaps' entries once it has ended (no longer the network's nest of its
+        link): its entities refer to it, its heaps to them, so the nest, its entities and the
+        finished flows their heaps still hold would otherwise be freed only by the cyclic
+        collector (thousands of objects per epoch, and its passes over them)."""
+        self.by_level.clear()
+        self.capped.clear()
+        self.due.clear()
+
 
 class _Cell:
     """An entity of a nested outer constraint (:class:`_Nest`): the flows of one inner
