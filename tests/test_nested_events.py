@@ -2,6 +2,8 @@
 kept by events, against closed forms, the fluid replay and the same network with the nesting
 turned off (progressive filling at every instant)."""
 
+import gc
+
 import numpy as np
 import pytest
 import simpy
@@ -95,6 +97,31 @@ def test_two_cells_under_a_binding_uplink_by_hand():
         assert rates[s] == pytest.approx(20e6, rel=1e-12)
     assert net.full_recomputations == 0 and net.reshares == 0
     assert net.nested_updates > 0
+
+
+def test_an_ended_nest_leaves_nothing_to_the_cyclic_collector():
+    """The by-hand case run twice over (a nest built and ended each time): once it has
+    ended, its entities and the finished flows their heaps held are freed by reference
+    counting, so the cyclic collector finds none of the network's objects (a nest and its
+    entities refer to each other; _Nest.release breaks that at its end)."""
+    env, net, stations = cells_behind_uplink([[80e6, 80e6], [60e6] * 3], 120e6)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for start in (0.0, 5.0):
+            transfers = [(s, "agg", s, (4 if s.startswith("s0") else 2) * MB, start)
+                         for s in stations]
+            out, _, _ = run(env, net, transfers)
+            assert len(out) == len(stations)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("netsim")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert net.nested_updates > 0 and net.reshares == 0
+    assert left == []
 
 
 def test_the_same_case_without_nesting_falls_back_to_progressive_filling(monkeypatch):
