@@ -12,7 +12,7 @@ from netsim.engine import resolve_scenario
 from netsim.policy import make_policy
 from netsim.scenario.loading import load_scenario
 from netsim.training.loss import LossPredictor
-from policies.depl import optimum
+from policies.depl import plan_search, plan_success
 from policies.depl.optimum import (
     EpochOption,
     dominance_slack,
@@ -142,7 +142,7 @@ def test_search_equals_the_enumeration_where_more_samples_can_fail_more(exponent
     can fail more, and dominance takes the slack of dominance_slack."""
     sc = instance(target, pi, 7, noise_level_exponent=exponent, noise_run_sigma=sigma)
     base, options = options_of(sc)
-    x, _ = optimum._quadrature()
+    x, _ = plan_success._quadrature()
     assert dominance_slack(base, x, options, 7, target).max() > 0
     check_search(base, options, 7, target, pi)
 
@@ -199,7 +199,7 @@ def test_optimum_on_a_large_instance_records_status_and_gap():
 def test_optimum_without_a_plan_at_its_limit_fails_with_the_bound(monkeypatch):
     # without its first incumbent (the best plan of one variant or one switch), the search
     # stopped after a few states has no plan: the run fails with the bound, never a result
-    monkeypatch.setattr(optimum, "_two_phase", lambda *args: None)
+    monkeypatch.setattr(plan_search, "_two_phase", lambda *args: None)
     sc = large_instance()
     opt = make_policy("depl-optimum", {"data_fractions": [1.0], "time_limit_s": 0.2,
                                        "max_states": 50})

@@ -2,6 +2,8 @@
 link capacity over time, per device-epoch compute speed, power states and batteries.
 
 - :mod:`netsim.dynamics.traces`: trace files (CSV, Parquet): reading, checking, writing.
+- :mod:`netsim.dynamics.trace_types`: the trace types, their columns and ``TraceError``.
+- :mod:`netsim.dynamics.trace_parsing`: a trace file's table, checked row by row, into a trace.
 - :mod:`netsim.dynamics.availability`: who is online when (bernoulli, markov, trace).
 - :mod:`netsim.dynamics.bandwidth`: link capacity over time (constant, lognormal, trace).
 - :mod:`netsim.dynamics.world`: one run's dynamics, on their own seeded stream.
