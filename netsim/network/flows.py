@@ -475,7 +475,7 @@ class FlowNetwork(NestedGroups):
                 plans[id(flow.plan)] = flow.plan
         added: dict[int, list[_Step]] = {}
         for key, plan in plans.items():
-            steps = plan.count_again(counted)
+            steps = plan.count_again(counted, self._feeds)
             if steps:
                 added[key] = steps
         link_flows, slack = self._link_flows, self._slack

@@ -27,14 +27,14 @@ class _Plan:
     reads them instead of computing them: ``hops`` (the route's ``flow_hops``), ``cap`` (its
     standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
     without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
-    load cap x coefficient, its :class:`_Feed` (of the constraint and the medium) or None where
-    the load counts directly, the ratio of its coefficients on the hop and on the medium, its coefficient
-    on the hop). ``own_bottleneck``: what
+    load cap x coefficient, its :class:`_Feed` (of the constraint and the medium) or None
+    where the load counts directly, the ratio of its coefficients on the hop and on the
+    medium, its coefficient on the hop). ``own_bottleneck``: what
     :meth:`netsim.network.nesting.NestedGroups._own_bottleneck` found for a flow on it, per
     (outer, inner) constraint (valid while the plan is: a capacity change on its route
     re-plans every flow on it, and the network makes new plans). ``steps`` leaves out those
     of ``left_out``, the link hops that can never bind (netsim.network.neverbind), whose books
-    the network does not keep."""
+    the network does not keep: their steps carry no feed until :meth:`count_again`."""
 
     __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck",
                  "left_out")
@@ -79,24 +79,30 @@ class _Plan:
             if j == feeder:
                 steps.append((h, cap * coef, None, 0.0, coef))
                 continue
+            ratio = coef / on_medium
+            if leaves_out is not None and h < first_medium \
+                    and leaves_out(h, medium, ratio, capacity[h]):
+                left.append((h, cap * coef, None, ratio, coef))  # (its feed: count_again's)
+                continue
             feed = feeds.get((h, medium))
             if feed is None:
                 feed = feeds[(h, medium)] = _Feed()
-            ratio = coef / on_medium
-            step = (h, cap * coef, feed, ratio, coef)
-            if leaves_out is not None and h < first_medium \
-                    and leaves_out(h, medium, ratio, capacity[h]):
-                left.append(step)
-            else:
-                steps.append(step)
+            steps.append((h, cap * coef, feed, ratio, coef))
         self.steps = tuple(steps)
         if left:
             self.left_out = tuple(left)
 
-    def count_again(self, hops: set[int]) -> list[_Step]:
+    def count_again(self, hops: set[int], feeds: dict[tuple[int, int], _Feed]) -> list[_Step]:
         """Keep books again for the hops of ``hops`` this plan left out (their steps back in
-        ``steps``, in route order); returns their steps."""
-        back = [step for step in self.left_out if step[0] in hops]
+        ``steps``, in route order, each with its feed from ``feeds``: the network's, one added
+        where missing); returns those steps."""
+        back = []
+        for h, load, _, ratio, coef in self.left_out:
+            if h in hops:
+                feed = feeds.get((h, self.medium))
+                if feed is None:
+                    feed = feeds[(h, self.medium)] = _Feed()
+                back.append((h, load, feed, ratio, coef))
         if back:
             order = self.hops.index
             self.steps = tuple(sorted(self.steps + tuple(back), key=lambda step: order(step[0])))

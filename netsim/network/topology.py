@@ -248,6 +248,8 @@ def build_route(names: tuple[str, ...], steps: Sequence[RouteStep], receiver: in
         for step in steps:
             budget[step.hop] = step.bps
         route = replace(route, bottleneck_bps=min(bottleneck, route.cap(budget)))
+    else:  # no constraint crossed twice: _repeats known already (its cache filled, as its
+        route.__dict__["_repeats"] = None  # first read would: Python 3.11's takes a lock)
     return route
 
 
