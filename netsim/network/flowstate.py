@@ -96,7 +96,7 @@ class _Plan:
         """Keep books again for the hops of ``hops`` this plan left out (their steps back in
         ``steps``, in route order, each with its feed from ``feeds``: the network's, one added
         where missing); returns those steps."""
-        back = []
+        back: list[_Step] = []
         for h, load, _, ratio, coef in self.left_out:
             if h in hops:
                 feed = feeds.get((h, self.medium))
