@@ -111,7 +111,15 @@ def place(
 
 
 def simulate(res: PlacementResult, devices: Sequence[DeviceLike], topology=None) -> StepResult:
-    """Execute a feasible placement for one step (on the graph it placed, in its planned order)."""
+    """Execute a feasible placement for one step (on the graph it placed, in its planned order):
+    the replay of a plan, the one to test a plan's ``planned_step_s`` (s) against.
+
+    The whole plan is replayed: operator order, channel reservation order and, in the faithful
+    mode, each operator's planned start (s) as its release time. Those are part of a faithful
+    plan: Baechi's time-stepped scheduler lets an idle device start nothing before the time it
+    decides, and m-SCT's urgent clause starts the urgent operator at its urgency, so a device may
+    idle with its next operator's inputs there; without them a replay can end earlier than
+    planned."""
     return execute_placement(res.graph, res.placement, devices, topology, res.mode,
                              order=res.order, transfer_order=res.transfer_order,
                              release_s=res.start_s if res.mode == "faithful" else None)
