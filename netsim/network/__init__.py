@@ -11,7 +11,11 @@ One package, one job per module, imports running down this list:
   fast path), built on the sharing core's water-filling.
 - :mod:`netsim.network.ledger`: bytes, communication energy and air time of transfers.
 - :mod:`netsim.network.radio`: radio energy (base power while active, tails).
-- :mod:`netsim.network.flows`: the event-driven flow network (SimPy) over the same core.
+- :mod:`netsim.network.flows`: the event-driven flow network (SimPy) over the same core, in
+  parts that share its state (:mod:`netsim.network.flowbase`, :mod:`netsim.network.flowstate`):
+  :mod:`~netsim.network.groups` (decomposed groups), :mod:`~netsim.network.nesting` (nested
+  groups), :mod:`~netsim.network.neverbind` (books left out), :mod:`~netsim.network.resharing`
+  (every flow re-shared) and :mod:`~netsim.network.wakeups` (completions).
 """
 
 from netsim.network.flows import FlowNetwork

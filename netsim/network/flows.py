@@ -86,7 +86,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -96,7 +96,6 @@ from netsim.network.flowstate import (
     _INF,
     _SHARING,
     _Cell,
-    _coef,
     _Feed,
     _Flow,
     _Group,
@@ -106,24 +105,23 @@ from netsim.network.flowstate import (
     _Timed,
     _ungroup,
 )
+from netsim.network.groups import DecomposedGroups
 from netsim.network.ledger import TransferLedger
 from netsim.network.nesting import NestedGroups
 from netsim.network.neverbind import NeverBinding
 from netsim.network.radio import RadioMeter
+from netsim.network.resharing import Resharing
 from netsim.network.sharing import (
     CAPACITY_TOLERANCE,
-    level_share,
     medium_budget,
-    progressive_filling,
-    rebalance_move,
 )
+from netsim.network.wakeups import Wakeups
 from netsim.simclock import fire_after, trigger_after
 
 if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
 
 _TOL = CAPACITY_TOLERANCE
-_BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
 
 
 def _lowest_hop(flow: _Flow) -> int:
@@ -131,7 +129,7 @@ def _lowest_hop(flow: _Flow) -> int:
     return min(flow.hops)
 
 
-class FlowNetwork(NestedGroups):
+class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
     """Transfers over a :class:`~netsim.network.Topology`, max-min fair per link direction.
 
     Communication energy (bits x J/bit of every link crossed) is charged, when the transfer
@@ -377,69 +375,6 @@ class FlowNetwork(NestedGroups):
             return route.bottleneck_bps
         return route.cap(self._cap)
 
-    def _reshare(self, now: float) -> None:
-        """Every flow present re-rated from the current capacities: caps re-read, safe and
-        unsafe links and the groups rebuilt, rates by water-filling per group (nested groups
-        where flows cross two unsafe constraints that nest, else progressive filling while a
-        flow crosses two unsafe links). O(flows x hops)."""
-        self.reshares += 1
-        flows = self._active()
-        for flow in flows:
-            self._progress(flow, now)
-        for g in self._groups.values():
-            g.stamp = -1
-        for nest in self._nests.values():
-            nest.stamp = -1
-            nest.release()
-        self._nests, self._cells, self._touched = {}, {}, {}
-        cap, slack = self._cap, list(self._empty_slack)
-        for feed in self._feeds.values():
-            feed.clear()
-        for flow in flows:
-            route = flow.route
-            plan = _Plan(route, route.cap(cap), route.coefficients(cap), self._feeds,
-                         self._never_bind, cap)
-            if self._never_bind.counted_again:  # (every route present was planned before)
-                raise RuntimeError("a re-share found a link direction to count again")
-            flow.replan(plan)
-            flow.group, flow.capped_in, flow.n_unsafe, flow.stamp = None, None, 0, -1
-            if flow.cell is not None:
-                flow.cell.stamp = -1  # (its entries are void)
-                flow.cell = None
-            medium = plan.medium
-            for h, load, fed, ratio, _ in plan.steps:
-                if fed is None:
-                    slack[h] -= load
-                else:
-                    slack[h] -= self._feed(fed, medium, load, ratio, True)
-        self._slack = slack
-        self._groups, self._dirty = {}, {}
-        for h in sorted({h for flow in flows for h in flow.hops}):
-            if slack[h] < 0.0:
-                self._groups[h] = _Group(h, cap[h], now)
-                for flow in self._link_flows[h]:
-                    flow.n_unsafe += 1
-        self._multi_unsafe = sum(1 for flow in flows if flow.n_unsafe > 1)
-        if self._multi_unsafe and not self._build_nests(flows, now):
-            self._progressive_filling(now)
-            return
-        self._fallback = False
-        for flow in flows:
-            if flow.cell is None:
-                flow.rate = -1.0  # forces a fresh individual entry
-                self._set_individual(flow, flow.cap, now)
-        nested = self._nests.keys() | self._cells.keys()
-        for h, g in self._groups.items():
-            if h in nested:
-                continue
-            for flow in self._link_flows[h]:
-                flow.capped_in = g
-                flow.wt = _coef(flow, h)
-                g.capped_sum += flow.cap * flow.wt
-                heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
-            self._rebalance(g, now)
-        self._flush_nests(now)
-
     def _send(self, src: str, dst: str, size_bytes: float,
               done: simpy.Event | Callable[[float], None]) -> None:
         if src == dst:
@@ -621,162 +556,6 @@ class FlowNetwork(NestedGroups):
             at = self.env.now + delay_s
             fire_after(self.env, 0.0, lambda _event: done(at))
 
-    # -- rates ------------------------------------------------------------------------------
-    def _push_flow(self, flow: _Flow, now: float) -> None:
-        flow.stamp = stamp = next(self._stamps)
-        finish = now + flow.remaining / flow.rate if flow.rate > 0.0 else _INF
-        heapq.heappush(self._heap, (finish, stamp, flow))
-        if finish < self._wakeup_at:
-            self._arm(finish)
-
-    def _progress(self, flow: _Flow, now: float) -> None:
-        """Bring ``flow.remaining`` up to ``now`` (whatever its current regime)."""
-        g = flow.group
-        if g is not None:
-            g.settle(now)
-            flow.remaining = max(flow.target - g.clock, 0.0)
-        elif flow.cell is not None:
-            flow.remaining = max(flow.target - flow.cell.clock_at(now), 0.0)
-        else:
-            flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated), 0.0)
-        flow.updated = now
-
-    def _set_individual(self, flow: _Flow, rate: float, now: float) -> None:
-        if flow.group is None and flow.rate == rate:
-            return
-        self._progress(flow, now)
-        if flow.group is not None:
-            flow.group.drop_member(flow)
-            flow.group = None
-        flow.rate = rate
-        self._push_flow(flow, now)
-
-    def _join(self, flow: _Flow, g: _Group, now: float) -> None:
-        self._progress(flow, now)
-        g.settle(now)
-        flow.group = g
-        flow.stamp = -1  # its individual finish entry is void
-        flow.target = g.clock + flow.remaining
-        g.n_members += 1
-        g.weight += flow.wt
-        stamp = next(self._stamps)
-        heapq.heappush(g.by_cap, (flow.cap, stamp, flow))
-        heapq.heappush(g.finishing, (flow.target, stamp, flow))
-
-    def _add_capped(self, flow: _Flow, g: _Group, now: float) -> None:
-        self._set_individual(flow, flow.cap, now)
-        flow.capped_in = g
-        g.capped_sum += flow.cap * flow.wt
-        heapq.heappush(g.capped, (-flow.cap, next(self._stamps), flow))
-
-    def _touch(self, g: _Group, now: float) -> None:
-        """g's membership changed: rebalance now, or at the end of the running batch."""
-        if self._batching:
-            self._dirty[g] = None
-        else:
-            self._rebalance(g, now)
-
-    def _flush(self, now: float) -> None:
-        dirty = self._dirty
-        while dirty:
-            g = next(iter(dirty))
-            del dirty[g]
-            if self._groups.get(g.link) is g and not (
-                    self._fallback or (self._multi_unsafe and not self._nests)):
-                self._rebalance(g, now)
-        if self._touched:
-            self._flush_nests(now)
-
-    def _rebalance(self, g: _Group, now: float) -> None:
-        """Restore water-filling on g's link: capped flows below the share, members above."""
-        g.settle(now)
-        by_cap, capped = g.by_cap, g.capped
-        moves = 4 * (len(by_cap) + len(capped)) + 8
-        while True:
-            n = g.n_members
-            share = level_share(g.capacity, g.capped_sum, g.weight, n)
-            while by_cap and by_cap[0][2].group is not g:  # (entries of flows moved on)
-                heapq.heappop(by_cap)
-            while capped and capped[0][2].capped_in is not g:
-                heapq.heappop(capped)
-            move = rebalance_move(share, by_cap[0][0] if by_cap else None,
-                                  -capped[0][0] if capped else None)
-            if move < 0:
-                self._add_capped(heapq.heappop(by_cap)[2], g, now)
-            elif move > 0:
-                flow = heapq.heappop(capped)[2]
-                flow.capped_in = None
-                g.capped_sum -= flow.cap * flow.wt
-                self._join(flow, g, now)
-            else:
-                break
-            moves -= 1
-            if moves < 0:
-                raise RuntimeError(f"water-filling on link {g.link} did not settle")
-        g.rate = rate = share if n and share > 0.0 else 0.0
-        fin = g.finishing
-        while fin and (fin[0][2].group is not g or fin[0][2].target != fin[0][0]):
-            heapq.heappop(fin)
-        g.stamp = stamp = next(self._stamps)
-        if fin and rate > 0.0:
-            at = now + max(fin[0][0] - g.clock, 0.0) / rate
-            heapq.heappush(self._group_heap, (at, stamp, g))
-            if at < self._wakeup_at:
-                self._arm(at)
-
-    def _make_unsafe(self, h: int, now: float, starting: _Flow) -> None:
-        """Constraint h has become unsafe as ``starting`` starts: its water-filling group (a
-        new cell of a nest, or a re-share at this instant where the flows no longer
-        decompose)."""
-        g = _Group(h, self._cap[h], now)
-        self._groups[h] = g
-        multi = self._multi_unsafe
-        for flow in self._link_flows[h]:
-            flow.n_unsafe += 1
-            if flow.n_unsafe == 2:
-                self._multi_unsafe += 1
-        if self._multi_unsafe != multi and self._nested_live():  # flows now cross two
-            if not (self._nest_cell(h, now, starting) or self._nest_outer(h, now, starting)):
-                self._request_recompute()  # the batched pass at this instant rates everything
-            return
-        if self._fallback or (self._multi_unsafe and not self._nests) \
-                or (self._nests and self._recompute_pending):
-            self._request_recompute()  # the batched pass at this instant rates everything
-            return
-        for flow in self._link_flows[h]:
-            flow.wt = _coef(flow, h)
-        if self._batching:  # more starts follow: the share will drop, most flows will share
-            for flow in self._link_flows[h]:
-                self._join(flow, g, now)
-        else:
-            for flow in self._link_flows[h]:
-                self._add_capped(flow, g, now)
-        self._touch(g, now)
-
-    def _make_safe(self, h: int, now: float) -> None:
-        g = self._groups.pop(h)
-        g.stamp = -1
-        for flow in self._link_flows[h]:
-            flow.n_unsafe -= 1
-            if flow.n_unsafe == 1:
-                self._multi_unsafe -= 1
-            if flow.capped_in is g:
-                flow.capped_in = None
-            if flow.group is g:
-                self._set_individual(flow, flow.cap, now)
-        if self._nests:
-            nest = self._nests.pop(h, None)
-            if nest is not None:  # an outer constraint no longer binds
-                nest.stamp = -1
-                if self._nested_live():
-                    self._unnest(nest, now)
-                else:
-                    self._request_recompute()
-                nest.release()
-            cell = self._cells.pop(h, None)
-            if cell is not None and self._nested_live():
-                self._dissolve(cell, now)
-
     def _leave(self, flow: _Flow, now: float, arrive: bool = True) -> None:
         """Take a finished (or, ``arrive=False``, cancelled) flow off its links, fire its
         arrival after the route's latency, and restore fairness where it was."""
@@ -851,143 +630,3 @@ class FlowNetwork(NestedGroups):
                 self._rebalance(g, now)
         if c is not None and c is not g and groups.get(c.link) is c:
             self._touch(c, now)
-
-    # -- fallback: progressive filling over every flow --------------------------------------
-    def _request_recompute(self) -> None:
-        if not self._recompute_pending:
-            self._recompute_pending = True
-            ev = simpy.Event(self.env)
-            ev.callbacks.append(self._recompute)
-            trigger_after(self.env, ev, 0.0)
-
-    def _recompute(self, _event: simpy.Event) -> None:
-        self._recompute_pending = False
-        self._reshare(self.env.now)
-
-    def _progressive_filling(self, now: float) -> None:
-        """Every active flow re-rated by :func:`netsim.network.sharing.progressive_filling`, all as
-        individual rates (no groups) until the network can decompose again."""
-        self.full_recomputations += 1
-        self._fallback = True
-        for g in self._groups.values():
-            g.settle(now)
-            g.stamp = -1
-        flows = self._active()
-        for flow in flows:
-            self._progress(flow, now)
-            if flow.group is not None:
-                flow.group.drop_member(flow)
-                flow.group = None
-            flow.capped_in = None
-        rates = progressive_filling([flow.hops for flow in flows], self._cap,
-                                    [flow.coefs for flow in flows])
-        for flow, rate in zip(flows, rates, strict=True):
-            flow.rate = rate
-            self._push_flow(flow, now)
-
-    # -- completions ------------------------------------------------------------------------
-    # Invariant: a wake-up is scheduled at or before the earliest live finish. Every push arms
-    # one if it is earlier than the armed one (a superseded wake-up still fires, finds nothing
-    # due and returns); when the armed one fires, the next is armed after it has run.
-    def _arm(self, at: float, fired: simpy.Event | None = None) -> None:
-        """Schedule the wake-up at ``at`` (s, now or later). ``fired``: the wake-up whose
-        callback is running (SimPy has taken it off its queue and its callbacks off it),
-        scheduled again instead of a new event (most wake-ups arm the next one so)."""
-        self._wakeup_at = at
-        env = self.env
-        if fired is None:
-            self._wakeup_event = ev = simpy.Event(env)
-            ev.callbacks.append(self._wakeup_callback)
-        else:
-            self._wakeup_event = ev = fired
-            ev.callbacks = [self._wakeup_callback]
-        now = env.now
-        trigger_after(env, ev, at - now if at > now else 0.0)
-
-    def _rearm(self, fired: simpy.Event | None = None) -> None:
-        """Arm a wake-up at the earliest live finish, dropping superseded entries on the way
-        (``fired``: as :meth:`_arm`'s)."""
-        heap, gheap = self._heap, self._group_heap
-        while heap and heap[0][1] != heap[0][2].stamp:
-            heapq.heappop(heap)
-        while gheap and gheap[0][1] != gheap[0][2].stamp:
-            heapq.heappop(gheap)
-        at = heap[0][0] if heap else _INF
-        if gheap and gheap[0][0] < at:
-            at = gheap[0][0]
-        self._wakeup_at, self._wakeup_event = _INF, None
-        if at < _INF:
-            self._arm(at, fired)
-
-    def _wakeup(self, event: simpy.Event) -> None:
-        now = self.env.now
-        armed = event is self._wakeup_event  # else superseded: the armed one is still due
-        heap, gheap, limit = self._heap, self._group_heap, now * (1.0 + 1e-12) + 1e-12
-        self._batching += 1
-        try:
-            while True:  # in finishing order across both heaps
-                at = heap[0][0] if heap else _INF
-                if gheap and gheap[0][0] < at:
-                    if gheap[0][0] > limit:
-                        break
-                    _, stamp, g = heapq.heappop(gheap)
-                    if stamp == g.stamp:
-                        if type(g) is _Group:
-                            self._finish_group_members(g, now)
-                        elif type(g) is _Cell:
-                            self._finish_capped(g, now)
-                        else:
-                            self._finish_sharing(cast(_Nest, g), now)
-                elif at <= limit:
-                    _, stamp, flow = heapq.heappop(heap)
-                    if stamp == flow.stamp:
-                        flow.remaining = 0.0
-                        self._leave(flow, now)
-                else:
-                    break
-        finally:
-            self._batching -= 1
-        if not self._batching:
-            self._flush(now)
-        if armed and self._wakeup_event is event:
-            self._rearm(event)  # (SimPy is done with it: it is scheduled again)
-        if self._arrivals and not self._batching:
-            arrivals, self._arrivals = self._arrivals, []
-            for on_arrival, at in arrivals:
-                on_arrival(at)
-
-    def _finish_group_members(self, g: _Group, now: float) -> None:
-        g.settle(now)
-        fin, due = g.finishing, 0
-        # due: within the tolerance of the clock, or within the wake-up's time slack (the one
-        # _wakeup allows): a finish closer than that cannot be scheduled later than now, and
-        # putting it back would wake at this instant again and again
-        reached = g.clock + max(max(abs(g.clock), 1.0) * _TOL, g.rate * (abs(now) * 1e-12 + 1e-12))
-        while fin:
-            target, _, flow = fin[0]
-            if flow.group is not g or flow.target != target:
-                heapq.heappop(fin)
-            elif target <= reached:
-                if due == _BULK_AFTER and len(fin) > 4 * _BULK_AFTER:
-                    self._finish_in_bulk(g, reached, now)  # many end together (a batch)
-                    return
-                heapq.heappop(fin)
-                due += 1
-                flow.remaining = 0.0
-                self._leave(flow, now)
-            else:
-                break
-        if not due:  # woken early (float rounding): put its next finish back
-            self._touch(g, now)
-
-    def _finish_in_bulk(self, g: _Group, reached: float, now: float) -> None:
-        """End every member due by ``reached`` at once: one pass and a sort instead of a heap
-        pop each, in the order the pops would give ((target, stamp) entries are unique)."""
-        due = sorted(e for e in g.finishing if e[0] <= reached)
-        rest = [e for e in g.finishing if e[0] > reached]
-        heapq.heapify(rest)
-        g.finishing = rest
-        for target, _, flow in due:
-            if flow.group is g and flow.target == target:
-                flow.remaining = 0.0
-                self._leave(flow, now)

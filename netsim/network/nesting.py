@@ -2,16 +2,17 @@
 entities of an outer constraint (:class:`~netsim.network.flowstate._Nest`, one per outer link
 direction) and their members (:class:`~netsim.network.flowstate._Cell`), built, updated and
 finished as flows start and end. :class:`NestedGroups` is mixed into
-:class:`netsim.network.flows.FlowNetwork`, whose state and primitives it uses (declared
-below); the sharing core is :mod:`netsim.network.sharing`'s (``level_share``,
-``rebalance_move``). Units: bits, bit/s, seconds."""
+:class:`netsim.network.flows.FlowNetwork`, whose state and primitives it uses (declared in
+:class:`netsim.network.flowbase.FlowNetworkBase`); the sharing core is
+:mod:`netsim.network.sharing`'s (``level_share``, ``rebalance_move``). Units: bits, bit/s,
+seconds."""
 
 from __future__ import annotations
 
 import heapq
-import itertools
 from typing import cast
 
+from netsim.network.flowbase import FlowNetworkBase
 from netsim.network.flowstate import (
     _CAPPED,
     _IDLE,
@@ -22,56 +23,16 @@ from netsim.network.flowstate import (
     _Flow,
     _Group,
     _Nest,
-    _Timed,
     _ungroup,
 )
 from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 from netsim.network.sharing import level_share, rebalance_move
 
 
-class NestedGroups:
+class NestedGroups(FlowNetworkBase):
     """The nested-groups half of :class:`netsim.network.flows.FlowNetwork` (a mixin: the
-    network's state and primitives it reads are declared here and defined there)."""
-
-    # the network's state (netsim.network.flows.FlowNetwork.__init__)
-    _cap: list[float]
-    _first_medium: int
-    _groups: dict[int, _Group]
-    _link_flows: dict[int, dict[_Flow, None]]
-    _group_heap: list[tuple[float, int, _Timed]]
-    _stamps: itertools.count
-    _wakeup_at: float
-    _fallback: bool
-    _recompute_pending: bool
-    _batching: int
-    _dirty: dict[_Group, None]
-    _nests: dict[int, _Nest]
-    _cells: dict[int, _Cell]
-    _touched: dict[_Cell, None]
-    nested_rebuilds: int
-    nested_updates: int
-
-    # the network's primitives (defined in netsim.network.flows.FlowNetwork)
-    def _arm(self, at: float) -> None:
-        raise NotImplementedError
-
-    def _join(self, flow: _Flow, g: _Group, now: float) -> None:
-        raise NotImplementedError
-
-    def _leave(self, flow: _Flow, now: float, arrive: bool = True) -> None:
-        raise NotImplementedError
-
-    def _progress(self, flow: _Flow, now: float) -> None:
-        raise NotImplementedError
-
-    def _request_recompute(self) -> None:
-        raise NotImplementedError
-
-    def _set_individual(self, flow: _Flow, rate: float, now: float) -> None:
-        raise NotImplementedError
-
-    def _touch(self, g: _Group, now: float) -> None:
-        raise NotImplementedError
+    network's state and primitives it uses are declared in
+    :class:`netsim.network.flowbase.FlowNetworkBase`)."""
 
     def _nested_live(self) -> bool:
         """Whether the nests rate their flows now (no re-share pending, no fallback)."""
