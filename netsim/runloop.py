@@ -264,7 +264,8 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         r = Run(scenario, seed, recorder, progress, fast_epochs)
         policy.reset(r.resolved, r.policy_rng)
         try:
-            with frozen_heap():  # (the world built: not traversed by the epochs' collections)
+            # the world built: not traversed by the epochs' collections (netsim.gcpause)
+            with frozen_heap() as freeze_built:
                 if isinstance(policy, Driver):
                     policy.drive(r)
                     r.stop(f"{policy.name}: the driver ended after {r.epoch} epochs")
@@ -273,6 +274,8 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
                         obs = r.observe()
                         r.execute(policy.decide(obs), policy.name)
                         r.close_epoch()
+                        if r.epoch == 1:  # what the first epoch built lives as long (gcpause)
+                            freeze_built()
         except RunOver:
             pass
         status, error = r.status, r.error

@@ -57,3 +57,25 @@ def test_a_run_freezes_its_built_world_and_unfreezes_it_after(monkeypatch):
     netsim.simulate("two-phones", "fedavg-all")
     assert seen and min(seen) > before  # (the world, at least, was frozen during the epochs)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_run_freezes_again_after_its_first_epoch_only(monkeypatch):
+    """What the first epoch built (routes, plans) is frozen with the world: the second epoch
+    runs with more frozen objects than the first, and no later freeze adds any (frozen
+    objects may only die)."""
+    import netsim
+    from netsim import engine
+
+    seen = []
+    original = engine.World.run_epoch
+
+    def spy(self, decision):
+        seen.append(gc.get_freeze_count())
+        return original(self, decision)
+
+    monkeypatch.setattr(engine.World, "run_epoch", spy)
+    netsim.simulate("two-phones", "fedavg-all")
+    assert len(seen) >= 3
+    assert seen[1] > seen[0]
+    assert all(later <= earlier for earlier, later in zip(seen[1:], seen[2:], strict=False))
+    assert gc.get_freeze_count() == 0
