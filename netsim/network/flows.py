@@ -492,10 +492,10 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
             if at < self._wakeup_at:
                 self._arm(at)
         elif self._batching:  # it will (likely) share; the rebalance caps it otherwise
-            self._join(flow, g, now)
+            self._enroll(flow, g, now)  # (_join: a flow starting now has moved nothing)
             self._dirty[g] = None  # (_touch, inline)
         elif g.n_members and c >= g.rate:
-            self._join(flow, g, now)
+            self._enroll(flow, g, now)  # (_join: a flow starting now has moved nothing)
             self._rebalance(g, now)
         else:
             self._add_capped(flow, g, now)

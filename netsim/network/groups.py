@@ -49,10 +49,16 @@ class DecomposedGroups(FlowNetworkBase):
         self._push_flow(flow, now)
 
     def _join(self, flow: _Flow, g: _Group, now: float) -> None:
+        """``flow`` becomes a sharing member of g (its progress brought up to ``now``)."""
         self._progress(flow, now)
+        flow.stamp = -1  # its individual finish entry is void
+        self._enroll(flow, g, now)
+
+    def _enroll(self, flow: _Flow, g: _Group, now: float) -> None:
+        """``flow``, its ``remaining`` up to ``now`` and no live finish entry of its own (as a
+        flow starting now), becomes a sharing member of g."""
         g.settle(now)
         flow.group = g
-        flow.stamp = -1  # its individual finish entry is void
         flow.target = g.clock + flow.remaining
         g.n_members += 1
         g.weight += flow.wt
