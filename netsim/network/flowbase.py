@@ -49,6 +49,7 @@ class FlowNetworkBase:
     _fallback: bool
     _batching: int
     _dirty: dict[_Group, None]
+    _pending: list[tuple[_Flow, _Group]]
     _nests: dict[int, _Nest]
     _cells: dict[int, _Cell]
     _touched: dict[_Cell, None]

@@ -180,6 +180,9 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         self._fallback = False            # rates currently come from progressive filling
         self._batching = 0                # > 0: rebalances wait for the end of the batch
         self._dirty: dict[_Group, None] = {}
+        # flows started in the running batch into a group they found: (flow, group), enrolled
+        # at the batch's end (DecomposedGroups._enroll_pending)
+        self._pending: list[tuple[_Flow, _Group]] = []
         # nested groups: outer constraint -> its nest, inner constraint -> its cell; entities
         # whose members changed (re-attached at the end of the batch)
         self._nests: dict[int, _Nest] = {}
@@ -491,9 +494,9 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
             heapq.heappush(self._heap, (at, stamp, flow))
             if at < self._wakeup_at:
                 self._arm(at)
-        elif self._batching:  # it will (likely) share; the rebalance caps it otherwise
-            self._enroll(flow, g, now)  # (_join: a flow starting now has moved nothing)
-            self._dirty[g] = None  # (_touch, inline)
+        elif self._batching:  # it will (likely) share; the rebalance caps it otherwise.
+            self._pending.append((flow, g))  # Enrolled at the batch's end, unless a nest
+            self._dirty[g] = None  # forms meanwhile and takes it (_touch, inline)
         elif g.n_members and c >= g.rate:
             self._enroll(flow, g, now)  # (_join: a flow starting now has moved nothing)
             self._rebalance(g, now)

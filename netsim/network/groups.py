@@ -80,6 +80,10 @@ class DecomposedGroups(FlowNetworkBase):
             self._rebalance(g, now)
 
     def _flush(self, now: float) -> None:
+        """The end of a batch: the flows it started enrolled, the groups and nests whose
+        members changed rebalanced."""
+        if self._pending:
+            self._enroll_pending(now)
         dirty = self._dirty
         while dirty:
             g = next(iter(dirty))
@@ -89,6 +93,25 @@ class DecomposedGroups(FlowNetworkBase):
                 self._rebalance(g, now)
         if self._touched:
             self._flush_nests(now)
+
+    def _enroll_pending(self, now: float) -> None:
+        """Enroll the flows that started in the batch into the groups they found, in start
+        order (what joining each at its start would have done: no time passes in a batch, so
+        the groups' clocks and the flows' bits are the same; a group's heaps get its members in
+        the same order). A flow placed meanwhile is left where it is: a nest formed in the
+        batch took it into a cell (the saving: no join, then lift), a re-share rated it, or it
+        left; one whose group ended meanwhile runs at its cap, as :meth:`_make_safe` sets a
+        group's members."""
+        pending, self._pending = self._pending, []
+        groups = self._groups
+        for flow, g in pending:
+            if flow.group is not None or flow.cell is not None or flow.capped_in is not None \
+                    or flow.stamp != -1 or flow.done is None:
+                continue
+            if groups.get(g.link) is g:
+                self._enroll(flow, g, now)
+            else:
+                self._set_individual(flow, flow.cap, now)
 
     def _rebalance(self, g: _Group, now: float) -> None:
         """Restore water-filling on g's link: capped flows below the share, members above."""

@@ -56,7 +56,7 @@ class Resharing(FlowNetworkBase):
                 else:
                     slack[h] -= self._feed(fed, medium, load, ratio, True)
         self._slack = slack
-        self._groups, self._dirty = {}, {}
+        self._groups, self._dirty, self._pending = {}, {}, []  # (every flow placed below)
         for h in sorted({h for flow in flows for h in flow.hops}):
             if slack[h] < 0.0:
                 self._groups[h] = _Group(h, cap[h], now)

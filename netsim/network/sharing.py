@@ -216,8 +216,9 @@ def can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
     epoch), or never can, whatever the rates the other constraints leave (netsim's bound).
 
     Flow ``owner[j]`` crosses constraint ``hops[j]`` with coefficient ``coef[j]`` (None: all
-    1); ``cap_bps``: each flow's standalone rate; ``capacity``: per constraint. A constraint
-    whose flows' caps fit (``sum coef x cap <= capacity``, with the tolerance) never binds.
+    1); ``cap_bps``: each flow's standalone rate (bit/s); ``capacity``: per constraint (bit/s
+    on a link direction, a fraction of time on a medium). A constraint whose flows' caps fit
+    (``sum coef x cap <= capacity``, with the tolerance) never binds.
     Tighter (what lets a phase through a Wi-Fi cell and a shared uplink decompose): the flows
     that share an *inner* constraint g (the one of fewest flows they cross that can bind)
     carry at most ``capacity(g) x max(coef_c / coef_g)`` over them on any other constraint c,
@@ -225,57 +226,110 @@ def can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
     ``max r_i`` bit/s on its backhaul. The bound holds for every feasible allocation, so a
     constraint it clears never saturates and max-min fairness is the same without it.
     Repeated while it clears constraints (at most ``passes`` times). The work follows the
-    constraints the flows cross, not every constraint of the network."""
-    crossed, local = np.unique(hops, return_inverse=True)
+    hops given and the constraints they cross, not every constraint of the network: O(hops)
+    (a sort of the hops only where the constraints they cross are few among many, or where
+    the groups (c, g) are few among the pairs possible)."""
+    crossed, local = _crossed(hops, len(capacity))
     out = np.zeros(len(capacity), dtype=bool)
-    out[crossed] = _can_bind(owner, local.astype(np.intp), coef, cap_bps,
+    out[crossed] = _can_bind(owner, local, coef, cap_bps,
                              np.asarray(capacity, dtype=float)[crossed], passes)
     return out
+
+
+def _crossed(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for integers in [0, n) (the inverse as
+    intp): counted in an array of n where that is not much more than the values, else
+    sorted."""
+    if n <= 4 * len(values):
+        present = np.bincount(values, minlength=n) > 0
+        if present.all():  # (every one: the values are their own ranks)
+            return np.arange(n), np.asarray(values, dtype=np.intp)
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[values]
+    unique, inverse = np.unique(values, return_inverse=True)
+    return unique, inverse.astype(np.intp)
 
 
 def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
               cap_bps: np.ndarray, capacity: np.ndarray, passes: int) -> np.ndarray:
     """:func:`can_bind` over constraints numbered 0.. (those the flows cross)."""
-    n_constraints = len(capacity)
+    n_constraints, n_owners = len(capacity), len(cap_bps)
     a = np.ones(len(hops)) if coef is None else coef
     load = a * cap_bps[owner]
     limit = capacity * (1.0 + CAPACITY_TOLERANCE)
     binding = np.bincount(hops, weights=load, minlength=n_constraints) > limit
     n_flows = np.bincount(hops, minlength=n_constraints)
     for _ in range(passes):
+        # only the hops on constraints that can still bind count from here on (kept in their
+        # order: every sum below adds the same terms in the same order as over all the hops)
         hit = binding[hops]
-        per_flow = np.bincount(owner[hit], minlength=len(cap_bps))
+        if not hit.all():
+            owner, hops, a, load = owner[hit], hops[hit], a[hit], load[hit]
+        per_flow = np.bincount(owner, minlength=n_owners)
         if not len(per_flow) or per_flow.max() <= 1:
             break
         # each flow's inner constraint: the binding one it crosses with fewest flows; of
         # those, the one that lets it through slowest alone (capacity / coefficient: a cell
         # before the backhaul all its stations also cross, whose bound through the cell, the
         # fastest station, is the tighter); then the lowest index
-        at = np.flatnonzero(hit)
-        o, h = owner[at], hops[at]
-        order = np.lexsort((h, capacity[h] / a[at], n_flows[h], o))
-        first = order[np.concatenate([[True], o[order][1:] != o[order][:-1]])]
-        inner = np.full(len(cap_bps), -1, dtype=np.intp)
-        inner[o[first]] = h[first]
-        own = hit & (inner[owner] == hops)
-        inner_coef = np.zeros(len(cap_bps))
+        inner = _first_by_owner(owner, n_flows[hops], capacity[hops] / a, hops, n_owners)
+        own = inner[owner] == hops
+        inner_coef = np.zeros(n_owners)
         inner_coef[owner[own]] = a[own]
         # a flow counts in full on its inner constraint; on the others, through its group
         # (constraint, inner constraint)
         new_load = np.bincount(hops[own], weights=load[own], minlength=n_constraints)
-        via = hit & ~own
+        via = ~own
         if via.any():
-            c, g = hops[via], inner[owner[via]]
-            pair = c.astype(np.int64) * n_constraints + g
-            pairs, at = np.unique(pair, return_inverse=True)
+            c, g, at = _groups(hops[via], inner[owner[via]], n_constraints)
             total = np.bincount(at, weights=load[via])
-            ratio = np.zeros(len(pairs))
+            ratio = np.zeros(len(c))
             np.maximum.at(ratio, at, a[via] / inner_coef[owner[via]])
-            bound = np.minimum(total, capacity[pairs % n_constraints] * ratio)
-            new_load += np.bincount(pairs // n_constraints, weights=bound,
-                                    minlength=n_constraints)
+            bound = np.minimum(total, capacity[g] * ratio)
+            new_load += np.bincount(c, weights=bound, minlength=n_constraints)
         cleared = binding & (new_load <= limit)
         if not cleared.any():
             break
         binding &= ~cleared
     return binding
+
+
+def _first_by_owner(owner: np.ndarray, first: np.ndarray, second: np.ndarray,
+                    third: np.ndarray, n_owners: int) -> np.ndarray:
+    """Per owner (0 .. n_owners - 1), the ``third`` of its entry that comes first in the
+    order of (``first``, ``second``, ``third``) (``np.lexsort``'s order); -1 for an owner
+    without entries. Three minima per owner (O(entries)) rather than a sort."""
+    if np.isnan(second).any():  # (sorted last: where a minimum would propagate them)
+        order = np.lexsort((third, second, first, owner))
+        head = order[np.concatenate([[True], owner[order][1:] != owner[order][:-1]])]
+        out = np.full(n_owners, -1, dtype=np.intp)
+        out[owner[head]] = third[head]
+        return out
+    least = np.full(n_owners, np.iinfo(first.dtype).max, dtype=first.dtype)
+    np.minimum.at(least, owner, first)
+    keep = first == least[owner]
+    owner, second, third = owner[keep], second[keep], third[keep]
+    least_second = np.full(n_owners, np.inf)
+    np.minimum.at(least_second, owner, second)
+    keep = second == least_second[owner]
+    none = np.iinfo(np.intp).max
+    out = np.full(n_owners, none, dtype=np.intp)
+    np.minimum.at(out, owner[keep], third[keep])
+    out[out == none] = -1
+    return out
+
+
+def _groups(c: np.ndarray, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct pairs (``c[j]``, ``g[j]``) (integers in [0, n)) in increasing order of
+    (c, g), as their c and g, and each j's pair: ``np.unique(c x n + g,
+    return_inverse=True)``, counted in an array of the pairs possible among the values
+    present where that is not much more than the pairs, else sorted."""
+    c_values, c_at = _crossed(c, n)
+    g_values, g_at = _crossed(g, n)
+    width = len(g_values)
+    if len(c_values) * width <= 4 * len(c) + 4096:
+        key = c_at * width + g_at
+        present = np.bincount(key, minlength=len(c_values) * width) > 0
+        pairs = np.flatnonzero(present)
+        return c_values[pairs // width], g_values[pairs % width], (np.cumsum(present) - 1)[key]
+    pairs, at = np.unique(c.astype(np.int64) * n + g, return_inverse=True)
+    return pairs // n, pairs % n, at.astype(np.intp)
