@@ -251,3 +251,50 @@ def test_a_capacity_change_no_flow_crosses_reshares_nothing():
     assert seen["idle"] == (0, True)
     assert seen["uplink"] == 1 and net.nested_rebuilds == 1
     assert net.full_recomputations == 0
+
+
+def _batched(env, net, transfers, cancel=()):
+    """Every transfer started at 0 inside one batch (as an epoch's downloads), those named in
+    ``cancel`` cancelled inside it; returns the arrivals of the others."""
+    out, flows = {}, {}
+    with net.batch():
+        for name, src, dst, size, _ in transfers:
+            route = net.topology.route(src, dst)
+            flows[name] = net.send_on(route, size,
+                                      lambda at, name=name: out.__setitem__(name, at))
+        for name in cancel:
+            net.cancel(flows[name])
+    env.run()
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_batch_whose_cells_nest_meanwhile_is_the_fluid_replay(seed):
+    """Starts in one batch join the cells' groups at its end, unless the outer link nests
+    meanwhile and its cells take them: the arrivals are the fluid replay's either way, also
+    with transfers cancelled inside the batch."""
+    rng = np.random.default_rng(100 + seed)
+    env, net, transfers = _random_case(rng, "wifi")
+    cancel = [t[0] for t in transfers[::5]]
+    out = _batched(env, net, transfers, cancel)
+    kept = [t for t in transfers if t[0] not in cancel]
+    topo = net.topology
+    routes = [topo.route(src, dst) for _, src, dst, _, _ in kept]
+    last = replay([list(r.hops) for r in routes],
+                  [list(r.coefficients(topo.constraint_capacity)) for r in routes],
+                  np.array([8.0 * t[3] for t in kept]), np.zeros(len(kept)),
+                  np.array(topo.constraint_capacity))
+    latency = np.array([r.latency_s for r in routes])
+    np.testing.assert_allclose([out[t[0]] for t in kept], last + latency, rtol=1e-9)
+    assert sorted(out) == sorted(t[0] for t in kept)
+
+
+def test_batched_starts_enrolled_at_the_end_or_taken_by_a_nest():
+    """(The test above must see both: some batches nest, taking the pending starts into
+    cells, and their flows finish by the nests' rates.)"""
+    nested = 0
+    for seed in range(8):
+        env, net, transfers = _random_case(np.random.default_rng(100 + seed), "wifi")
+        _batched(env, net, transfers)
+        nested += net.nested_updates > 0 and net.reshares == 0
+    assert nested >= 4
