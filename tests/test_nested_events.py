@@ -298,3 +298,25 @@ def test_batched_starts_enrolled_at_the_end_or_taken_by_a_nest():
         _batched(env, net, transfers)
         nested += net.nested_updates > 0 and net.reshares == 0
     assert nested >= 4
+
+
+def test_a_nest_that_ends_leaves_no_live_wakeup_behind():
+    """Cell B (three stations at 60 Mbit/s, level 20) is capped while A (two at 80, level 40)
+    shares the 120 Mbit/s uplink; A's small transfers end at 0.267 s, the uplink turns safe
+    and the nest ends with B's members still moving. Its entities go with it: no live entry
+    of the wake-up heap refers to one (a stale one would wake the network for nothing), and
+    B's members become a group at their level, 20 Mbit/s each, ending at 1.6 s."""
+    env, net, stations = cells_behind_uplink([[80e6, 80e6], [60e6] * 3], 120e6)
+    a = [s for s in stations if s.startswith("s0")]
+    b = [s for s in stations if s.startswith("s1")]
+    out = {}
+    for s in a + b:
+        net.send_on(net.topology.route("agg", s), (1 if s in a else 4) * MB,
+                    lambda at, s=s: out.__setitem__(s, at))
+    env.run(until=0.5)
+    assert net.nested_updates > 0 and not net._nests and len(out) == 2
+    live = [obj for _, stamp, obj in net._group_heap if obj.stamp == stamp]
+    assert live and all(obj in net._groups.values() for obj in live)
+    env.run()
+    assert all(out[s] == pytest.approx(8 * MB / 30e6, rel=1e-12) for s in a)
+    assert all(out[s] == pytest.approx(32 * MB / 20e6, rel=1e-12) for s in b)

@@ -169,9 +169,13 @@ class NestedGroups(FlowNetworkBase):
             return False
         inner: dict[int, None] = {}
         for flow in link_flows[o]:
-            if flow.n_unsafe == 2:
-                inner[next(h for h in flow.hops if h != o and h in groups)] = None
-            elif flow.n_unsafe > 2:
+            n_unsafe = flow.n_unsafe
+            if n_unsafe == 2:
+                for h in flow.hops:  # (its other unsafe constraint)
+                    if h != o and h in groups:
+                        inner[h] = None
+                        break
+            elif n_unsafe > 2:
                 return False
         for i in inner:
             if i in self._nests or i in cells:
@@ -187,8 +191,9 @@ class NestedGroups(FlowNetworkBase):
             self._dirty.pop(old, None)
             groups[i] = _Group(i, self._cap[i], now)  # (unused while i is a cell)
             cell = cells[i] = _Cell(nest, i, self._cap[i], now)
-            for flow in link_flows[i]:
-                self._lift(flow, now)  # (``starting`` too: a decomposed group may hold it)
+            for flow in link_flows[i]:  # (``starting`` too: the old group may hold it)
+                self._progress(flow, now)
+                flow.group = flow.capped_in = None  # (out of the old group, dropped whole)
                 if flow is not starting:
                     self._enter(flow, cell, _coef(flow, i), now)
         for flow in link_flows[o]:
@@ -209,17 +214,20 @@ class NestedGroups(FlowNetworkBase):
         individual flows at their caps. O(flows of the outer constraint)."""
         for i in [i for i, cell in self._cells.items() if cell.nest is nest]:
             cell = self._cells.pop(i)
-            g = self._groups[i]
+            cell.stamp = -1  # (dropped whole with its nest: its entries void, its members'
+            g = self._groups[i]  # counts left as they are)
             for flow in self._link_flows[i]:
                 if flow.cell is cell:
                     self._progress(flow, now)
-                    self._exit(flow, now)
-                    self._join(flow, g, now)
+                    flow.cell = None
+                    self._enroll(flow, g, now)
             self._touch(g, now)
         for flow in self._link_flows[nest.link]:
-            if flow.cell is not None:
+            own = flow.cell
+            if own is not None:
                 self._progress(flow, now)
-                self._exit(flow, now)
+                own.stamp = -1  # (as above)
+                flow.cell = None
                 flow.rate = -1.0  # forces a fresh individual entry
                 self._set_individual(flow, flow.cap, now)
 
