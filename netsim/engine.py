@@ -433,6 +433,12 @@ class _RoutesByRow:
     def __len__(self) -> int:
         return len(self._ids)
 
+    def of_rows(self, rows: list[int]) -> list:
+        """The routes of device rows ``rows``, in order (one call for an epoch's
+        participants: the routes kept are looked up without a method call each)."""
+        get = self._by_row.get
+        return [get(row) or self[row] for row in rows]
+
     def __getitem__(self, row: int):
         route = self._by_row.get(row)
         if route is not None:

@@ -19,11 +19,13 @@ def run(world: EpochWorld, decision: Decision, work: Workload) -> None:
     env, fps, nbytes = world.env, work.flop_per_sample, work.download_bytes
     barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
     ctx = EpochContext(env, world.network, world.meter, nbytes, barrier, work.upload_bytes)
-    index, flops, down, up = world.devices.index, world.flops, world.routes_down, world.routes_up
+    index, flops = world.devices.index, world.flops
+    rows = [index[dev] for dev in decision.participants]
+    down, up = world.routes_down.of_rows(rows), world.routes_up.of_rows(rows)
     with world.network.batch():  # every download starts now: one rebalance per shared link
-        for dev, samples in decision.participants.items():
-            i = index[dev]
-            Participant(ctx, i, samples * fps / flops[i], down[i], up[i])
+        for i, samples, route_down, route_up in zip(rows, decision.participants.values(),
+                                                     down, up, strict=True):
+            Participant(ctx, i, samples * fps / flops[i], route_down, route_up)
     for cluster in decision.clusters:
         env.process(clusters.cluster(world, cluster, fps, nbytes, barrier))
     env.run(until=barrier.event)
