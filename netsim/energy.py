@@ -125,6 +125,12 @@ class EnergyMeter:
         self._selected_s = np.zeros(n)
         self._online_s: Callable[[float], np.ndarray] | None = None
         self._busy_s = np.zeros(n)
+        # jobs ended since the last reading: node, seconds (added to _busy_s in bulk, in this
+        # order, before any reading: the same per-node sums); the nodes' powers as Python
+        # numbers, read once per node that computed (W)
+        self._busy_nodes: list[int] = []
+        self._busy_secs: list[float] = []
+        self._powers_of: dict[int, tuple[float, float]] = {}
         self._busy_since: dict[int, float] = {}  # the nodes computing now: since when (s)
         self._communication_j = np.zeros(n)
         self._radio_j = np.zeros(n)
@@ -170,9 +176,22 @@ class EnergyMeter:
             self._selected_sleep_j += float(np.dot(secs, self.power_sleep_w[nodes[sleeper]]))
 
     def _add_busy(self, node: int, seconds: float) -> None:
-        self._busy_s[node] += seconds
-        self._compute_total_j += seconds * float(self.power_busy_w[node])
-        self._busy_idle_total_j += seconds * float(self.power_idle_w[node])
+        self._busy_nodes.append(node)
+        self._busy_secs.append(seconds)
+        powers = self._powers_of.get(node)
+        if powers is None:
+            powers = self._powers_of[node] = (float(self.power_busy_w[node]),
+                                              float(self.power_idle_w[node]))
+        self._compute_total_j += seconds * powers[0]
+        self._busy_idle_total_j += seconds * powers[1]
+
+    def _busy_up_to_date(self) -> np.ndarray:
+        """Busy seconds per node (s), the jobs ended since the last reading added."""
+        if self._busy_nodes:
+            np.add.at(self._busy_s, self._busy_nodes, self._busy_secs)  # (in order per node)
+            self._busy_nodes.clear()
+            self._busy_secs.clear()
+        return self._busy_s
 
     def cancel_busy(self, node: int, now_s: float) -> None:
         """Node ``node`` stops now (``now_s``, s) whatever its state: a job booked to start
@@ -210,7 +229,7 @@ class EnergyMeter:
                 raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
         at = np.asarray(nodes, dtype=np.intp)
         seconds = np.asarray(busy_s, dtype=float)
-        np.add.at(self._busy_s, at, seconds)
+        np.add.at(self._busy_up_to_date(), at, seconds)
         self._compute_total_j += float(np.dot(seconds, self.power_busy_w[at]))
         self._busy_idle_total_j += float(np.dot(seconds, self.power_idle_w[at]))
 
@@ -258,7 +277,7 @@ class EnergyMeter:
 
     def snapshot(self, now_s: float) -> EnergySnapshot:
         """Cumulative energy per node and category from time 0 to ``now_s`` (s)."""
-        busy = self._busy_s.copy()
+        busy = self._busy_up_to_date().copy()
         for i, since in sorted(self._busy_since.items()):
             busy[i] += max(now_s - since, 0.0)
         compute = busy * self.power_busy_w
@@ -333,7 +352,7 @@ class EnergyMeter:
         rows = np.asarray(rows, dtype=np.intp)
         for settle in self._settlers:
             settle()
-        busy = self._busy_s[rows].copy()
+        busy = self._busy_up_to_date()[rows]
         for k, r in enumerate(rows.tolist()):
             since = self._busy_since.get(r)
             if since is not None:
