@@ -301,8 +301,9 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         """:meth:`send` over a route of this network's topology (``topology.route(src, dst)``),
         for callers that keep their routes (the engine: one per participant and direction).
         Returns the transfer's handle for :meth:`cancel` (None when it moves no bits)."""
-        if route.hops:
-            return self._start(route, size_bytes, on_arrival)
+        plan = self._plans.get(id(route))  # (a route planned has hops: not read again)
+        if plan is not None or route.hops:
+            return self._start(route, size_bytes, on_arrival, plan)
         self._arrive_later(on_arrival, 0.0)
         return None
 
@@ -424,18 +425,24 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
                 slack[h] -= load if feed is None else self._feed(feed, flow.plan.medium, load,
                                                                   ratio, True)
 
-    def _start(self, route: Route, size_bytes: float,
-               done: simpy.Event | Callable[[float], None]) -> _Flow | None:
+    def _start(self, route: Route, size_bytes: float, done: simpy.Event | Callable[[float], None],
+               plan: _Plan | None = None) -> _Flow | None:
+        """Start moving ``size_bytes`` on ``route`` (with hops; ``plan``: its plan now, when
+        the caller has it)."""
         bits = 8.0 * float(size_bytes)
-        self._book_route(route.id)  # bytes and energy: booked in bulk (TransferLedger)
-        self._book_bytes(size_bytes)
         if bits <= 0.0:
+            self._book_route(route.id)  # bytes and energy: booked in bulk (TransferLedger)
+            self._book_bytes(size_bytes)
             self._arrive_later(done, route.latency_s)
             return None
+        if plan is None:
+            plan = self._plans.get(id(route)) or self._plan(route)
+        self._book_route(plan.route_id)  # (as above)
+        self._book_bytes(size_bytes)
         now = self.env.now
-        if route.radios:
-            self.radio.start(route.radios, now)
-        plan = self._plans.get(id(route)) or self._plan(route)
+        radios = plan.radios
+        if radios:
+            self.radio.start(radios, now)
         c = plan.cap
         flow = _Flow(plan, bits, done, now)
         self._n_active += 1
@@ -564,7 +571,8 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         arrival after the route's latency, and restore fairness where it was."""
         done = flow.done
         flow.done = None  # (left the network: cancel() finds nothing to stop)
-        radios = flow.route.radios
+        plan = flow.plan
+        radios = plan.radios
         if radios:
             self.radio.end(radios, now + flow.latency if arrive else now)
         if not arrive:
@@ -583,7 +591,7 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         if flow.cell is not None:
             self._exit(flow, now)
         link_flows, slack, groups = self._link_flows, self._slack, self._groups
-        to_safe, plan, empty_slack = None, flow.plan, self._empty_slack
+        to_safe, empty_slack = None, self._empty_slack
         budget = self._cap[plan.medium]  # (medium -1: never read)
         for h, load, feed, ratio, _ in plan.steps:
             flows_h = link_flows[h]

@@ -24,8 +24,8 @@ class _Plan:
     """What a transfer on one route loads, under the capacities in force when it was made
     (a flow keeps its plan: its leave takes back exactly what its start added). A network
     keeps one per route used (while the capacities do not change), so a transfer's start
-    reads them instead of computing them: ``hops`` (the route's ``flow_hops``), ``cap`` (its
-    standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
+    reads them instead of computing them: ``hops`` (the route's ``flow_hops``), its
+    ``route_id``, ``radios`` and ``latency`` (s), ``cap`` (its standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
     without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
     load cap x coefficient, its :class:`_Feed` (of the constraint and the medium) or None
     where the load counts directly, the ratio of its coefficients on the hop and on the
@@ -37,7 +37,7 @@ class _Plan:
     the network does not keep: their steps carry no feed until :meth:`count_again`."""
 
     __slots__ = ("route", "hops", "cap", "coefs", "feeder", "medium", "steps", "own_bottleneck",
-                 "left_out")
+                 "left_out", "route_id", "radios", "latency")
     steps: tuple[_Step, ...]
     left_out: tuple[_Step, ...]
 
@@ -47,6 +47,9 @@ class _Plan:
         """``feeds``: the network's, by (constraint, medium) (one is added where missing);
         ``never_bind``: which link hops to leave out (None: none), under ``capacity``."""
         self.route, self.cap, self.coefs = route, cap, coefs
+        # what a transfer's start and end read of the route (kept here: once the plan is made,
+        # they need not touch the route object)
+        self.route_id, self.radios, self.latency = route.id, route.radios, route.latency_s
         self.hops = hops = route.flow_hops
         self.own_bottleneck: dict[tuple[int, int], bool] = {}
         self.left_out = ()
@@ -121,9 +124,9 @@ class _Flow:
     def __init__(self, plan: _Plan, bits: float,
                  done: simpy.Event | Callable[[float], None] | None, now: float) -> None:
         self.plan = plan  # what it loads (its route's under the capacities of its start)
-        self.route = route = plan.route
+        self.route = plan.route
         self.hops, self.cap, self.remaining = plan.hops, plan.cap, bits
-        self.latency = route.latency_s
+        self.latency = plan.latency
         self.coefs = plan.coefs  # per hop (1 on a link, 1/r on a medium); None: all 1
         # (hops: each constraint once, a medium crossed twice with its coefficients summed)
         self.wt = 1.0       # the coefficient on its unsafe constraint (its group's)
