@@ -1,6 +1,7 @@
 """Asynchronous epochs' cost: fedbuff against random-k with the same concurrency, in one process.
 
 Run: python benchmarks/asynchronous.py [--quick]
+     python benchmarks/asynchronous.py --check [SIZES]
 
 Generated fleets (small-cnn, static; 100 and 1,000 devices), a fixed number of updates in
 every run (random-k: rounds of k = concurrency; fedbuff: concurrency jobs, K = concurrency / 4,
@@ -11,12 +12,22 @@ Both play in arrays by default here: synchronous plain epochs (netsim.fastepoch)
 ones (netsim.epochs.buffered_arrays: these fleets' routes each cross at most one constraint
 that can bind). The "(events)" rows run every epoch as SimPy events (``fast_epochs=False``):
 each kind of epoch on the reference path.
+
+``--check``: what a run pays once for the check that decides whether its buffered epochs play
+in arrays (:meth:`netsim.epochs.buffered_arrays.BufferedPlayer.of`: every route of the fleet,
+both directions), on generated fleets of SIZES devices (default 1,000, 10,000, 100,000 and
+1,000,000; 16 per cell, as above): the best of 3 fresh worlds (of 1 at a million: about 4 GB
+and 20 s), the setup before it (generating and validating the fleet, building the world:
+topology, device table, meters) for scale, and the decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
+
+import numpy as np
 
 import netsim
 
@@ -39,10 +50,39 @@ def timed(sc: dict, policy: str, params: dict, fast: bool = True, repeat: int = 
     return best, int(res.epochs["updates_aggregated"].sum())
 
 
+def check(sizes: list[int]) -> None:
+    """The buffered arrays' per-run check on fresh worlds of each size (``--check``)."""
+    from netsim.engine import World, resolve_scenario
+    from netsim.epochs.buffered_arrays import BufferedPlayer
+
+    print(f"{'devices':>9} {'setup ms':>9} {'check ms':>9} {'check/setup':>11} "
+          f"{'plays in':>8}")
+    for n in sizes:
+        best, setup, where = float("inf"), float("inf"), ""
+        for _ in range(1 if n >= 1_000_000 else 3):
+            t0 = time.perf_counter()
+            resolved = resolve_scenario(netsim.Scenario.model_validate(scenario(n, 1)), 0)
+            world = World(resolved, np.random.default_rng(0))
+            t1 = time.perf_counter()
+            player = BufferedPlayer.of(world)
+            best, setup = min(best, time.perf_counter() - t1), min(setup, t1 - t0)
+            where = "events" if player is None else "arrays"
+            del world, resolved, player
+            gc.collect()  # (a world holds reference cycles: one at a time)
+        print(f"{n:>9} {setup * 1e3:>9.0f} {best * 1e3:>9.1f} {best / setup:>11.3f} "
+              f"{where:>8}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 devices only, one run each")
+    ap.add_argument("--check", nargs="?", const="1000,10000,100000,1000000", default=None,
+                    metavar="SIZES", help="the buffered arrays' per-run check only, on "
+                    "generated fleets of SIZES devices (comma-separated)")
     a = ap.parse_args(argv)
+    if a.check is not None:
+        check([int(x) for x in a.check.split(",")])
+        return
     sizes = [(100, 20)] if a.quick else [(100, 20), (1000, 100)]
     rounds = 20
     print(f"{'devices':>8} {'concurrency':>11} {'policy':>24} {'wall s':>8} {'updates':>8} "

@@ -44,7 +44,7 @@ about three SimPy events and their heap operations per participant (benchmarks/e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,11 +116,31 @@ class RouteTable:
             + np.arange(total)
         return owner, self.hops[at], self.rate_ref[at]
 
+    def blocks(self, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray,
+                                                             np.ndarray]]:
+        """:meth:`hops_of` every row in order, in blocks of consecutive rows of at most
+        ``size`` hops each (or one row): the arrays of ``hops_of(np.arange(len(route_id)))``
+        cut at row boundaries, the hops and rate references read-only views of the table's."""
+        start = self.hop_start
+        n = len(start) - 1
+        r = 0
+        while r < n:
+            end = min(max(int(np.searchsorted(start, start[r] + size, side="right")) - 1,
+                          r + 1), n)
+            first, last = int(start[r]), int(start[end])
+            yield (np.repeat(np.arange(r, end), np.diff(start[r:end + 1])),
+                   self.hops[first:last], self.rate_ref[first:last])
+            r = end
+
 
 def hop_coefficients(rate_ref: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Each hop's coefficient under ``capacity`` (per constraint): 1 on a link direction,
     1 / station rate on a medium (:meth:`netsim.network.topology.Route.coefficients`)."""
-    return np.where(rate_ref < 0, 1.0, 1.0 / capacity[np.maximum(rate_ref, 0)])
+    out = np.ones(len(rate_ref))
+    medium = rate_ref >= 0
+    if medium.any():
+        out[medium] = 1.0 / capacity[rate_ref[medium]]
+    return out
 
 
 def hop_rates(hops: np.ndarray, rate_ref: np.ndarray, capacity_bps: np.ndarray) -> np.ndarray:

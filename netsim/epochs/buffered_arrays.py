@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import stop_instant
 from netsim.fastepoch import RouteTable, hop_coefficients
 from netsim.network.online import SharedConstraint
-from netsim.network.sharing import can_bind
+from netsim.network.sharing import HopBlock, can_bind_blocks
 
 _INF = float("inf")
 # what an instant of the heap is: (time (s), order, kind, subject, token)
@@ -160,30 +161,39 @@ class BufferedPlayer:
             return None
         down, up, capacity, _ = world.static_tables()
         n = len(down.route_id)
-        rows = np.arange(n)
-        (o_down, h_down, r_down), (o_up, h_up, r_up) = down.hops_of(rows), up.hops_of(rows)
-        owner = np.concatenate([o_down, o_up + n])
-        hops = np.concatenate([h_down, h_up])
-        coef = hop_coefficients(np.concatenate([r_down, r_up]), capacity)
-        caps = np.concatenate([down.cap_bps, up.cap_bps])
+        tables = (down, up)
+
+        def blocks() -> Iterator[HopBlock]:  # downloads (flows 0 .. n - 1), then uploads
+            for d, t in enumerate(tables):
+                for owner, hop, ref in t.blocks():
+                    yield owner + d * n, hop, hop_coefficients(ref, capacity)
+
         # every route of the fleet in both directions at once: a constraint that cannot
         # saturate then cannot under any jobs at any step (can_bind's bound only grows
         # with the flows)
-        binding = can_bind(owner, hops, coef, caps, capacity)
-        hit = binding[hops]
-        per_flow = np.bincount(owner[hit], minlength=2 * n)
-        if len(per_flow) and per_flow.max() > 1:
-            return None
-        onset = world.devices.onset_flows
-        if onset is not None and len(hops):  # a device has one job: one flow at a time
-            device = owner % n
-            for m in np.flatnonzero(np.isfinite(onset)).tolist():
-                if len(np.unique(device[hops == m])) > onset[m]:
-                    return None
+        binding = can_bind_blocks(blocks, np.concatenate([down.cap_bps, up.cap_bps]),
+                                  capacity)
         bind = np.full(2 * n, -1, dtype=np.intp)
-        bind[owner[hit]] = hops[hit]
         on = np.ones(2 * n)
-        on[owner[hit]] = coef[hit]
+        onset = world.devices.onset_flows
+        contended: list[np.ndarray] = []  # (medium, device) of the hops on contended media
+        for d, t in enumerate(tables):
+            first, last = int(t.hop_start[0]), int(t.hop_start[-1])
+            hops = t.hops[first:last]
+            owner = np.repeat(np.arange(n), np.diff(t.hop_start))
+            hit = binding[hops]
+            if np.bincount(owner[hit]).max(initial=0) > 1:
+                return None
+            bind[d * n + owner[hit]] = hops[hit]
+            on[d * n + owner[hit]] = hop_coefficients(t.rate_ref[first:last][hit], capacity)
+            if onset is not None:
+                at = np.isfinite(onset)[hops]
+                contended.append(hops[at].astype(np.int64) * n + owner[at])
+        if contended:  # a device has one job: one flow at a time
+            pairs = np.unique(np.concatenate(contended))
+            media, devices = np.unique(pairs // n, return_counts=True)
+            if np.any(devices > onset[media]):
+                return None
         # the ledger's books of every route at once (the check above read them all already),
         # not a few more at each epoch's settling
         crossing = np.concatenate([np.diff(down.hop_start), np.diff(up.hop_start)]) > 0

@@ -38,7 +38,7 @@ path alike, so the paths agree to rounding (tests/test_fastepoch.py, tests/test_
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -48,6 +48,9 @@ _Rate = TypeVar("_Rate", float, np.ndarray)
 CAPACITY_TOLERANCE = 1e-9
 """Relative tolerance of every comparison of rates with capacities and shares."""
 _INF = float("inf")
+_FEW = 4096
+"""Below this many hops, :func:`can_bind` sorts (cheaper on few) where it otherwise takes
+minima per flow or counts per pair (the same results)."""
 
 
 def fair_share(capacity: float, capped_load: _Rate, sharing_weight: _Rate | int) -> _Rate:
@@ -226,41 +229,68 @@ def can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
     ``max r_i`` bit/s on its backhaul. The bound holds for every feasible allocation, so a
     constraint it clears never saturates and max-min fairness is the same without it.
     Repeated while it clears constraints (at most ``passes`` times). The work follows the
-    hops given and the constraints they cross, not every constraint of the network: O(hops)
-    (a sort of the hops only where the constraints they cross are few among many, or where
-    the groups (c, g) are few among the pairs possible)."""
-    crossed, local = _crossed(hops, len(capacity))
+    hops given and the constraints they cross, not every constraint of the network
+    (:func:`can_bind_blocks` reads the hops in blocks, for the routes of a whole fleet)."""
+    capacity = np.asarray(capacity, dtype=float)
+    if len(capacity) <= 4 * len(hops):  # (the constraints as numbered: about as many)
+        return can_bind_blocks(lambda: ((owner, hops, coef),), cap_bps, capacity, passes)
+    crossed, local = np.unique(hops, return_inverse=True)
     out = np.zeros(len(capacity), dtype=bool)
-    out[crossed] = _can_bind(owner, local, coef, cap_bps,
-                             np.asarray(capacity, dtype=float)[crossed], passes)
+    out[crossed] = can_bind_blocks(lambda: ((owner, local.astype(np.intp), coef),), cap_bps,
+                                   capacity[crossed], passes)
     return out
 
 
-def _crossed(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for integers in [0, n) (the inverse as
-    intp): counted in an array of n where that is not much more than the values, else
-    sorted."""
-    if n <= 4 * len(values):
-        present = np.bincount(values, minlength=n) > 0
-        if present.all():  # (every one: the values are their own ranks)
-            return np.arange(n), np.asarray(values, dtype=np.intp)
-        return np.flatnonzero(present), (np.cumsum(present) - 1)[values]
-    unique, inverse = np.unique(values, return_inverse=True)
-    return unique, inverse.astype(np.intp)
+HopBlock = tuple[np.ndarray, np.ndarray, np.ndarray | None]
+"""Hops of flows as :func:`can_bind` reads them: (owner, hops, coef; None: all 1)."""
 
 
-def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
-              cap_bps: np.ndarray, capacity: np.ndarray, passes: int) -> np.ndarray:
-    """:func:`can_bind` over constraints numbered 0.. (those the flows cross)."""
+def can_bind_blocks(blocks: Callable[[], Iterable[HopBlock]], cap_bps: np.ndarray,
+                    capacity: np.ndarray, passes: int = 4) -> np.ndarray:
+    """:func:`can_bind` of the hops ``blocks()`` yields, block after block: the same as over
+    the blocks concatenated, bit for bit (every sum adds the same terms in the same order),
+    without holding them all. ``blocks`` is called twice (once if it yields one block) and
+    must yield the same blocks: the first time for each constraint's load and flows, the
+    second to keep only the hops on constraints that load overfills (only they take part in
+    the bound). Constraints numbered as ``capacity`` (per constraint: bit/s on a link
+    direction, a fraction of time on a medium; O(len(capacity)) besides the hops);
+    ``cap_bps``: each flow's standalone rate (bit/s)."""
+    capacity = np.asarray(capacity, dtype=float)
     n_constraints, n_owners = len(capacity), len(cap_bps)
-    a = np.ones(len(hops)) if coef is None else coef
-    load = a * cap_bps[owner]
     limit = capacity * (1.0 + CAPACITY_TOLERANCE)
-    binding = np.bincount(hops, weights=load, minlength=n_constraints) > limit
-    n_flows = np.bincount(hops, minlength=n_constraints)
+    summed = np.zeros(n_constraints)
+    n_flows = np.zeros(n_constraints, dtype=np.intp)
+    only: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for k, (owner, hops, coef) in enumerate(blocks()):
+        load = _loads(owner, coef, cap_bps)
+        if k == 0:
+            summed = np.bincount(hops, weights=load, minlength=n_constraints).astype(
+                float, copy=False)  # (of no hops: integers)
+            n_flows = np.bincount(hops, minlength=n_constraints)
+            only = (owner, hops, np.ones(len(hops)) if coef is None else coef, load)
+        else:  # (added in order, in place: the sums of one bincount over all the blocks)
+            np.add.at(summed, hops, load)
+            np.add.at(n_flows, hops, 1)
+            only = None
+    binding = (summed > limit) & (n_flows > 0)
+    if only is not None:  # (one block: read once)
+        keep = binding[only[1]]
+        owner, hops, a, load = (x[keep] for x in only)
+    else:
+        n_kept = int(n_flows[binding].sum())
+        owner = np.empty(n_kept, dtype=np.intp)
+        hops = np.empty(n_kept, dtype=np.intp)
+        a, load = np.empty(n_kept), np.empty(n_kept)
+        filled = 0
+        for block_owner, block_hops, coef in blocks():  # (the hops on those constraints)
+            keep = binding[block_hops]
+            end = filled + int(np.count_nonzero(keep))
+            owner[filled:end], hops[filled:end] = block_owner[keep], block_hops[keep]
+            a[filled:end] = 1.0 if coef is None else coef[keep]
+            load[filled:end] = _loads(owner[filled:end], a[filled:end], cap_bps)
+            filled = end
     for _ in range(passes):
-        # only the hops on constraints that can still bind count from here on (kept in their
-        # order: every sum below adds the same terms in the same order as over all the hops)
+        # only the hops on constraints that can still bind count (kept in their order)
         hit = binding[hops]
         if not hit.all():
             owner, hops, a, load = owner[hit], hops[hit], a[hit], load[hit]
@@ -271,7 +301,7 @@ def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
         # those, the one that lets it through slowest alone (capacity / coefficient: a cell
         # before the backhaul all its stations also cross, whose bound through the cell, the
         # fastest station, is the tighter); then the lowest index
-        inner = _first_by_owner(owner, n_flows[hops], capacity[hops] / a, hops, n_owners)
+        inner = _inner(owner, hops, n_flows, capacity, a, n_owners)
         own = inner[owner] == hops
         inner_coef = np.zeros(n_owners)
         inner_coef[owner[own]] = a[own]
@@ -293,43 +323,68 @@ def _can_bind(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None,
     return binding
 
 
-def _first_by_owner(owner: np.ndarray, first: np.ndarray, second: np.ndarray,
-                    third: np.ndarray, n_owners: int) -> np.ndarray:
-    """Per owner (0 .. n_owners - 1), the ``third`` of its entry that comes first in the
-    order of (``first``, ``second``, ``third``) (``np.lexsort``'s order); -1 for an owner
-    without entries. Three minima per owner (O(entries)) rather than a sort."""
-    if np.isnan(second).any():  # (sorted last: where a minimum would propagate them)
-        order = np.lexsort((third, second, first, owner))
+def _loads(owner: np.ndarray, coef: np.ndarray | None, cap_bps: np.ndarray) -> np.ndarray:
+    """Each hop's load at its flow's cap: coefficient x cap (bit/s, or a fraction of time)."""
+    caps = np.asarray(cap_bps, dtype=float)[owner]
+    return caps if coef is None else coef * caps
+
+
+def _inner(owner: np.ndarray, hops: np.ndarray, n_flows: np.ndarray, capacity: np.ndarray,
+           coef: np.ndarray, n_owners: int) -> np.ndarray:
+    """Each flow's inner constraint (-1: none) among the hops given (``owner``, ``hops``,
+    ``coef``): the one it crosses with fewest flows (``n_flows``, per constraint); of those,
+    the one of least ``capacity / coef``; then the lowest index (``np.lexsort``'s order over
+    the three). Minima per flow (O(hops)) rather than a sort, but for a few hops."""
+    first = n_flows[hops]
+    out = np.full(n_owners, -1, dtype=np.intp)
+    if len(hops) < _FEW:
+        order = np.lexsort((hops, capacity[hops] / coef, first, owner))
         head = order[np.concatenate([[True], owner[order][1:] != owner[order][:-1]])]
-        out = np.full(n_owners, -1, dtype=np.intp)
-        out[owner[head]] = third[head]
+        out[owner[head]] = hops[head]
         return out
     least = np.full(n_owners, np.iinfo(first.dtype).max, dtype=first.dtype)
     np.minimum.at(least, owner, first)
     keep = first == least[owner]
-    owner, second, third = owner[keep], second[keep], third[keep]
+    owner, hops, coef = owner[keep], hops[keep], coef[keep]
+    if np.bincount(owner, minlength=n_owners).max(initial=0) <= 1:  # (no tie: decided)
+        out[owner] = hops
+        return out
+    second = capacity[hops] / coef
+    if np.isnan(second).any():  # (sorted last, where a minimum would propagate them)
+        order = np.lexsort((hops, second, owner))
+        head = order[np.concatenate([[True], owner[order][1:] != owner[order][:-1]])]
+        out[owner[head]] = hops[head]
+        return out
     least_second = np.full(n_owners, np.inf)
     np.minimum.at(least_second, owner, second)
     keep = second == least_second[owner]
     none = np.iinfo(np.intp).max
-    out = np.full(n_owners, none, dtype=np.intp)
-    np.minimum.at(out, owner[keep], third[keep])
-    out[out == none] = -1
-    return out
+    lowest = np.full(n_owners, none, dtype=np.intp)
+    np.minimum.at(lowest, owner[keep], hops[keep])
+    return np.where(lowest == none, -1, lowest)
 
 
 def _groups(c: np.ndarray, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct pairs (``c[j]``, ``g[j]``) (integers in [0, n)) in increasing order of
     (c, g), as their c and g, and each j's pair: ``np.unique(c x n + g,
     return_inverse=True)``, counted in an array of the pairs possible among the values
-    present where that is not much more than the pairs, else sorted."""
-    c_values, c_at = _crossed(c, n)
-    g_values, g_at = _crossed(g, n)
-    width = len(g_values)
-    if len(c_values) * width <= 4 * len(c) + 4096:
-        key = c_at * width + g_at
-        present = np.bincount(key, minlength=len(c_values) * width) > 0
-        pairs = np.flatnonzero(present)
-        return c_values[pairs // width], g_values[pairs % width], (np.cumsum(present) - 1)[key]
+    present where there are many pairs and that is not much more than them, else sorted."""
+    if len(c) >= _FEW and n <= 4 * len(c):
+        c_values, c_at = _ranks(c, n)
+        g_values, g_at = _ranks(g, n)
+        width = len(g_values)
+        if len(c_values) * width <= 4 * len(c):
+            key = c_at * width + g_at
+            present = np.bincount(key, minlength=len(c_values) * width) > 0
+            pairs = np.flatnonzero(present)
+            return (c_values[pairs // width], g_values[pairs % width],
+                    (np.cumsum(present) - 1)[key])
     pairs, at = np.unique(c.astype(np.int64) * n + g, return_inverse=True)
     return pairs // n, pairs % n, at.astype(np.intp)
+
+
+def _ranks(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of integers in [0, n), counted in an
+    array of n."""
+    present = np.bincount(values, minlength=n) > 0
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[values]
