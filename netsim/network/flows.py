@@ -77,6 +77,13 @@ every path shares, and the note on SimGrid's CM02 model, which netsim matches wi
 weighting off; SimGrid's default also weights shares by latency). This module keeps the rates
 of flows in motion; :mod:`netsim.network.ledger` keeps the books (bytes, energy);
 :mod:`netsim.simclock` schedules the wake-ups.
+
+Where the code is: this module holds the public API and a transfer's start and end; the rest
+of :class:`FlowNetwork` is mixed in from its parts, one job each, sharing the state declared in
+:mod:`netsim.network.flowbase` (the per-flow and per-group state: :mod:`netsim.network.flowstate`):
+:mod:`netsim.network.groups` (decomposed groups, directions turning unsafe and safe),
+:mod:`netsim.network.nesting` (nested groups), :mod:`netsim.network.resharing` (every flow
+re-shared, progressive filling) and :mod:`netsim.network.wakeups` (completions).
 """
 
 from __future__ import annotations
