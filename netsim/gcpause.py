@@ -18,7 +18,8 @@ moves what is alive when the epochs begin to the collector's permanent generatio
 collected after). Only the collector's timing moves: nested or concurrent runs stay correct
 (an inner run's end unfreezes the outer's heap too, which is then traversed again).
 
-The run freezes once more after its first epoch (the callable :func:`frozen_heap` yields):
+A run that asks its policy each epoch freezes once more after its first epoch (the callable
+:func:`frozen_heap` yields; a driver, which steps the run itself, does not):
 what that epoch built for its participants lives as long as the run too (an event epoch's
 routes, plans and radio states: about 150,000 objects at 3,000 devices), and a collection in
 a later epoch would traverse it; at most one epoch's cyclic garbage is frozen with it, until
