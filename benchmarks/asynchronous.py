@@ -2,6 +2,7 @@
 
 Run: python benchmarks/asynchronous.py [--quick]
      python benchmarks/asynchronous.py --check [SIZES]
+     python benchmarks/asynchronous.py --trace [--quick]
 
 Generated fleets (small-cnn, static; 100 and 1,000 devices), a fixed number of updates in
 every run (random-k: rounds of k = concurrency; fedbuff: concurrency jobs, K = concurrency / 4,
@@ -19,6 +20,12 @@ both directions), on generated fleets of SIZES devices (default 1,000, 10,000, 1
 1,000,000; 16 per cell, as above): the best of 3 fresh worlds (of 1 at a million: about 4 GB
 and 20 s), the setup before it (generating and validating the fleet, building the world:
 topology, device table, meters) for scale, and the decision.
+
+``--trace``: fedbuff (concurrency 100, K 25, 80 aggregations) on the 1,000-device fleet under a
+bandwidth trace (every station link of the fleet's cells scaled by 0.3-1.5 in turn, a row
+every 0.25 s, repeated every 1.25 s: capacity changes while transfers move), in arrays
+(netsim.epochs.buffered_arrays, played across the changes) and as events, best of 3 runs
+(1 with ``--quick``), setup included; the capacity changes the arrays played.
 """
 
 from __future__ import annotations
@@ -50,6 +57,60 @@ def timed(sc: dict, policy: str, params: dict, fast: bool = True, repeat: int = 
     return best, int(res.epochs["updates_aggregated"].sum())
 
 
+def trace_rows(n: int) -> list[tuple[str, str, float, float]]:
+    """The ``--trace`` rows: every station link (a device to its cell) of the fleet of
+    ``n`` devices, scaled by a factor that changes every 0.25 s, cells out of step."""
+    from netsim.engine import resolve_scenario
+
+    resolved = resolve_scenario(netsim.Scenario.model_validate(scenario(n, 1)), 0)
+    factors = (1.0, 0.3, 0.7, 1.5, 0.5)
+    rows = []
+    for link in resolved.links:
+        if link.b.startswith(("wifi-cell", "lte-cell")) and link.b != "core-router":
+            shift = int(link.b.rsplit("-", 1)[1])
+            rows += [(link.a, link.b, 0.25 * k, link.bandwidth_bps
+                      * factors[(k + shift) % len(factors)]) for k in range(len(factors))]
+    return rows
+
+
+def traced(quick: bool) -> None:
+    """fedbuff on 1,000 devices under a bandwidth trace, arrays against events (``--trace``)."""
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+
+    from netsim import engine
+    from netsim.dynamics.traces import write_bandwidth_trace
+
+    n, c, k, epochs = 1000, 100, 25, 80
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bw.csv"
+        write_bandwidth_trace(pd.DataFrame(trace_rows(n), columns=["a", "b", "time_s",
+                                                                   "bandwidth_bps"]), path)
+        sc = scenario(n, epochs)
+        sc["dynamics"] = {"bandwidth": {"model": "trace", "trace": str(path), "repeat": True}}
+        built: list = []
+        original = engine.World.__init__
+
+        def keep(self, *args, **kwargs):  # (the player, for its capacity changes)
+            original(self, *args, **kwargs)
+            built.append(self)
+
+        engine.World.__init__ = keep  # type: ignore[method-assign]
+        try:
+            params = {"concurrency": c, "buffer_updates": k}
+            fast_s, updates = timed(sc, "fedbuff", params, repeat=1 if quick else 3)
+            player = built[-1].buffered_player
+            slow_s, _ = timed(sc, "fedbuff", params, fast=False, repeat=1 if quick else 3)
+        finally:
+            engine.World.__init__ = original  # type: ignore[method-assign]
+    print(f"{'devices':>8} {'path':>7} {'wall s':>8} {'updates':>8} {'changes':>8}")
+    print(f"{n:>8} {'arrays':>7} {fast_s:>8.3f} {updates:>8} {player.capacity_changes:>8}")
+    print(f"{n:>8} {'events':>7} {slow_s:>8.3f} {updates:>8} {'':>8}")
+    print(f"events / arrays: {slow_s / fast_s:.1f}x")
+
+
 def check(sizes: list[int]) -> None:
     """The buffered arrays' per-run check on fresh worlds of each size (``--check``)."""
     from netsim.engine import World, resolve_scenario
@@ -79,7 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--check", nargs="?", const="1000,10000,100000,1000000", default=None,
                     metavar="SIZES", help="the buffered arrays' per-run check only, on "
                     "generated fleets of SIZES devices (comma-separated)")
+    ap.add_argument("--trace", action="store_true", help="fedbuff on 1,000 devices under a "
+                    "bandwidth trace, arrays against events")
     a = ap.parse_args(argv)
+    if a.trace:
+        traced(a.quick)
+        return
     if a.check is not None:
         check([int(x) for x in a.check.split(",")])
         return

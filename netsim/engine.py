@@ -405,13 +405,21 @@ class World:
             if nxt < math.inf:
                 fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
 
+    def change_capacities(self, at_s: float) -> float:
+        """A capacity tick at ``at_s`` (s; a new piece or trace row): the capacities in force
+        set from the schedule (the network's, :attr:`caps_now`); returns the next tick's
+        instant (s, after ``at_s``; inf: none). The events' ticks and the buffered arrays'
+        (netsim.epochs.buffered_arrays, ahead of the clock) both call it."""
+        cap = self.dynamics.capacity
+        self._set_capacities(cap.at(at_s), at_s)
+        return max(cap.next_change_s(at_s), math.nextafter(at_s, math.inf))
+
     def _capacity_tick(self, token: int) -> None:
         """Capacities change now (a new piece or trace row): links re-shared at once."""
         if token != self._tick_token:
             return
-        env, cap = self.env, self.dynamics.capacity
-        self._set_capacities(cap.at(env.now), env.now)
-        nxt = max(cap.next_change_s(env.now), math.nextafter(env.now, math.inf))
+        env = self.env
+        nxt = self.change_capacities(env.now)
         if nxt < math.inf:
             fire_after(env, nxt - env.now, lambda _e: self._capacity_tick(token))
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import netsim
 from netsim import engine
+from netsim.dynamics.traces import write_bandwidth_trace
 from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.network.online import SharedConstraint
 from netsim.network.playback import last_bit_times
@@ -275,3 +276,159 @@ def test_updates_arriving_together_are_taken_in_start_order(fast):
     assert [list(x) for x in ep["updates_staleness"]] == [[0, 0], [0, 0], [1, 1]]
     # (the second epoch closes as it opens: it lasts its aggregation only)
     assert ep["end_s"].iloc[1] - ep["start_s"].iloc[1] < 1e-5
+
+
+# -- capacities that change (bandwidth traces) ----------------------------------------------
+def traced(sc: dict, tmp_path, rows, repeat: bool = True) -> dict:
+    """``sc`` with a bandwidth trace of ``rows`` ((a, b, time (s), bit/s) each; a callable
+    gets the resolved links and returns them), written under ``tmp_path``."""
+    sc = copy.deepcopy(sc)
+    if callable(rows):
+        resolved = engine.resolve_scenario(netsim.Scenario.model_validate(sc), 0)
+        rows = rows(resolved.links)
+    path = tmp_path / "bw.csv"
+    write_bandwidth_trace(pd.DataFrame(rows, columns=["a", "b", "time_s", "bandwidth_bps"]),
+                          path)
+    sc.setdefault("dynamics", {})["bandwidth"] = {"model": "trace", "trace": str(path),
+                                                  "repeat": repeat}
+    return sc
+
+
+def stations(factors):
+    """Rows scaling every station link of the cells named (link ``b``) by ``factors``
+    ((time (s), factor) each) from its scenario bandwidth."""
+    def rows(links):
+        out = []
+        for cell, steps in factors.items():
+            for link in links:
+                if link.b == cell:
+                    out += [(link.a, link.b, t, link.bandwidth_bps * f) for t, f in steps]
+        return out
+    return rows
+
+
+def backhauls(steps):
+    """Rows setting each named cell's link to the core router: {cell: [(time, bit/s)]}."""
+    def rows(links):
+        return [(cell, "core-router", t, bps) for cell, s in steps.items() for t, bps in s]
+    return rows
+
+
+def both(*makers):
+    return lambda links: [r for m in makers for r in m(links)]
+
+
+TRACED = {
+    # cells' station rates fall and rise (their air time binds harder, then less)
+    "cells": (heavy(), both(
+        stations({"wifi-cell-1": [(7.3, 0.25), (19.1, 1.5), (33.7, 1.0)],
+                  "lte-cell-1": [(11.2, 0.5), (26.0, 2.0)]}),
+        backhauls({"wifi-cell-2": [(15.0, 5e9), (30.0, 1e10)]})),
+        "fedbuff", {"concurrency": 24, "buffer_updates": 6}),
+    # wired: LTE backhauls that bind, stop binding (raised far above their members' caps)
+    # and bind again; ethernet links slowed below them (the flows then bound alone)
+    "links": (heavy(wired=True), both(
+        backhauls({"ethernet-cell-1": [(5.0, 5e10), (21.5, 1e7), (40.0, 2e7)],
+                   "ethernet-cell-2": [(9.9, 3e7), (30.1, 5e10)]}),
+        stations({"ethernet-cell-3": [(12.0, 0.005), (25.0, 1.0)]})),
+        "fedbuff", {"concurrency": 24, "buffer_updates": 6}),
+    # private links (no medium) and churn: transfers cut after a change (air time un-booked
+    # at the station rates of their start)
+    "private-churn": (churn_heavy() | {"generate": heavy(shared_media=False)["generate"]},
+                      both(stations({"wifi-cell-1": [(3.1, 0.3), (13.7, 1.2)],
+                                     "lte-cell-1": [(6.6, 0.4), (17.0, 1.0)]})),
+                      "fedasync", {"concurrency": 16, "max_staleness": 4}),
+    "cells-churn": (churn_heavy(), stations({"wifi-cell-1": [(2.0, 0.2), (9.0, 3.0)],
+                                             "wifi-cell-2": [(4.5, 0.5), (16.0, 0.1)]}),
+                    "fedasync", {"concurrency": 16, "max_staleness": 4}),
+}
+
+
+def run_both(sc, policy, params):
+    fast = netsim.simulate(copy.deepcopy(sc), policy, seed=1, params=params,
+                           raise_errors=True)
+    slow = netsim.simulate(copy.deepcopy(sc), policy, seed=1, params=params,
+                           raise_errors=True, fast_epochs=False)
+    return fast, slow
+
+
+def assert_same_runs(fast, slow):
+    _assert_same(fast, slow)
+    np.testing.assert_allclose(fast.epochs[ASYNC_COLUMNS].to_numpy(float),
+                               slow.epochs[ASYNC_COLUMNS].to_numpy(float), rtol=1e-9)
+    for col in ("updates_ids", "updates_staleness", "updates_samples", "late_ids",
+                "dropped_ids"):
+        pd.testing.assert_series_equal(fast.epochs[col], slow.epochs[col])
+    runs = ["time_s", "energy_j", "final_loss"]
+    np.testing.assert_allclose(fast.runs[runs].to_numpy(float),
+                               slow.runs[runs].to_numpy(float), rtol=1e-9)
+    assert fast.runs["status"].tolist() == slow.runs["status"].tolist()
+
+
+@pytest.mark.parametrize("case", sorted(TRACED))
+def test_capacity_changes_in_arrays_match_the_events(case, players, tmp_path):
+    """Bandwidth traces that change cells' station rates, backhauls and links while
+    transfers move (a constraint binding, then not, then again): arrays and events give the
+    same tables to 1e-9, air time per medium and device included."""
+    base, rows, policy, params = TRACED[case]
+    sc = traced(base, tmp_path, rows)
+    fast, slow = run_both(sc, policy, params)
+    assert players[0].epochs_by_path["arrays"] >= len(fast.epochs) > 3
+    assert players[0].epochs_by_path["events"] == 0
+    assert players[0].buffered_player.capacity_changes > 3
+    assert players[1].epochs_by_path["arrays"] == 0
+    assert_same_runs(fast, slow)
+
+
+def boundary_star(n: int = 3) -> dict:
+    """n devices (1 Mbit/s apart) behind one access point whose uplink (20 Mbit/s) they
+    share; a 1 MB model, 0.1 s of training each."""
+    sc = identical_star(n)
+    sc["links"][0]["bandwidth_bps"] = 2e7
+    for i in range(n):
+        sc["links"][i + 1]["bandwidth_bps"] = 1e7 + 1e6 * i
+    sc["model"] = {"params": 1e6, "bytes_per_param": 1, "train_flop_per_sample": 1e6,
+                   "variants": [{"name": "full", "params_fraction": 1, "flop_fraction": 1}]}
+    sc["training"].update(target_loss=1e-9, max_epochs=8)
+    return sc
+
+
+def test_capacity_changes_at_transfer_boundaries_match_the_events(players, tmp_path):
+    # one device first: its download's last bit leaves at 8e6 / 1e7 = 0.8 s exactly, where
+    # its link halves; its upload starts at 0.8 + 0.01 + 0.1, where the link is restored;
+    # and a change at the epoch's start (t = 0)
+    sc = boundary_star(1)
+    up = (0.8 + 0.01) + 0.1
+    sc = traced(sc, tmp_path, [("d0", "ap", 0.0, 1.2e7), ("d0", "ap", 0.8, 6e6),
+                               ("d0", "ap", up, 1e7), ("srv", "ap", 2.0, 5e6)], repeat=False)
+    fast, slow = run_both(sc, "fedbuff", {"concurrency": 1, "buffer_updates": 1})
+    assert players[0].epochs_by_path["events"] == 0
+    assert players[0].buffered_player.capacity_changes >= 3
+    assert_same_runs(fast, slow)
+    # three devices sharing the access point's uplink, changes where transfers end and start
+    sc = traced(boundary_star(3), tmp_path,
+                [("srv", "ap", 0.4, 1e7), ("d1", "ap", 0.8, 4e6), ("srv", "ap", 1.6, 3e7),
+                 ("d2", "ap", 2.5, 1e6), ("srv", "ap", 3.0, 2e7)])
+    fast, slow = run_both(sc, "fedbuff", {"concurrency": 3, "buffer_updates": 2})
+    assert players[2].epochs_by_path["events"] == 0
+    assert players[2].buffered_player.capacity_changes >= 3
+    assert_same_runs(fast, slow)
+
+
+def test_a_capacity_state_with_a_route_crossing_two_binding_constraints_runs_as_events(
+        players, tmp_path):
+    # the cells' fleet plays in arrays at its scenario capacities, but from 30 s on the
+    # aggregator's link (10 Gbit/s) falls to 100 Mbit/s: the cells can then fill it, and
+    # every route crosses its cell and that link, both able to saturate
+    sc = traced(heavy(), tmp_path, [("aggregator", "core-router", 30.0, 1e8)], repeat=False)
+    sc["training"]["max_epochs"] = 4
+    params = {"concurrency": 24, "buffer_updates": 6}
+    netsim.simulate(sc, "fedbuff", seed=1, params=params, raise_errors=True)
+    assert players[-1].buffered_player is False
+    assert players[-1].epochs_by_path["arrays"] == 0
+    # the same trace at 1 Tbit/s: every state plays in arrays
+    sc = traced(heavy(), tmp_path, [("aggregator", "core-router", 30.0, 1e12)], repeat=False)
+    sc["training"]["max_epochs"] = 4
+    netsim.simulate(sc, "fedbuff", seed=1, params=params, raise_errors=True)
+    assert players[-1].buffered_player is not False
+    assert players[-1].epochs_by_path["events"] == 0

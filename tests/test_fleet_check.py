@@ -315,5 +315,5 @@ def test_the_decision_is_the_full_checks(sc, fibre_bps, arrays):
     player = BufferedPlayer.of(world_of(sc, fibre_bps))
     assert (player is not None) is (want is not None) is arrays
     if player is not None and want is not None:
-        np.testing.assert_array_equal(player._bind, want[0])
-        np.testing.assert_array_equal(player._coef, want[1])
+        np.testing.assert_array_equal(player._state.bind, want[0])
+        np.testing.assert_array_equal(player._state.coef, want[1])

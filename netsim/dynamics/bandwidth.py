@@ -48,6 +48,13 @@ class CapacitySchedule:
     def forget_before(self, t_s: float) -> None:
         """Nothing before ``t_s`` (s) will be asked again (a schedule may drop it)."""
 
+    def states(self) -> np.ndarray | None:
+        """Every capacity vector the schedule can put in force, one row per state (bit/s per
+        direction; rows may repeat), known up front; None where they are not (netsim's
+        buffered epochs in arrays check every state a run can take:
+        :meth:`netsim.epochs.buffered_arrays.BufferedPlayer.of`)."""
+        return self.base_bps[None, :]
+
 
 class LognormalCapacity(CapacitySchedule):
     """AR(1) log-normal pieces (see the module docstring)."""
@@ -85,6 +92,10 @@ class LognormalCapacity(CapacitySchedule):
         if caps is None:
             raise ValueError(f"capacities at {t_s} s were forgotten (asked back in time)")
         return caps
+
+    def states(self) -> np.ndarray | None:
+        """None while it changes: each piece is a fresh draw, unbounded below."""
+        return self.base_bps[None, :] if self.static else None
 
     def forget_before(self, t_s: float) -> None:
         k = self._piece(t_s)
@@ -137,6 +148,10 @@ class TraceCapacity(CapacitySchedule):
         if k < 0:  # before the first row of a repetition: the last rows of the previous one
             return self._table[-1] if self.repeat and t_s >= self.span_s else self.base_bps
         return self._table[k]
+
+    def states(self) -> np.ndarray | None:
+        """The scenario's capacities (before a trace's first row) and each row's."""
+        return np.vstack([self.base_bps[None, :], self._table])
 
     def next_change_s(self, t_s: float) -> float:
         if self.static:

@@ -35,6 +35,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     wait, ahead = world.take_wait()
     before = wait.totals() if wait is not None else world.meter.totals(start)
     ahead_before = ahead if wait is not None else unsent()
+    if player is not None:  # (the capacities begin_epoch set now: the flows present re-shared)
+        player.sync(start)
     live = list(buf.jobs.values()) + _start_jobs(world, decision, start, player)
     n = len(decision.participants)
     k, deadline_at = int(decision.buffer_updates or 1), float(world.scenario.training.deadline_s)
@@ -45,6 +47,7 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
             env.run(until=closed)
     else:
         buf.configure(k, decision.max_staleness)
+        player.arm_ticks(start)
         close_s = player.play_to_close(start, deadline_at)
         if close_s > env.now:
             env.run(until=close_s)

@@ -3,14 +3,15 @@
 
 A buffered epoch's jobs outlive it: each downloads the model, trains, uploads, and its update
 lands in the aggregator's buffer while other jobs are at other steps. In a world whose
-capacities do not change and whose flows each cross at most one constraint that can saturate (:func:`can_play`, the condition
-the synchronous array path checks per phase, here checked once for every route of the fleet
-in both directions, so that it holds for any jobs at any step), max-min fairness over the
+flows each cross at most one constraint that can saturate (the condition the synchronous
+array path checks per phase, here checked once for every route of the fleet in both
+directions, so that it holds for any jobs at any step, and under every capacity state the run
+can take: :meth:`BufferedPlayer.of`), max-min fairness over the
 network is one water-filling per such constraint, and :class:`BufferedPlayer` plays the jobs
 forward in one loop over a heap of instants: each constraint's next finish
 (:class:`netsim.network.online.SharedConstraint`), the end of a transfer alone on its route,
 an arrival, the end of training, an update's landing, a job's stop when its device's session
-ends or its battery empties. It books what the event path books, at
+ends or its battery empties, a capacity change. It books what the event path books, at
 the same instants and through the same meters: bytes, energy and air time at each transfer's
 start (the network's ledger), busy time from arrival to the end of training (the energy
 meter), radio periods at each start and last bit (netsim.network.radio); the buffer
@@ -18,10 +19,25 @@ meter), radio periods at each start and last bit (netsim.network.radio); the buf
 buffered epoch plays here, the run's jobs all do (the flow network never sees them). What a
 device's routes cross is read from the route tables on its first job (the work follows the
 participants). tests/test_buffered_arrays.py checks both paths against each other (times,
-energy, bytes, staleness) on fleets with and without Wi-Fi cells and radio tails, with
-sessions, stragglers and batteries, and on random changing worlds.
+energy, bytes, air time, staleness) on fleets with and without Wi-Fi cells and radio tails,
+with sessions, stragglers and batteries, on random changing worlds, and under bandwidth
+traces.
 
-Not here (the event path plays them): capacities that change, contended media whose flows
+Capacities that change (netsim's, as the flow network's ``set_capacities``): where every
+state they can take is known up front (a bandwidth trace's rows, :meth:`CapacitySchedule.states`)
+and each meets the condition above, the capacity changes are instants of the heap, armed per
+epoch as the events' ticks are (:meth:`BufferedPlayer.arm_ticks`; a change at an epoch's start
+is the world's ``begin_epoch``'s: :meth:`BufferedPlayer.sync`). At each, the transfers started
+so far are booked under the capacities of their start (their air time at those station
+rates), the world's capacities are set (:meth:`netsim.engine.World.change_capacities`), and
+every flow present is re-shared with its bits left: its standalone rate, binding constraint
+and coefficient re-read, each constraint water-filled again at its new capacity
+(:meth:`BufferedPlayer._reshare`). A transfer cut after a change un-books the bits it did not
+send at the station rates of its start, as ``FlowNetwork.cancel`` does.
+
+Not here (the event path plays them): capacities whose states are not known up front
+(log-normal pieces), a capacity state under which a route crosses two constraints that can
+saturate, contended media whose flows
 could pass their onset, routes that cross two constraints that can saturate (cells under an
 aggregator link they can fill: above about 3,000 generated devices), and
 ``fast_epochs=False``.
@@ -39,13 +55,13 @@ import numpy as np
 
 from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import stop_instant
-from netsim.fastepoch import RouteTable, hop_coefficients
+from netsim.fastepoch import RouteTable, hop_coefficients, route_caps
 from netsim.network.online import SharedConstraint
-from netsim.network.sharing import HopBlock, can_bind_blocks
+from netsim.network.sharing import CAPACITY_TOLERANCE, HopBlock, can_bind_blocks
 
 _INF = float("inf")
 # what an instant of the heap is: (time (s), order, kind, subject, token)
-_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED, _STOP = range(6)
+_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED, _STOP, _TICK = range(7)
 
 
 class ArrayParticipant:
@@ -55,7 +71,8 @@ class ArrayParticipant:
 
     __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
                  "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "ways",
-                 "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token")
+                 "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token",
+                 "start_caps")
 
     def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float,
                  offline_at_s: float, battery_left_j: float, idle_w: float, busy_w: float,
@@ -65,6 +82,7 @@ class ArrayParticipant:
         self.phase = "down"
         self.started_s = self.t_phase = job.started_s
         self.transfer: Any = None  # its constraint (int), its solo token (tuple), or None
+        self.start_caps: np.ndarray | None = None  # the capacities of its transfer's start
         self.down_bps = self.up_bps = math.nan
         self.battery_out = False
         self.offline_at_s, self.left_j = offline_at_s, battery_left_j
@@ -95,28 +113,71 @@ class ArrayParticipant:
 class Way:
     """What the player reads of one route (a device's download or upload): its ``Route.id``,
     standalone rate (bit/s), latency (s), whether it crosses anything, the constraint on it
-    that can bind (-1: none) and its coefficient there, its radios; the energy of a bit over
-    it (J/bit; -1 until read)."""
+    that can bind (-1: none) and its coefficient there, its radios (the standalone rate,
+    binding constraint and coefficient: under the capacities in force when it was read)."""
 
-    __slots__ = ("route_id", "cap_bps", "latency_s", "crosses", "bind", "coef", "radios",
-                 "j_per_bit")
+    __slots__ = ("route_id", "cap_bps", "latency_s", "crosses", "bind", "coef", "radios")
 
     def __init__(self, route_id: int, cap_bps: float, latency_s: float, crosses: bool,
                  bind: int, coef: float, radios: tuple[int, ...]) -> None:
         self.route_id, self.cap_bps, self.latency_s = route_id, cap_bps, latency_s
         self.crosses, self.bind, self.coef, self.radios = crosses, bind, coef, radios
-        self.j_per_bit = -1.0
 
 
 def can_play(world: Any) -> bool:
-    """Whether the run's buffered epochs can play in arrays (the module's conditions): no
-    capacity changes (sessions may end, batteries empty, speeds vary per epoch), and no
-    job in flight on the flow network."""
+    """Whether the run's buffered epochs can play in arrays (the module's conditions, but
+    for the routes' check: :meth:`BufferedPlayer.of`): capacities that stay within states
+    known up front (none change, or a bandwidth trace's rows: not log-normal pieces), and
+    no job in flight on the flow network (sessions may end, batteries empty, speeds vary
+    per epoch)."""
     t = world.devices
-    return bool(world.fast_epochs and world.dynamics.capacity.static
+    return bool(world.fast_epochs and world.dynamics.capacity.states() is not None
                 and t.down_routes is not None
                 and t.up_routes is not None and world.network.active_flows == 0
                 and not world.buffer.in_flight)
+
+
+class _State:
+    """One capacity state of the run: every constraint's ``capacity`` (bit/s; media after
+    the links) and, per route (the downloads' rows, then the uploads'), its standalone rate
+    ``cap_bps`` (bit/s), the constraint on it that can bind (``bind``, -1: none) and its
+    coefficient there (``coef``)."""
+
+    __slots__ = ("capacity", "cap_bps", "bind", "coef")
+
+    def __init__(self, capacity: np.ndarray, cap_bps: np.ndarray, bind: np.ndarray,
+                 coef: np.ndarray) -> None:
+        self.capacity, self.cap_bps, self.bind, self.coef = capacity, cap_bps, bind, coef
+
+
+def _state_of(tables: tuple[RouteTable, RouteTable], capacity: np.ndarray,
+              cap_bps: np.ndarray) -> _State | None:
+    """The state of capacities ``capacity`` (per constraint, bit/s) with the routes'
+    standalone rates ``cap_bps`` (bit/s, downloads then uploads), or None when a route
+    crosses two constraints that can saturate under them."""
+    n = len(tables[0].route_id)
+
+    def blocks() -> Iterator[HopBlock]:  # downloads (flows 0 .. n - 1), then uploads
+        for d, t in enumerate(tables):
+            for owner, hop, ref in t.blocks():
+                yield owner + d * n, hop, hop_coefficients(ref, capacity)
+
+    # every route of the fleet in both directions at once: a constraint that cannot
+    # saturate then cannot under any jobs at any step (can_bind's bound only grows
+    # with the flows)
+    binding = can_bind_blocks(blocks, cap_bps, capacity)
+    bind = np.full(2 * n, -1, dtype=np.intp)
+    on = np.ones(2 * n)
+    for d, t in enumerate(tables):
+        first, last = int(t.hop_start[0]), int(t.hop_start[-1])
+        hops = t.hops[first:last]
+        owner = np.repeat(np.arange(n), np.diff(t.hop_start))
+        hit = binding[hops]
+        if np.bincount(owner[hit]).max(initial=0) > 1:
+            return None
+        bind[d * n + owner[hit]] = hops[hit]
+        on[d * n + owner[hit]] = hop_coefficients(t.rate_ref[first:last][hit], capacity)
+    return _State(capacity, cap_bps, bind, on)
 
 
 class BufferedPlayer:
@@ -127,17 +188,20 @@ class BufferedPlayer:
     aggregation, :meth:`flush` books the transfers started, :meth:`unsent_j` is the
     network's :meth:`~netsim.network.FlowNetwork.unsent_j` for these transfers."""
 
-    def __init__(self, world: Any, down: RouteTable, up: RouteTable, capacity: np.ndarray,
-                 bind: np.ndarray, coef: np.ndarray) -> None:
-        """``bind``, ``coef``: per route (the downloads' rows, then the uploads'), the
-        constraint on it that can bind (-1: none) and its coefficient there."""
+    def __init__(self, world: Any, down: RouteTable, up: RouteTable,
+                 states: dict[bytes, _State], now: _State) -> None:
+        """``states``: every capacity state the run can take, by its capacities' bytes;
+        ``now``: the one in force."""
         self.world, self.meter, self.network = world, world.meter, world.network
         self.radio = world.network.radio
         self.buffer = world.buffer
         self.tables = (down, up)
-        self.capacity = capacity
-        self._bind, self._coef = bind, coef
-        self._ways: dict[int, tuple[Way, Way]] = {}
+        self._states = states
+        self._state = now
+        self.capacity = now.capacity
+        """Every constraint's capacity in force (bit/s; media after the links)."""
+        self._ways: dict[int, tuple[Way, Way]] = {}  # under the capacities in force
+        self._route_j: dict[int, float] = {}  # by route id
         self.has_radios = bool(self.radio)
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.order = itertools.count()
@@ -151,41 +215,28 @@ class BufferedPlayer:
         dyn = world.dynamics
         self.guarded = not dyn.timeline.static or bool(dyn.batteries.any)
         """Whether jobs may stop (sessions end, batteries empty): else no stop is armed."""
+        self.schedule = dyn.capacity
+        self._tick_token = 0  # an epoch's capacity ticks (arm_ticks); earlier ones are void
+        self.capacity_changes = 0
+        """Capacity changes played (the flows present re-shared at each)."""
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
         """The player of ``world``'s buffered epochs, or None when they cannot play in arrays
-        (:func:`can_play`; a route crossing two constraints that can saturate; a contended
-        medium whose flows could pass its onset)."""
+        (:func:`can_play`; a route crossing two constraints that can saturate under some
+        capacity state the run can take; a contended medium whose flows could pass its
+        onset)."""
         if not can_play(world):
             return None
         down, up, capacity, _ = world.static_tables()
         n = len(down.route_id)
         tables = (down, up)
-
-        def blocks() -> Iterator[HopBlock]:  # downloads (flows 0 .. n - 1), then uploads
-            for d, t in enumerate(tables):
-                for owner, hop, ref in t.blocks():
-                    yield owner + d * n, hop, hop_coefficients(ref, capacity)
-
-        # every route of the fleet in both directions at once: a constraint that cannot
-        # saturate then cannot under any jobs at any step (can_bind's bound only grows
-        # with the flows)
-        binding = can_bind_blocks(blocks, np.concatenate([down.cap_bps, up.cap_bps]),
-                                  capacity)
-        bind = np.full(2 * n, -1, dtype=np.intp)
-        on = np.ones(2 * n)
         onset = world.devices.onset_flows
         contended: list[np.ndarray] = []  # (medium, device) of the hops on contended media
-        for d, t in enumerate(tables):
+        for t in tables:
             first, last = int(t.hop_start[0]), int(t.hop_start[-1])
             hops = t.hops[first:last]
             owner = np.repeat(np.arange(n), np.diff(t.hop_start))
-            hit = binding[hops]
-            if np.bincount(owner[hit]).max(initial=0) > 1:
-                return None
-            bind[d * n + owner[hit]] = hops[hit]
-            on[d * n + owner[hit]] = hop_coefficients(t.rate_ref[first:last][hit], capacity)
             if onset is not None:
                 at = np.isfinite(onset)[hops]
                 contended.append(hops[at].astype(np.int64) * n + owner[at])
@@ -194,12 +245,120 @@ class BufferedPlayer:
             media, devices = np.unique(pairs // n, return_counts=True)
             if np.any(devices > onset[media]):
                 return None
+        # every capacity state the run can take (netsim's: a flow present at a change is
+        # re-shared under the new capacities, its cap re-read, as the flow network does), each
+        # checked on its own; the static world's one is the device table's
+        schedule = world.dynamics.capacity
+        candidates = [np.asarray(world.caps_now, dtype=float)]
+        if not schedule.static:
+            candidates += [world.constraint_caps(row) for row in schedule.states()]
+        states: dict[bytes, _State] = {}
+        for caps in candidates:
+            key = caps.tobytes()
+            if key in states:
+                continue
+            if np.array_equal(caps, capacity):
+                state = _state_of(tables, capacity,
+                                  np.concatenate([down.cap_bps, up.cap_bps]))
+            else:
+                state = _state_of(tables, caps, np.concatenate([route_caps(down, caps),
+                                                                route_caps(up, caps)]))
+            if state is None:
+                return None
+            states[key] = state
         # the ledger's books of every route at once (the check above read them all already),
         # not a few more at each epoch's settling
         crossing = np.concatenate([np.diff(down.hop_start), np.diff(up.hop_start)]) > 0
         world.network.ledger.index(
             np.concatenate([down.route_id, up.route_id])[crossing].tolist())
-        return cls(world, down, up, capacity, bind, on)
+        return cls(world, down, up, states, states[candidates[0].tobytes()])
+
+    # -- capacity changes ------------------------------------------------------------------
+    def sync(self, now_s: float) -> None:
+        """An epoch starts at ``now_s`` (s): the capacities the world set then (its
+        ``begin_epoch``, before any job starts), if they changed, re-share the flows present
+        (as the flow network's ``set_capacities``)."""
+        self._adopt(now_s)
+
+    def arm_ticks(self, now_s: float) -> None:
+        """Play the capacity changes from ``now_s`` (s) on (the epoch's, as
+        :meth:`netsim.engine.World.arm_capacity_ticks` arms them for the events; the
+        previous epoch's are void)."""
+        self._tick_token += 1
+        if not self.schedule.static:
+            at = self.schedule.next_change_s(now_s)
+            if at < _INF:
+                self._push(at, _TICK, None, self._tick_token)
+
+    def _tick(self, t: float) -> None:
+        """A capacity tick at ``t`` (s): the transfers started so far booked under the
+        capacities of their start, the world's capacities set (the network's, its ledger's),
+        the flows present re-shared; the next tick armed."""
+        self.flush()
+        at = self.world.change_capacities(t)
+        self._adopt(t)
+        if at < _INF:
+            self._push(at, _TICK, None, self._tick_token)
+
+    def _adopt(self, t: float) -> None:
+        """The world's capacities (``caps_now``) in force from ``t`` (s): when they are not
+        the player's, its state moves to theirs and every flow present is re-shared at ``t``
+        (:meth:`_reshare`)."""
+        caps = self.world.caps_now
+        if caps is self.capacity or np.array_equal(caps, self.capacity):
+            return
+        state = self._states.get(np.asarray(caps, dtype=float).tobytes())
+        if state is None:
+            raise RuntimeError("buffered arrays: capacities outside the states checked")
+        self._state, self.capacity = state, state.capacity
+        self._ways = {}
+        self.capacity_changes += 1
+        self._reshare(t)
+
+    def _reshare(self, t: float) -> None:
+        """Every flow present re-shared at ``t`` (s) under the capacities in force: its bits
+        left kept, its standalone rate, binding constraint and coefficient re-read, each
+        constraint water-filled again with its capacity (netsim's: the flow network's
+        re-share at a capacity change, one water-filling per constraint that can bind). A flow
+        alone on its route at an unchanged rate, and a constraint whose capacity, flows and
+        their caps and coefficients are unchanged, keep their instants."""
+        constraints = self.constraints
+        for c in constraints.values():
+            c.advance(t)
+        placed: dict[int, dict[ArrayParticipant, list[float]]] = {}
+        tol = CAPACITY_TOLERANCE
+        for p in self.moving:  # (in start order)
+            d = 0 if p.phase == "down" else 1
+            old = p.transfer
+            if type(old) is int:
+                left = constraints[old].flows[p][0]
+            else:
+                since, bits, cap = old
+                left = bits - cap * (t - since)
+            if left < 0.0:
+                left = 0.0
+            p.ways = self.ways_of(p.row)
+            way = p.ways[d]
+            b = way.bind
+            if b >= 0:
+                placed.setdefault(b, {})[p] = [left, way.cap_bps, way.coef, 0.0,
+                                               max(8.0 * p.nbytes, 1.0) * tol]
+            elif type(old) is int or old[2] != way.cap_bps:
+                p.transfer = token = (t, left, way.cap_bps)
+                self._push(t + left / way.cap_bps, _LAST_BIT, p, token)
+        capacity = self.capacity
+        for b in sorted(placed.keys() | constraints.keys()):
+            flows = placed.get(b, {})
+            kept = constraints.get(b)
+            if kept is None:
+                kept = constraints[b] = SharedConstraint(float(capacity[b]))
+            elif kept.capacity_bps == float(capacity[b]) and list(kept.flows) == list(flows) \
+                    and all(f[1:3] == flows[k][1:3] for k, f in kept.flows.items()):
+                continue  # (nothing of it changed)
+            kept.replace(float(capacity[b]), t, flows)
+            for p in flows:
+                p.transfer = b
+            self._schedule(b, kept)
 
     # -- jobs ---------------------------------------------------------------------------------
     def start(self, job: Job, nbytes: float, compute_s: float, now_s: float,
@@ -277,8 +436,10 @@ class BufferedPlayer:
             self.changes += 1
             p.transfer = None
             self.flush()
-            if left > 0.0:
-                self.network.book([p.ways[d].route_id], [-left / 8.0])
+            if left > 0.0:  # (air time at the station rates of its start, as the events
+                # un-book it: FlowNetwork.cancel)
+                self.network.book([p.ways[d].route_id], [-left / 8.0],
+                                  None if p.start_caps is self.capacity else p.start_caps)
         p.phase = "gone"
 
     # -- the loop -------------------------------------------------------------------------------
@@ -323,6 +484,9 @@ class BufferedPlayer:
                 if subject.job.key in buf.jobs:
                     buf.land(subject.job.key, t)
                     ended = True
+            elif kind == _TICK:
+                if token == self._tick_token:
+                    self._tick(t)
             elif token == subject.token and subject.phase in ("down", "train", "up"):  # _STOP
                 subject.battery_out = t < subject.offline_at_s
                 self._drop(subject, t)
@@ -380,6 +544,8 @@ class BufferedPlayer:
 
     def _send(self, p: ArrayParticipant, d: int, now_s: float) -> None:
         """Job ``p``'s transfer in direction ``d`` (0: download, 1: upload) starts now."""
+        if self.capacity_changes:  # (its route's figures under the capacities in force)
+            p.ways = self.ways_of(p.row)
         way = p.ways[d]
         p.started_s = now_s
         if not way.crosses:  # (local: arrives at once, nothing booked)
@@ -395,9 +561,10 @@ class BufferedPlayer:
             self.radio.start(way.radios, now_s)
         self.moving[p] = None
         self.changes += 1
+        p.start_caps = self.capacity
         b = way.bind
         if b < 0:  # alone on its route: at its cap to the end
-            p.transfer = token = (now_s, bits)
+            p.transfer = token = (now_s, bits, way.cap_bps)
             self._push(now_s + bits / way.cap_bps, _LAST_BIT, p, token)
             return
         c = self.constraints.get(b)
@@ -437,12 +604,13 @@ class BufferedPlayer:
         transfer = p.transfer
         if type(transfer) is int:
             return self.constraints[transfer].bits_left(p, now_s)
-        started, bits = transfer
-        left = bits - p.ways[d].cap_bps * (now_s - started)
+        started, bits, cap = transfer
+        left = bits - cap * (now_s - started)
         return left if left > 0.0 else 0.0
 
     def ways_of(self, row: int) -> tuple[Way, Way]:
-        """Device ``row``'s download and upload routes (read on its first job)."""
+        """Device ``row``'s download and upload routes (read on its first job under the
+        capacities in force)."""
         ways = self._ways.get(row)
         if ways is None:
             pair = []
@@ -454,16 +622,19 @@ class BufferedPlayer:
                     if end > first:
                         radios = tuple(ids[first:end].tolist())
                 hop_start = t.hop_start
-                pair.append(Way(t.route_id.item(row), t.cap_bps.item(row),
+                state = self._state
+                pair.append(Way(t.route_id.item(row), state.cap_bps.item(d * n + row),
                                 t.latency_s.item(row),
                                 hop_start.item(row + 1) > hop_start.item(row),
-                                self._bind.item(d * n + row), self._coef.item(d * n + row),
+                                state.bind.item(d * n + row), state.coef.item(d * n + row),
                                 radios))
             ways = self._ways[row] = (pair[0], pair[1])
         return ways
 
     def _j_per_bit(self, way: Way) -> float:
         """The energy of a bit over ``way`` (J/bit), read from the ledger's books once."""
-        if way.j_per_bit < 0.0:
-            way.j_per_bit = self.network.ledger.route_j_per_bit(way.route_id)
-        return way.j_per_bit
+        j = self._route_j.get(way.route_id)
+        if j is None:
+            j = self._route_j[way.route_id] = self.network.ledger.route_j_per_bit(
+                way.route_id)
+        return j

@@ -12,6 +12,9 @@ each with the bits it has left, and re-shares them at each change by
 tolerance); the caller asks for the next finish and plays the constraints' finishes in time
 order (tests/test_buffered_arrays.py checks the result against the flow network).
 
+Capacities that change (a bandwidth trace): at each change the caller re-shares the flows
+present under the new capacity, caps and coefficients (:meth:`SharedConstraint.replace`).
+
 Cost: O(m log m) per start or finish for the m flows present on the constraint (a cell's
 few jobs), against the flow network's groups, feeds and SimPy wake-ups.
 """
@@ -94,6 +97,17 @@ class SharedConstraint:
                 del self.flows[k]
             self._reshare()
         return done
+
+    def replace(self, capacity_bps: float, now_s: float, flows: dict[Any, list[float]]
+                ) -> None:
+        """The capacities changed at ``now_s`` (s): from now on capacity ``capacity_bps``
+        (bit/s or air-time budget) and ``flows`` (each kept as above, its bits left at
+        ``now_s``, under its caller's key, in start order), re-shared (netsim's re-share at a
+        capacity change, as the flow network's ``set_capacities``)."""
+        self.capacity_bps = float(capacity_bps)
+        self.flows = flows
+        self.since_s = now_s
+        self._reshare()
 
     def _reshare(self) -> None:
         self.version += 1
