@@ -142,7 +142,7 @@ def test_search_equals_the_enumeration_where_more_samples_can_fail_more(exponent
     can fail more, and dominance takes the slack of dominance_slack."""
     sc = instance(target, pi, 7, noise_level_exponent=exponent, noise_run_sigma=sigma)
     base, options = options_of(sc)
-    x, _ = plan_success._quadrature()
+    x, _ = plan_success.quadrature()
     assert dominance_slack(base, x, options, 7, target).max() > 0
     check_search(base, options, 7, target, pi)
 

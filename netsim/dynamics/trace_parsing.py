@@ -1,11 +1,11 @@
 """Parsing trace files: a CSV or Parquet file's table, checked row by row, into a trace.
 
-Reads a file's table (:func:`_read_table`, data rows counted from 1), checks its columns and
+Reads a file's table (:func:`read_table`, data rows counted from 1), checks its columns and
 every cell (empty, non-numeric, non-finite, negative; capacities in bit/s, times in s), the
 order of each device's intervals or each link's rows, and builds the
 :class:`~netsim.dynamics.trace_types.AvailabilityTrace` or
 :class:`~netsim.dynamics.trace_types.BandwidthTrace` with each device's or link's rows
-(:func:`_availability`, :func:`_bandwidth`), or raises
+(:func:`parse_availability`, :func:`parse_bandwidth`), or raises
 :class:`~netsim.dynamics.trace_types.TraceError` with every problem at once. The formats and
 their rules: :mod:`netsim.dynamics.traces` (the public API, which reads through this module).
 """
@@ -38,7 +38,7 @@ from netsim.scenario.errors import Problem
 # ----------------------------------------------------------------------------- reading tables
 
 
-def _suffix(path: Path, label: str) -> str:
+def suffix_of(path: Path, label: str) -> str:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise TraceError([trace_problem(label, None, None, f"unknown format {path.suffix!r}: "
@@ -65,9 +65,9 @@ def _read_csv_by_line(path: Path) -> tuple[pd.DataFrame, list[tuple[int, str | N
     return pd.DataFrame(data, columns=header, dtype=object), out
 
 
-def _read_table(path: Path, label: str) -> tuple[pd.DataFrame, list[tuple[int, str | None, str]]]:
+def read_table(path: Path, label: str) -> tuple[pd.DataFrame, list[tuple[int, str | None, str]]]:
     """The file's table (index: 1-based data row) and rows that could not be split."""
-    suffix = _suffix(path, label)
+    suffix = suffix_of(path, label)
     if not path.exists():
         raise TraceError([trace_problem(label, None, None, "no such file")])
     if not path.is_file():
@@ -247,7 +247,7 @@ def _raise_unreadable(df: pd.DataFrame, label: str, frame: list[Problem],
         _raise_if(label, frame, width_rows, columns)
 
 
-def _availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | None, str]]
+def parse_availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | None, str]]
                   ) -> tuple[AvailabilityTrace, dict[str, np.ndarray]]:
     """The trace from a table (index = 1-based row) and each device's rows; raises TraceError."""
     frame = _column_problems(df, label, AVAILABILITY_COLUMNS, AVAILABILITY_COLUMNS)
@@ -300,7 +300,7 @@ def _availability(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str 
 # ---------------------------------------------------------------------------------- bandwidth
 
 
-def _bandwidth(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | None, str]]
+def parse_bandwidth(df: pd.DataFrame, label: str, width_rows: list[tuple[int, str | None, str]]
                ) -> tuple[BandwidthTrace, dict[tuple[str, str], np.ndarray]]:
     """The trace from a table (index = 1-based row) and each link's rows; raises TraceError."""
     cols = set(df.columns)

@@ -50,7 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from netsim.dynamics.trace_parsing import _availability, _bandwidth, _read_table, _suffix
+from netsim.dynamics.trace_parsing import parse_availability, parse_bandwidth, read_table, suffix_of
 from netsim.dynamics.trace_types import (  # noqa: F401  (re-exported: their old home)
     AVAILABILITY_COLUMNS,
     BANDWIDTH_COLUMNS,
@@ -81,14 +81,14 @@ _LOCK = threading.Lock()
 def _cached(path: str | Path, kind: str) -> tuple[Any, dict[Any, np.ndarray]]:
     p = Path(path).expanduser()
     label = str(path)
-    _suffix(p, label)
+    suffix_of(p, label)
     try:
         resolved = p.resolve()
         st = resolved.stat()
     except OSError:
         st = None
     if st is None:
-        _read_table(p, label)  # raises the right TraceError (no such file, not a file, ...)
+        read_table(p, label)  # raises the right TraceError (no such file, not a file, ...)
         raise TraceError([trace_problem(label, None, None, "cannot be read")])
     key = (str(resolved), kind, st.st_mtime_ns, st.st_size)
     with _LOCK:
@@ -96,8 +96,8 @@ def _cached(path: str | Path, kind: str) -> tuple[Any, dict[Any, np.ndarray]]:
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    df, width_rows = _read_table(p, label)
-    entry = (_availability if kind == "availability" else _bandwidth)(df, label, width_rows)
+    df, width_rows = read_table(p, label)
+    entry = (parse_availability if kind == "availability" else parse_bandwidth)(df, label, width_rows)
     with _LOCK:
         _CACHE[key] = entry
         while len(_CACHE) > _CACHE_SIZE:
@@ -131,7 +131,7 @@ def trace_kind(path: str | Path) -> str:
     """
     p = Path(path).expanduser()
     label = str(path)
-    suffix = _suffix(p, label)
+    suffix = suffix_of(p, label)
     if not p.is_file():
         raise TraceError([trace_problem(label, None, None,
                                         "no such file" if not p.exists() else "not a file")])
@@ -203,14 +203,14 @@ def availability_trace_from_frame(df: pd.DataFrame, name: str = "<DataFrame>"
     """An availability trace from a DataFrame in the file's format (rows counted from 1)."""
     frame = df.reset_index(drop=True)
     frame.index = frame.index + 1
-    return _availability(frame, name, [])[0]
+    return parse_availability(frame, name, [])[0]
 
 
 def bandwidth_trace_from_frame(df: pd.DataFrame, name: str = "<DataFrame>") -> BandwidthTrace:
     """A bandwidth trace from a DataFrame in the file's format (rows counted from 1)."""
     frame = df.reset_index(drop=True)
     frame.index = frame.index + 1
-    return _bandwidth(frame, name, [])[0]
+    return parse_bandwidth(frame, name, [])[0]
 
 
 def availability_frame(trace: AvailabilityTrace) -> pd.DataFrame:
@@ -322,7 +322,7 @@ def _write(df: pd.DataFrame, path: str | Path, columns: Sequence[str]) -> Path:
     from netsim.outputs import write_atomic
 
     p = Path(path)
-    suffix = _suffix(p, str(path))
+    suffix = suffix_of(p, str(path))
     frame = df[[c for c in columns if c in df.columns]].reset_index(drop=True)
 
     def write(tmp: str) -> None:

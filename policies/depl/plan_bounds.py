@@ -2,7 +2,7 @@
 
 :func:`dominance_slack`: per quadrature node, how much larger a future epoch's log failure can
 be for a state with more effective samples than for one with fewer (0 where more samples never
-hurt), so that the search's dominance stays exact. :func:`_cost_to_go` and :func:`_loss_bound`:
+hurt), so that the search's dominance stays exact. :func:`cost_to_go` and :func:`loss_bound`:
 a lower bound on the energy (J) of completing a state to a plan that meets pi, from a shortest
 path on a loss grid. Both are used by :func:`policies.depl.plan_search.search_plans` (the proofs
 are in their docstrings); the arithmetic of a plan's success is
@@ -79,7 +79,7 @@ def dominance_slack(base: LossPredictor, x: np.ndarray, options: Sequence[EpochO
 @dataclass(frozen=True)
 class _CostToGo:
     """A lower bound on the cost of reaching ``pi`` from a state of one option (see
-    :func:`_cost_to_go`): the loss grid, the lowest per-node log failure of an epoch whose mean
+    :func:`cost_to_go`): the loss grid, the lowest per-node log failure of an epoch whose mean
     is at least each grid loss, and the cheapest cost from each grid loss to below each."""
 
     grid: np.ndarray        # G losses, ascending (geometric)
@@ -88,7 +88,7 @@ class _CostToGo:
     cmin: float
 
 
-def _cost_to_go(base: LossPredictor, x: np.ndarray, option: EpochOption, horizon: int,
+def cost_to_go(base: LossPredictor, x: np.ndarray, option: EpochOption, horizon: int,
                 target_loss: float, size: int = 400) -> _CostToGo | None:
     """The tables of the search's loss-space bound for one option (None: not applicable, when
     a variant's floor is above the initial loss or an epoch costs nothing).
@@ -148,7 +148,7 @@ def _cost_to_go(base: LossPredictor, x: np.ndarray, option: EpochOption, horizon
     return _CostToGo(grid, fail_low, value, float(cost_u.min()))
 
 
-def _loss_bound(table: _CostToGo, w: np.ndarray, pi: float, mean: np.ndarray,
+def loss_bound(table: _CostToGo, w: np.ndarray, pi: float, mean: np.ndarray,
                 log_fail: np.ndarray, left: np.ndarray) -> np.ndarray:
     """Lower bounds on the cost of completing states (their mean, log failure, epochs left)
     to a plan meeting ``pi`` (inf: none can).

@@ -22,8 +22,8 @@ import numpy as np
 from scipy.special import log_ndtr
 
 from netsim.training.loss import LossPredictor
-from policies.depl.plan_bounds import _cost_to_go, _loss_bound, dominance_slack
-from policies.depl.plan_success import EpochOption, _increment, _quadrature
+from policies.depl.plan_bounds import cost_to_go, dominance_slack, loss_bound
+from policies.depl.plan_success import EpochOption, increment, quadrature
 
 STATUS_OPTIMAL, STATUS_TIME, STATUS_STATES = "optimal", "time_limit", "state_limit"
 
@@ -135,7 +135,7 @@ def _two_phase(base: LossPredictor, x: np.ndarray, w: np.ndarray, options: Seque
             acc_n, acc_lf = 0.0, np.zeros(len(x))
             for r in range(horizon):
                 acc_n += float(opt.gain[a])
-                _, inc = _increment(base, x, target_loss, np.array([a]), np.array([acc_n]))
+                _, inc = increment(base, x, target_loss, np.array([a]), np.array([acc_n]))
                 acc_lf = acc_lf + inc[0]
                 n[r], lf[r] = acc_n, acc_lf
             for b in use.tolist():
@@ -156,7 +156,7 @@ def _two_phase(base: LossPredictor, x: np.ndarray, w: np.ndarray, options: Seque
                         cur_n = np.asarray(base.carry(cur_n, last, np.full(len(cur_n), b)),
                                            dtype=float) + float(opt.gain[b])
                         last = np.full(len(cur_n), b)
-                        means, inc = _increment(base, x, target_loss, last, cur_n)
+                        means, inc = increment(base, x, target_loss, last, cur_n)
                         cur_lf = cur_lf + inc
                     else:
                         fits = np.ones(len(cur_n), dtype=bool)
@@ -197,7 +197,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     plus the larger of: the option's cheapest epoch times the fewest further epochs that
     could reach ``pi`` (each further epoch's log failure bounded below at every node: the
     lowest mean reachable with the largest gain per epoch, the run spread at either end of
-    the mean's range), and the loss-space bound of :func:`_cost_to_go` (the cheapest way to
+    the mean's range), and the loss-space bound of :func:`cost_to_go` (the cheapest way to
     bring the mean below the highest level at which the epochs left could still reach
     ``pi``). A state whose bound is infinite (it cannot reach ``pi`` within the horizon) or no
     lower than the best plan's cost is dropped. The first best plan is the cheapest of one
@@ -208,7 +208,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     by a bound no lower than the best plan. ``batch``: states expanded together (vectorised).
     """
     t0 = time.perf_counter()
-    x, w = _quadrature()
+    x, w = quadrature()
     nodes = len(x)
     n_opt, n_var = len(options), len(base._floor)
     cost_t = np.array([np.asarray(o.cost_j, dtype=float) for o in options]).reshape(n_opt, n_var)
@@ -219,7 +219,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     gmax = np.array([g[u].max() if u.any() else 0.0 for g, u in zip(gain_t, usable,
                                                                      strict=True)])
     slack = dominance_slack(base, x, options, horizon, target_loss)
-    tables = [_cost_to_go(base, x, o, horizon, target_loss) for o in options]
+    tables = [cost_to_go(base, x, o, horizon, target_loss) for o in options]
     res = SearchResult(STATUS_OPTIMAL, found_j=[math.inf] * n_opt,
                        dominance=("equal-n" if slack is None else "monotone"
                                   if not slack.any() else "monotone+slack"))
@@ -299,7 +299,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
     lf_parent, d_parent = np.zeros((len(opt), nodes)), np.zeros(len(opt), dtype=np.int64)
     popped: list[int] = []
     while True:
-        means, inc = _increment(base, x, target_loss, u, n_new)
+        means, inc = increment(base, x, target_loss, u, n_new)
         lf = lf_parent + inc
         depth = d_parent + 1
         success = 1.0 - np.exp(lf) @ w
@@ -321,7 +321,7 @@ def search_plans(base: LossPredictor, options: Sequence[EpochOption], horizon: i
                 if table is None or len(rows) == 0:
                     continue
                 k = keep[rows]
-                lb[rows] = np.maximum(lb[rows], c_new[k] + _loss_bound(
+                lb[rows] = np.maximum(lb[rows], c_new[k] + loss_bound(
                     table, w, pi, means[k], lf[k], horizon - depth[k]))
             sel = (j <= horizon) & np.isfinite(lb) \
                 & (lb < (best[0] if best is not None else np.inf))

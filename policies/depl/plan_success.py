@@ -3,8 +3,8 @@
 A plan is a variant per epoch on one data fraction; one epoch of each variant costs energy (J)
 and adds effective samples (:class:`EpochOption`). Its success probability, P(the run reaches
 L* at some epoch), is accumulated epoch by epoch over the Gauss-Hermite nodes of the run's
-noise draw (:func:`_quadrature`), one epoch's per-node log failure at a time
-(:func:`_increment`). :func:`enumerate_plans` scores every sequence up to the horizon this way
+noise draw (:func:`quadrature`), one epoch's per-node log failure at a time
+(:func:`increment`). :func:`enumerate_plans` scores every sequence up to the horizon this way
 (``variants ^ horizon`` of them: small instances and the tests); the search of
 :mod:`policies.depl.plan_search` scores its states with the same arithmetic. The problem and
 the reference: :mod:`policies.depl.optimum`.
@@ -83,12 +83,12 @@ class EpochOption:
     gain: np.ndarray
 
 
-def _quadrature() -> tuple[np.ndarray, np.ndarray]:
+def quadrature() -> tuple[np.ndarray, np.ndarray]:
     """The Gauss-Hermite nodes and normalised weights of :func:`enumerate_plans`."""
     return gauss_hermite(QUADRATURE_NODES)
 
 
-def _increment(base: LossPredictor, x: np.ndarray, target_loss: float, variants: np.ndarray,
+def increment(base: LossPredictor, x: np.ndarray, target_loss: float, variants: np.ndarray,
                n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean loss, per-node log failure) of epochs ending in ``(variants, n)``: the same
     arithmetic as :func:`enumerate_plans`."""
