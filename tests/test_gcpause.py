@@ -41,7 +41,8 @@ def test_an_engine_run_executes_under_the_relaxed_threshold(monkeypatch):
     assert seen and min(seen) >= RUN_GEN0_THRESHOLD and gc.get_threshold() == before
 
 
-def test_a_run_freezes_its_built_world_and_unfreezes_it_after(monkeypatch):
+def frozen_per_epoch(monkeypatch) -> list[int]:
+    """Run two-phones (fedavg-all); the collector's frozen count as each epoch begins."""
     import netsim
     from netsim import engine
 
@@ -53,8 +54,13 @@ def test_a_run_freezes_its_built_world_and_unfreezes_it_after(monkeypatch):
         return original(self, decision)
 
     monkeypatch.setattr(engine.World, "run_epoch", spy)
-    before = gc.get_freeze_count()
     netsim.simulate("two-phones", "fedavg-all")
+    return seen
+
+
+def test_a_run_freezes_its_built_world_and_unfreezes_it_after(monkeypatch):
+    before = gc.get_freeze_count()
+    seen = frozen_per_epoch(monkeypatch)
     assert seen and min(seen) > before  # (the world, at least, was frozen during the epochs)
     assert gc.get_freeze_count() == 0
 
@@ -63,18 +69,7 @@ def test_a_run_freezes_again_after_its_first_epoch_only(monkeypatch):
     """What the first epoch built (routes, plans) is frozen with the world: the second epoch
     runs with more frozen objects than the first, and no later freeze adds any (frozen
     objects may only die)."""
-    import netsim
-    from netsim import engine
-
-    seen = []
-    original = engine.World.run_epoch
-
-    def spy(self, decision):
-        seen.append(gc.get_freeze_count())
-        return original(self, decision)
-
-    monkeypatch.setattr(engine.World, "run_epoch", spy)
-    netsim.simulate("two-phones", "fedavg-all")
+    seen = frozen_per_epoch(monkeypatch)
     assert len(seen) >= 3
     assert seen[1] > seen[0]
     assert all(later <= earlier for earlier, later in zip(seen[1:], seen[2:], strict=False))
