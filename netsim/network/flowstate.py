@@ -25,8 +25,9 @@ class _Plan:
     (a flow keeps its plan: its leave takes back exactly what its start added). A network
     keeps one per route used (while the capacities do not change), so a transfer's start
     reads them instead of computing them: ``hops`` (the route's ``flow_hops``), its
-    ``route_id``, ``radios`` and ``latency`` (s), ``cap`` (its standalone rate), ``coefs`` (None: all 1), ``feeder`` (the hop of its first medium, -1
-    without one) and its constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
+    ``route_id``, ``radios`` and ``latency`` (s), ``cap`` (its standalone rate), ``coefs``
+    (None: all 1), ``feeder`` (the hop of its first medium, -1 without one) and its
+    constraint ``medium`` (-1), and per hop ``steps``: (constraint, its
     load cap x coefficient, its :class:`_Feed` (of the constraint and the medium) or None
     where the load counts directly, the ratio of its coefficients on the hop and on the
     medium, its coefficient on the hop). ``own_bottleneck``: what
