@@ -49,13 +49,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim import loopguard
 from netsim.network import Route
 from netsim.network.nested import nested_last_bit_times_until
 from netsim.network.playback import constant_rates_until, last_bit_times_until
 from netsim.network.radio import RadioMeter
-from netsim.network.sharing import CAPACITY_TOLERANCE, can_bind
+from netsim.network.sharing import can_bind
+from netsim.network.tolerances import CAPACITY_TOLERANCE
 
 _INF = float("inf")
+MAX_PIECES_PER_PHASE = 10_000_000
+"""Capacity changes one phase may cross before :func:`play_phase` reports a stuck loop
+(netsim.loopguard)."""
 
 
 @dataclass(frozen=True)
@@ -229,8 +234,16 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     waiting = np.ones(m, dtype=bool)  # not done
     t = float(start_s.min()) if m else 0.0
     changes = 0
+    # Termination: each pass plays one piece, which ends strictly after it begins (checked),
+    # and the flows' rates are positive, so the phase ends after finitely many pieces; the
+    # bound is on how many a phase may cross (a piece per ms for 2.8 hours)
+    most = loopguard.bound(MAX_PIECES_PER_PHASE)
     while True:
         until = pieces.next_change_s(t)
+        if not until > t or changes >= most:
+            loopguard.stuck("netsim.fastepoch.play_phase", most, {
+                "start_s": start_s, "rows": rows, "bits": float(bits), "piece_start_s": t,
+                "next_change_s": until, "pieces_crossed": changes, "left": left})
         present = waiting & (start_s < until)
         if present.any():
             capacity = pieces.capacity_at(t)

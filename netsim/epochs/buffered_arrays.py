@@ -57,7 +57,8 @@ from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import stop_instant
 from netsim.fastepoch import RouteTable, hop_coefficients, route_caps
 from netsim.network.online import SharedConstraint
-from netsim.network.sharing import CAPACITY_TOLERANCE, HopBlock, can_bind_blocks
+from netsim.network.sharing import HopBlock, can_bind_blocks
+from netsim.network.tolerances import CAPACITY_TOLERANCE
 
 _INF = float("inf")
 # what an instant of the heap is: (time (s), order, kind, subject, token)

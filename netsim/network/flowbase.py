@@ -54,6 +54,9 @@ class FlowNetworkBase:
     _cells: dict[int, _Cell]
     _touched: dict[_Cell, None]
     _arrivals: list[tuple[Callable[[float], None], float]]
+    _n_active: int
+    _idle_wakeups: int                # wake-ups in a row at _idle_at that ended nothing
+    _idle_at: float
     full_recomputations: int
     reshares: int
     nested_rebuilds: int

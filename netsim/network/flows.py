@@ -118,10 +118,8 @@ from netsim.network.nesting import NestedGroups
 from netsim.network.neverbind import NeverBinding
 from netsim.network.radio import RadioMeter
 from netsim.network.resharing import Resharing
-from netsim.network.sharing import (
-    CAPACITY_TOLERANCE,
-    medium_budget,
-)
+from netsim.network.sharing import medium_budget
+from netsim.network.tolerances import CAPACITY_TOLERANCE
 from netsim.network.wakeups import Wakeups
 from netsim.simclock import fire_after, trigger_after
 
@@ -183,6 +181,7 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         self._wakeup_at = _INF
         self._wakeup_event: simpy.Event | None = None
         self._wakeup_callback = self._wakeup  # one bound method, not one per wake-up
+        self._idle_wakeups, self._idle_at = 0, -_INF  # (netsim.network.wakeups' guard)
         self._recompute_pending = False
         self._fallback = False            # rates currently come from progressive filling
         self._batching = 0                # > 0: rebalances wait for the end of the batch

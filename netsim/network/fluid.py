@@ -23,7 +23,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from netsim.network.sharing import CAPACITY_TOLERANCE, medium_budget, progressive_filling
+from netsim import loopguard
+from netsim.network.sharing import medium_budget, progressive_filling
+from netsim.network.tolerances import CAPACITY_TOLERANCE, due_limit_s
 
 _INF = float("inf")
 
@@ -77,7 +79,17 @@ def replay(hops: Sequence[Sequence[int]], coefs: Sequence[Sequence[float]],
                 pending.append(f)
     active: list[int] = []
     now = min((float(begin[f]) for f in pending), default=_INF)
+    # Termination: every pass starts a flow, finishes one (the one whose end set the instant
+    # is due within due_limit_s) or jumps to a start: at most 3n passes
+    passes, most = 0, loopguard.bound(3 * n + 3)
     while True:
+        passes += 1
+        if passes > most:
+            loopguard.stuck("netsim.network.fluid.replay", most, {
+                "hops": [list(h) for h in hops], "coefs": [list(c) for c in coefs],
+                "bits": np.asarray(bits, dtype=float), "start_s": np.asarray(start_s, dtype=float),
+                "capacity": np.asarray(capacity, dtype=float), "after": after,
+                "delay_s": delay_s, "onset_flows": onset_flows, "loss_per_flow": loss_per_flow})
         if pending:  # starts due now
             due = [f for f in pending if begin[f] <= now]
             if due:
@@ -110,7 +122,7 @@ def replay(hops: Sequence[Sequence[int]], coefs: Sequence[Sequence[float]],
             raise RuntimeError("fluid replay: flows present and none can move")
         left[act] -= rates * (nxt - now)
         now = nxt
-        gone = (ends <= now * (1.0 + CAPACITY_TOLERANCE) + 1e-12) \
+        gone = (ends <= due_limit_s(now)) \
             | (left[act] <= size[act] * CAPACITY_TOLERANCE)
         for f in act[gone].tolist():
             finish(f, now)

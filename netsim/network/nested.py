@@ -27,9 +27,10 @@ import heapq
 
 import numpy as np
 
+from netsim import loopguard
 from netsim.network.playback import constant_rates_until
-from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 from netsim.network.sharing import level_share, rebalance_move, water_filling
+from netsim.network.tolerances import clock_reached, due_limit_s
 
 _INF = float("inf")
 _IDLE, _SHARING, _CAPPED = 0, 1, 2
@@ -166,8 +167,21 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
         else:
             to_capped(g)
 
+    def stuck(what: str, most: int) -> None:
+        loopguard.stuck(f"netsim.network.nested.nested_last_bit_times_until{what}", most,
+                        {"start_s": start_s, "bits": bits, "group": group, "coef": coef,
+                         "group_capacity": np.asarray(group_capacity, dtype=float),
+                         "outer_capacity": float(outer_capacity), "until_s": float(until_s)})
+
+    most_moves = loopguard.bound(2 * n_groups + 2)
+
     def rebalance() -> float:
+        # (each group moves at most twice: water-filling's moves go one way)
+        moves = 0
         while True:
+            moves += 1
+            if moves > most_moves:
+                stuck(" (rebalance)", most_moves)
             s = level_share(outer_capacity, capped_load, w_sharing, n_sharing)
             while sh_level and sh_level[0][1] != stamp[sh_level[0][2]]:
                 heappop(sh_level)
@@ -201,7 +215,13 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
             k = heappop(heap)[1]
 
     nxt = 0
+    # Termination: every pass but the last starts or finishes a flow (the group whose finish
+    # set the instant is reached by netsim.network.tolerances' rules): at most 2m + 1 passes
+    passes, most = 0, loopguard.bound(2 * m + 2)
     while True:
+        passes += 1
+        if passes > most:
+            stuck("", most)
         # the next instant: a start, a sharing group's or a capped group's next finish
         at = starts[nxt] if nxt < m else _INF
         while sh_due and sh_due[0][1] != stamp[sh_due[0][2]]:
@@ -221,18 +241,20 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
         now = at
         touched: list[int] = []
         if n_sharing:
-            reached = outer + (outer if outer > 1.0 else 1.0) * _TOL
+            reached = clock_reached(outer, share, now)
             while sh_due and (sh_due[0][1] != stamp[sh_due[0][2]] or sh_due[0][0] <= reached):
                 _, st, g = heappop(sh_due)
                 if st == stamp[g]:
-                    finish(g, reached + offset[g])  # (the group's clock is outer + offset)
+                    # (the group's clock is outer + offset; as the flow network's nests)
+                    c = reached + offset[g]
+                    own = clock_reached(outer + offset[g], share, now)
+                    finish(g, c if c > own else own)
                     touched.append(g)
-        limit = now * (1.0 + 1e-12) + 1e-12
+        limit = due_limit_s(now)
         while cp_due and (cp_due[0][1] != stamp[cp_due[0][2]] or cp_due[0][0] <= limit):
             _, st, g = heappop(cp_due)
             if st == stamp[g]:
-                c = clock_of(g)
-                finish(g, c + (c if c > 1.0 else 1.0) * _TOL)
+                finish(g, clock_reached(clock_of(g), level[g], now))
                 touched.append(g)
         while nxt < m and starts[nxt] <= now:
             k = nxt

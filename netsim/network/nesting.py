@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from typing import cast
 
+from netsim import loopguard
 from netsim.network.flowbase import FlowNetworkBase
 from netsim.network.flowstate import (
     _CAPPED,
@@ -25,8 +26,9 @@ from netsim.network.flowstate import (
     _Nest,
     _ungroup,
 )
-from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
 from netsim.network.sharing import level_share, rebalance_move
+from netsim.network.tolerances import CAPACITY_TOLERANCE as _TOL
+from netsim.network.tolerances import clock_reached
 
 
 class NestedGroups(FlowNetworkBase):
@@ -345,7 +347,7 @@ class NestedGroups(FlowNetworkBase):
         self.nested_updates += 1
         nest.settle(now)
         by_level, capped = nest.by_level, nest.capped
-        moves = 4 * (len(by_level) + len(capped)) + 8
+        moves = most = loopguard.bound(4 * (len(by_level) + len(capped)) + 8)
         while True:
             share = level_share(nest.capacity, nest.capped_load, nest.w_sharing, nest.n_sharing)
             while by_level and by_level[0][1] != by_level[0][2].stamp:
@@ -366,7 +368,8 @@ class NestedGroups(FlowNetworkBase):
                 break
             moves -= 1
             if moves < 0:
-                raise RuntimeError(f"water-filling on link {nest.link} did not settle")
+                loopguard.stuck("netsim.network.nesting._rebalance_nest", most,
+                                {"now_s": now, "link": nest.link, "capacity": nest.capacity})
         nest.share = (share if share > 0.0 else 0.0) if nest.n_sharing else _INF
         nest.stamp = stamp = next(self._stamps)
         due = nest.due
@@ -382,25 +385,21 @@ class NestedGroups(FlowNetworkBase):
         """The nest's next sharing finish is due: end the members due in each sharing entity
         whose next finishing point the outer clock has reached."""
         nest.settle(now)
-        slack = nest.share * (abs(now) * 1e-12 + 1e-12)  # (as _finish_group_members)
-        reached = nest.clock + max(max(abs(nest.clock), 1.0) * _TOL, slack)
+        reached = clock_reached(nest.clock, nest.share, now)  # (as _finish_group_members)
         due, cells = nest.due, []
         while due and (due[0][1] != due[0][2].stamp or due[0][0] <= reached):
             _, stamp, cell = heapq.heappop(due)
             if stamp == cell.stamp:
                 cells.append(cell)
         for cell in cells:
-            c = nest.clock + cell.offset
-            self._finish_members(cell, max(reached + cell.offset,
-                                           c + max(max(abs(c), 1.0) * _TOL, slack)), now)
+            own = clock_reached(nest.clock + cell.offset, nest.share, now)
+            self._finish_members(cell, max(reached + cell.offset, own), now)
         if not cells:  # woken early (float rounding): its next finish back
             self._rebalance_nest(nest, now)
 
     def _finish_capped(self, cell: _Cell, now: float) -> None:
         """A capped entity's next member finish is due."""
-        c = cell.clock_at(now)
-        self._finish_members(cell, c + max(max(abs(c), 1.0) * _TOL,
-                                           cell.level * (abs(now) * 1e-12 + 1e-12)), now)
+        self._finish_members(cell, clock_reached(cell.clock_at(now), cell.level, now), now)
 
     def _finish_members(self, cell: _Cell, reached: float, now: float) -> None:
         """End cell's members whose finishing points are within ``reached`` (bits on its

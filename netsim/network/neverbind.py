@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from netsim.network.sharing import CAPACITY_TOLERANCE
+from netsim.network.tolerances import CAPACITY_TOLERANCE
 
 # a bound within half the tolerance of the capacity leaves out its direction: a station's own
 # link, of rate r, is bound by 1 / (1 / r), which rounds to r or one unit off; the books'

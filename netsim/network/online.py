@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsim.network.sharing import CAPACITY_TOLERANCE, water_filling_one, water_filling_rates
+from netsim import loopguard
+from netsim.network.sharing import water_filling_one, water_filling_rates
+from netsim.network.tolerances import CAPACITY_TOLERANCE
 
 _INF = float("inf")
+_EARLY_FINISHES = 16  # finishes in a row that end nothing, past which the loop is stuck
 
 
 class SharedConstraint:
@@ -35,7 +38,7 @@ class SharedConstraint:
     A flow is kept as ``[bits left at since_s, cap (bit/s), coefficient, rate (bit/s),
     bits within which it counts as done]``, under the caller's key."""
 
-    __slots__ = ("capacity_bps", "flows", "since_s", "version")
+    __slots__ = ("capacity_bps", "flows", "since_s", "version", "early")
 
     def __init__(self, capacity_bps: float) -> None:
         self.capacity_bps = float(capacity_bps)
@@ -43,6 +46,8 @@ class SharedConstraint:
         self.since_s = 0.0
         self.version = 0
         """Moves on at every change (a finish computed before one is stale)."""
+        self.early = 0
+        """Finishes asked for in a row that found no flow done (woken early by rounding)."""
 
     def advance(self, now_s: float) -> None:
         """Move every flow's bits left forward to ``now_s`` (s, not before ``since_s``)."""
@@ -93,9 +98,19 @@ class SharedConstraint:
         done = [k for k, f in self.flows.items()
                 if f[0] <= f[4] or (f[3] > 0.0 and now_s + f[0] / f[3] <= now_s)]
         if done:
+            self.early = 0
             for k in done:
                 del self.flows[k]
             self._reshare()
+        else:
+            # Termination: a finish asked for at next_finish_s() ends a flow, or leaves it
+            # less than an ulp of the clock to go, which the rounding test above ends next
+            self.early += 1
+            if self.early > loopguard.bound(_EARLY_FINISHES):
+                loopguard.stuck("netsim.network.online.SharedConstraint.finish_due",
+                                loopguard.bound(_EARLY_FINISHES),
+                                {"now_s": now_s, "capacity_bps": self.capacity_bps,
+                                 "flows": [list(f) for f in self.flows.values()]})
         return done
 
     def replace(self, capacity_bps: float, now_s: float, flows: dict[Any, list[float]]

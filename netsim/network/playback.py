@@ -20,11 +20,14 @@ phase find every flow sharing and skip the water-filling's checks).
 from __future__ import annotations
 
 import heapq
+from typing import NoReturn
 
 import numpy as np
 
-from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
+from netsim import loopguard
 from netsim.network.sharing import fair_share, level_share, rebalance_move, water_filling
+from netsim.network.tolerances import CAPACITY_TOLERANCE as _TOL
+from netsim.network.tolerances import clock_reached, due_limit_s
 
 _INF = float("inf")
 _UNSET = -float("inf")  # (every clock value and time is finite)
@@ -88,8 +91,17 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
     stale = 0  # entries of finished flows in by_cap
     nxt = 0
     rebalance = False
+    # Termination: every pass but the last starts or finishes a flow (the flow whose finish
+    # set the instant is reached by netsim.network.tolerances' rules), so there are at most
+    # 2m + 1; a rebalance moves each flow present at most twice (water-filling's moves go one
+    # way: a flow that leaves a set does not come back in the same rebalance).
+    passes, most = 0, loopguard.bound(2 * m + 2)
 
     while True:
+        passes += 1
+        if passes > most:
+            _stuck("last_bit_times_until", most, start_s, cap_bps, bits, capacity_bps, coef,
+                   until_s)
         if rebalance:  # every flow at its cap while the caps fit, else water-filling
             rebalance = False
             if cap_sum <= safe_limit:
@@ -112,7 +124,14 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
                     stale = 0
                 # (stale heap entries, of flows that moved on, are dropped only when they
                 # surface below the share, or above it: elsewhere they cannot change the answer)
+                # (each flow moves at most twice; a pass may also drop a stale entry)
+                moves, most_moves = 0, loopguard.bound(2 * (n_sharing + n_capped) + len(by_cap)
+                                                       + len(capped_desc) + 2)
                 while True:  # the core's rule (rebalance_move) until it says balanced
+                    moves += 1
+                    if moves > most_moves:
+                        _stuck("last_bit_times_until (rebalance)", most_moves, start_s,
+                               cap_bps, bits, capacity_bps, coef, until_s)
                     share = level_share(capacity_bps, capped_sum, w_sharing, n_sharing)
                     move = rebalance_move(share, by_cap[0][0] if by_cap else None,
                                           -capped_desc[0][0] if capped_desc else None)
@@ -167,7 +186,7 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
         if n_sharing:
             clock += share * (at - now)
             now = at
-            reached = clock + (clock if clock > 1.0 else 1.0) * _TOL  # (clock >= 0)
+            reached = clock_reached(clock, share, now)
             while by_target and by_target[0][0] <= reached:
                 t, k = heappop(by_target)
                 if target[k] == t:
@@ -179,7 +198,7 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
         else:
             now = at
         if n_capped:
-            limit = now * (1.0 + 1e-12) + 1e-12
+            limit = due_limit_s(now)
             while capped_due and capped_due[0][0] <= limit:
                 t, k = heappop(capped_due)
                 if due[k] == t:
@@ -218,6 +237,10 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
             if by_cap[0][0] >= share * (1.0 - _TOL):
                 continue
         rebalance = True
+    if until_s == _INF and (n_sharing or n_capped):  # (nothing can move them: no capacity)
+        for k in range(m):
+            if target[k] != _UNSET or due[k] != _UNSET:
+                finished[k] = _INF
     left_bits = [0.0] * m
     if until_s < _INF:  # the flows still moving at until_s: their bits left then
         served = clock + (share * (until_s - now) if n_sharing and share > 0.0 else 0.0)
@@ -235,6 +258,15 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
     rest_out = np.empty(m)
     rest_out[order] = left_bits
     return out, rest_out
+
+
+def _stuck(function: str, most: int, start_s: np.ndarray, cap_bps: np.ndarray,
+           bits: np.ndarray, capacity_bps: float, coef: np.ndarray | None,
+           until_s: float) -> NoReturn:
+    loopguard.stuck(f"netsim.network.playback.{function}", most,
+                    {"start_s": start_s, "cap_bps": cap_bps, "bits": bits,
+                     "capacity_bps": float(capacity_bps), "coef": coef,
+                     "until_s": float(until_s)})
 
 
 def _drop_to_cap(k: int, clock: float, now: float, target: list[float], left: list[float],

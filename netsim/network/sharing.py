@@ -32,7 +32,8 @@ The rules, one place for every path:
 - :func:`medium_budget`: a Wi-Fi cell's air-time budget with n active flows (contention).
 
 :data:`CAPACITY_TOLERANCE` decides every tie of a rate with a capacity or a share, in every
-path alike, so the paths agree to rounding (tests/test_fastepoch.py, tests/test_network.py).
+path alike, so the paths agree to rounding (tests/test_fastepoch.py, tests/test_network.py);
+it and the other tolerances of the flow arithmetic are in :mod:`netsim.network.tolerances`.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from typing import TypeVar
 
 import numpy as np
 
+from netsim.network.tolerances import CAPACITY_TOLERANCE
+
 _Rate = TypeVar("_Rate", float, np.ndarray)
 
-CAPACITY_TOLERANCE = 1e-9
-"""Relative tolerance of every comparison of rates with capacities and shares."""
 _INF = float("inf")
 _FEW = 4096
 """Below this many hops, :func:`can_bind` sorts (cheaper on few) where it otherwise takes

@@ -12,12 +12,18 @@ from typing import cast
 
 import simpy
 
+from netsim import loopguard
 from netsim.network.flowbase import FlowNetworkBase
 from netsim.network.flowstate import _INF, _Cell, _Group, _Nest
-from netsim.network.sharing import CAPACITY_TOLERANCE as _TOL
+from netsim.network.tolerances import clock_reached, due_limit_s
 from netsim.simclock import trigger_after
 
 _BULK_AFTER = 32  # members ending at one instant after which the rest are ended in bulk
+_IDLE_WAKEUPS = 64
+"""Wake-ups in a row at one instant that end no transfer, past which the network reports a
+stuck loop (netsim.loopguard): a wake-up armed at the earliest finish ends it (the finish
+rules of netsim.network.tolerances), else re-arms at a later instant; a few woken early by
+float rounding are normal."""
 
 
 class Wakeups(FlowNetworkBase):
@@ -59,7 +65,11 @@ class Wakeups(FlowNetworkBase):
     def _wakeup(self, event: simpy.Event) -> None:
         now = self.env.now
         armed = event is self._wakeup_event  # else superseded: the armed one is still due
-        heap, gheap, limit = self._heap, self._group_heap, now * (1.0 + 1e-12) + 1e-12
+        heap, gheap, limit = self._heap, self._group_heap, due_limit_s(now)
+        active = self._n_active
+        # (a group's entry due now ends a member; one woken early by rounding is put back
+        # later than now: entries that end nothing are few, bounded here)
+        early, most = 0, loopguard.bound(2 * len(gheap) + _IDLE_WAKEUPS)
         self._batching += 1
         try:
             while True:  # in finishing order across both heaps
@@ -69,12 +79,17 @@ class Wakeups(FlowNetworkBase):
                         break
                     _, stamp, g = heapq.heappop(gheap)
                     if stamp == g.stamp:
+                        before = self._n_active
                         if type(g) is _Group:
                             self._finish_group_members(g, now)
                         elif type(g) is _Cell:
                             self._finish_capped(g, now)
                         else:
                             self._finish_sharing(cast(_Nest, g), now)
+                        if self._n_active == before:
+                            early += 1
+                            if early > most:
+                                self._stuck(now, most)
                 elif at <= limit:
                     _, stamp, flow = heapq.heappop(heap)
                     if stamp == flow.stamp:
@@ -86,6 +101,11 @@ class Wakeups(FlowNetworkBase):
             self._batching -= 1
         if not self._batching:
             self._flush(now)
+        if self._n_active == active and armed:  # (ended nothing: count it, at this instant)
+            self._idle_wakeups = self._idle_wakeups + 1 if self._idle_at == now else 1
+            self._idle_at = now
+            if self._idle_wakeups > loopguard.bound(_IDLE_WAKEUPS):
+                self._stuck(now, loopguard.bound(_IDLE_WAKEUPS))
         if armed and self._wakeup_event is event:
             self._rearm(event)  # (SimPy is done with it: it is scheduled again)
         if self._arrivals and not self._batching:
@@ -93,13 +113,19 @@ class Wakeups(FlowNetworkBase):
             for on_arrival, at in arrivals:
                 on_arrival(at)
 
+    def _stuck(self, now: float, most: int) -> None:
+        """Wake-ups at ``now`` that end nothing passed their bound (netsim.loopguard)."""
+        loopguard.stuck("netsim.network.flows.FlowNetwork (wake-ups)", most,
+                        {"now_s": now, "active_flows": self._n_active,
+                         "capacity": list(self._cap)})
+
     def _finish_group_members(self, g: _Group, now: float) -> None:
         g.settle(now)
         fin, due = g.finishing, 0
         # due: within the tolerance of the clock, or within the wake-up's time slack (the one
         # _wakeup allows): a finish closer than that cannot be scheduled later than now, and
         # putting it back would wake at this instant again and again
-        reached = g.clock + max(max(abs(g.clock), 1.0) * _TOL, g.rate * (abs(now) * 1e-12 + 1e-12))
+        reached = clock_reached(g.clock, g.rate, now)
         while fin:
             target, _, flow = fin[0]
             if flow.group is not g or flow.target != target:

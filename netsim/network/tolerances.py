@@ -1,0 +1,75 @@
+"""Every tolerance of netsim's flow arithmetic, in one place, and why each is what it is.
+
+The flow network (netsim.network.flows, the event path) and the array players that must give
+its times (netsim.network.playback, netsim.network.nested, netsim.network.online,
+netsim.fastepoch's pieces, netsim.epochs.buffered_arrays) compare floats at three kinds of
+places. Each kind has one rule, written here and called from every path, so that the paths
+decide every tie alike and agree to rounding (tests/test_player_fuzz.py and
+benchmarks/fuzz_players.py check them against each other).
+
+1. **Rates against capacities and shares** (:data:`CAPACITY_TOLERANCE`, relative, 1e-9): a
+   flow whose cap lies within 1e-9 of the fair share counts as sharing; caps that fill a
+   constraint to within 1e-9 of its capacity fit. Rates are sums and quotients of a few
+   hundred terms at most, so their rounding is far below 1e-9 and a tie is decided the same
+   way wherever it is computed; a decision that goes the other way inside the band moves a
+   rate by at most 1e-9 of itself.
+2. **Bits served against a flow's size** (:func:`clock_reached`): a flow that shares a
+   constraint finishes when the constraint's virtual clock (bits served per sharing flow) has
+   reached its target, within 1e-9 of the clock (the clock is a running sum: its rounding
+   grows with it) **or within what the flow's rate serves in the time slack below**. The
+   second term is what makes every player end: at a large absolute time ``now`` the instant
+   of a finish ``now + rest / rate`` cannot be told from ``now`` once ``rest / rate`` is below
+   an ulp of ``now`` (2.2e-16 x now), so a test on the clock alone could find the flow due at
+   ``now`` and not yet finished, forever (0.6.0's array playback did, issue 44). With the
+   slack, the flow whose finish set the next instant always finishes at it (the slack is four
+   orders of magnitude above an ulp, and twice the time slack below, so that every finish
+   the time test lets happen now is reached by its clock too).
+3. **Instants against now** (:func:`due_limit_s`, :func:`time_slack_s`: 1e-12 relative plus
+   1e-12 s absolute): a finish due within the slack of ``now`` happens at ``now``. SimPy's
+   clock and the players' are the same floats; 1e-12 of the absolute time is 1 ns after 1,000
+   s of simulated time and 1 us after 11.6 days, far below any transfer's latency netsim
+   models (a finish is never moved by more than that), and 4,500 ulps, so that the rounding
+   of ``now + rest / rate`` (half an ulp) always falls inside it.
+
+The planners' fluid replay (netsim.network.fluid) uses the same time slack (until 0.6.0 it
+counted a flow done within 1e-9 of the absolute time: 32 ms after a year of simulated time,
+when whole phases last a few ms).
+"""
+
+from __future__ import annotations
+
+CAPACITY_TOLERANCE = 1e-9
+"""Relative tolerance of every comparison of rates with capacities and shares, and of a
+virtual clock with a flow's target."""
+TIME_SLACK_REL = 2.0 ** -50
+"""Relative part of the time slack (8.9e-16, 4 to 8 ulps of ``now``): an instant within this
+of ``now`` is ``now``."""
+TIME_SLACK_ABS_S = 1e-12
+"""Absolute part of the time slack (s), for instants near 0."""
+
+
+def time_slack_s(now_s: float) -> float:
+    """The time slack at ``now_s`` (s): a finish due within this many seconds of ``now_s``
+    happens at ``now_s``."""
+    return abs(now_s) * TIME_SLACK_REL + TIME_SLACK_ABS_S
+
+
+def due_limit_s(now_s: float) -> float:
+    """The latest instant (s) that counts as ``now_s`` (``now_s >= 0``) for a finish due at
+    a known time (a flow at its cap, a capped group, a wake-up)."""
+    return now_s * (1.0 + TIME_SLACK_REL) + TIME_SLACK_ABS_S
+
+
+def clock_reached(clock: float, rate_bps: float, now_s: float) -> float:
+    """The largest target (bits on a virtual clock) that counts as reached when the clock
+    reads ``clock`` and advances at ``rate_bps`` (bit/s per sharing flow) at ``now_s`` (s):
+    within :data:`CAPACITY_TOLERANCE` of the clock, or within what ``rate_bps`` serves in
+    twice :func:`time_slack_s` (see the module: a finish closer than that cannot be
+    scheduled later than ``now_s``). Twice, so that every finish :func:`due_limit_s` lets
+    happen now is reached by its clock too, whatever the rounding of ``now + rest / rate``
+    and of the limit itself (``1 + 1e-12`` is not exact: the limit's slack is 1.00009e-12 of
+    ``now`` plus an ulp); were it not, a finish due now and not reached would be put back at
+    now again and again (found by benchmarks/fuzz_players.py at 3.15e7 s)."""
+    tol = (clock if clock > 1.0 else (-clock if clock < -1.0 else 1.0)) * CAPACITY_TOLERANCE
+    slack = rate_bps * (2.0 * (abs(now_s) * TIME_SLACK_REL + TIME_SLACK_ABS_S))
+    return clock + (tol if tol > slack else slack)
