@@ -536,11 +536,13 @@ class NetsimGrid(Grid):
 
     def _failure(self, k: int, device: str, kind: str, key: str | None, reason: str,
                  exc: BaseException | None) -> None:
-        """Count a failed call; log the first of each distinct error as a warning (with its
-        traceback), the others at debug level."""
+        """Count a failed call; log the first of each distinct error (an exception's type
+        and where it was raised; an error reply's reason) as a warning, with its traceback,
+        the others at debug level."""
         self.failed_calls += 1
-        first = reason not in self._errors_seen
-        self._errors_seen.add(reason)
+        kind_of = reason if exc is None else _raised_at(exc)
+        first = kind_of not in self._errors_seen
+        self._errors_seen.add(kind_of)
         LOG.log(logging.WARNING if first else logging.DEBUG,
                 "%s: the ClientApp failed on device %r (%s message, %s): %s%s", self._name,
                 device, kind, key or f"epoch {self._run.epoch}", reason,
@@ -626,3 +628,13 @@ class NetsimGrid(Grid):
                 state=app.RecordDict(), run_config=RunConfig(self._run_config))
             self._contexts[row] = ctx
         return ctx
+
+
+def _raised_at(exc: BaseException) -> str:
+    """An exception's type and the place it was raised (file:line of its innermost frame):
+    the same error whatever its message says of the data."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    return f"{type(exc).__name__}@{where}"

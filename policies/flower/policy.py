@@ -68,8 +68,6 @@ from policies.flower.loading import (
 
 #: Fields that may hold Python objects (recorded in the run's parameters by a description).
 OBJECT_FIELDS = ("strategy", "client_app", "initial_arrays", "evaluate_fn", "server_app")
-#: netsim's log of a Flower run: ClientApp failures, a loss metric nobody reports.
-LOG = logging.getLogger("netsim.flower")
 
 
 class FlowerParams(BaseModel):
@@ -89,6 +87,8 @@ class FlowerParams(BaseModel):
     app: a Flower app folder (its pyproject.toml's ``[tool.flwr.app.components]`` and
         ``[tool.flwr.app.config]``), run as ``flwr run`` runs it: its ServerApp and ClientApp
         in real mode, the folder on the Python path, ``run_config`` fused over its config.
+        With ``initial_arrays``: its ClientApp only, under the strategy parameters (what
+        ``netsim calibrate --app`` runs).
     train_config: the training ConfigRecord's contents sent each round.
     evaluate_config: the evaluate ConfigRecord's contents sent each round.
     run_config: each node's and the ServerApp's Context ``run_config`` (real mode): a
@@ -104,6 +104,8 @@ class FlowerParams(BaseModel):
         deadline (replies later than that are lost); None: Flower's default, 3,600 s.
     evaluate_flop_fraction: an evaluation's FLOP per sample as a share of training's
         (forward pass only: 1/3, netsim's formalization).
+    quiet: hide Flower's and the app's log lines below warnings during the run (a sweep's
+        workers, say); not part of the run's identity (its run id and recorded parameters).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -122,6 +124,7 @@ class FlowerParams(BaseModel):
     num_rounds: Annotated[int | None, Field(ge=1)] = None
     timeout_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
     evaluate_flop_fraction: Annotated[float, Field(ge=0.0, le=10.0)] = 1.0 / 3.0
+    quiet: bool = Field(default=False, exclude=True)
 
     @field_validator("strategy")
     @classmethod
@@ -157,12 +160,17 @@ class FlowerParams(BaseModel):
     def _real_mode_has_arrays(self) -> FlowerParams:
         if self.app is not None:
             given = [f for f in ("server_app", "client_app") if getattr(self, f) is not None]
-            given += [f for f in SERVER_APP_OWNS if getattr(self, f) not in (None, {}, "FedAvg")]
+            if self.initial_arrays is None:
+                given += [f for f in SERVER_APP_OWNS
+                          if getattr(self, f) not in (None, {}, "FedAvg")]
             if given:
                 raise ValueError(f"{given[0]}: given with app (the app folder's pyproject.toml "
                                  "names its ServerApp and ClientApp, and its ServerApp's main() "
-                                 "chooses the strategy, arrays and rounds; leave it out)")
-            _resolve(lambda: fused_run_config(read_app(self.app or ""), self.run_config))
+                                 "chooses the strategy and rounds; leave it out, or give "
+                                 "initial_arrays to run the app's ClientApp under the "
+                                 "strategy parameters instead)")
+            _resolve(lambda: fused_run_config(read_app(self.app or ""), self.run_config),
+                     named=True)
         elif self.server_app is not None:
             given = [f for f in SERVER_APP_OWNS if getattr(self, f) not in (None, {}, "FedAvg")]
             if given:
@@ -189,8 +197,15 @@ class FlowerParams(BaseModel):
                 app = read_app(folder)
             except (FlowerParamError, ImportError):
                 return out
-            out += [("app", app.server_app), ("app", app.client_app)]
+            out += [("app", name) for name in _app_components(
+                app, params.get("initial_arrays") is not None)]
         return out
+
+
+def _app_components(app: FlowerApp, strategy_loop: bool) -> list[str]:
+    """The components of ``app`` a run imports: its ServerApp and ClientApp, or with
+    ``strategy_loop`` (initial arrays given: netsim's strategy loop) its ClientApp only."""
+    return [app.client_app] if strategy_loop else [app.server_app, app.client_app]
 
 
 def _raise(exc: Exception) -> None:
@@ -221,12 +236,13 @@ RESOLVERS: dict[str, Callable[[Any], Any]] = {
     "server_app": resolve_server_app}
 
 
-def _resolve(make: Callable[[], Any]) -> Any:
-    """``make()``; a parameter that does not resolve, or flwr missing, as a ValueError."""
+def _resolve(make: Callable[[], Any], named: bool = False) -> Any:
+    """``make()``; a parameter that does not resolve, or flwr missing, as a ValueError (its
+    message prefixed by the parameter's name when ``named``: a check of the whole model)."""
     try:
         return make()
     except FlowerParamError as exc:
-        raise ValueError(exc.message) from None
+        raise ValueError(str(exc) if named else exc.message) from None
     except ImportError as exc:
         raise ValueError(str(exc)) from None
 
@@ -260,8 +276,10 @@ def resolved(params: FlowerParams) -> dict[str, Any]:
     if params.app is not None:
         app: FlowerApp | None = attempt("app", lambda: read_app(params.app or ""))
         if app is not None:
-            attempt("app", lambda: put_on_path(app, [app.server_app, app.client_app]))
-            values.update(server_app=app.server_app, client_app=app.client_app)
+            loop = params.initial_arrays is not None  # (the app's ClientApp, netsim's loop)
+            attempt("app", lambda: put_on_path(app, _app_components(app, loop)))
+            values.update(server_app=None if loop else app.server_app,
+                          client_app=app.client_app)
             fused = attempt("run_config", lambda: fused_run_config(app, params.run_config))
             out["run_config"] = RunConfig(fused or {})
             out["app"] = app
@@ -315,7 +333,8 @@ class FlowerPolicy:
                           objs["run_config"],
                           host_flop_per_s=host_flop_per_s() if real and
                           p.client_compute == "measured" else None)
-        with _seeded_random(self.seed), _task_identity(grid.flower_run_id):
+        with _seeded_random(self.seed), _task_identity(grid.flower_run_id), \
+                _flower_logging(quiet=p.quiet):
             if objs["server_app"] is not None:
                 import flwr.app as app
 
@@ -422,6 +441,24 @@ def _seeded_random(seed: int) -> Iterator[None]:
     finally:
         random.setstate(state)
         np.random.set_state(np_state)  # noqa: NPY002
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+@contextmanager
+def _flower_logging(quiet: bool) -> Iterator[None]:
+    """Flower's log records below warnings dropped meanwhile when ``quiet`` (a filter:
+    Flower sets its logger's level itself)."""
+    logger, drop = logging.getLogger("flwr"), _BelowWarning()
+    if quiet:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 @contextmanager
