@@ -147,7 +147,7 @@ def test_a_name_that_does_not_resolve_says_where_netsim_looked_and_how(tmp_path,
     assert code == 2
     assert "No module named 'netsim_test_userapp'" in err
     assert "netsim looked on the Python path" in err
-    assert "'netsim_test_userapp' is in the current folder" in err and "--app ." in err
+    assert "'netsim_test_userapp' is in the current folder" in err and "PYTHONPATH=." in err
 
 
 # -- netsim calibrate --app: the run config, failures --------------------------------------

@@ -101,8 +101,10 @@ def _not_found(path: str, module_name: str, exc: ModuleNotFoundError) -> str:
     looked += f", and the app folder{'s' if len(roots) > 1 else ''} " \
         f"{', '.join(map(str, roots))})" if roots else ")"
     if Path.cwd() not in roots and module_in(top, Path.cwd()):
-        how = (f"{top!r} is in the current folder, which is not on the Python path: give "
-               "--app . (a Flower app folder; Python: params={'app': '.'}) or set PYTHONPATH=.")
+        app = "give --app . (this Flower app folder) or " \
+            if (Path.cwd() / "pyproject.toml").is_file() else ""
+        how = (f"{top!r} is in the current folder, which is not on the Python path: {app}set "
+               "PYTHONPATH=.")
     else:
         how = (f"put the folder that holds {top!r} on the Python path: --app FOLDER for a "
                "Flower app folder (Python: params={'app': FOLDER}), or PYTHONPATH=FOLDER")
