@@ -1,23 +1,32 @@
-"""The ``flower`` policy: a Flower strategy (the Message API) and, optionally, the user's own
-ClientApp, run over a netsim scenario (docs/flower.md).
+"""The ``flower`` policy: a Flower app folder, or a Flower strategy (the Message API) and
+optionally the user's own ClientApp, run over a netsim scenario (docs/flower.md).
 
 It is a :class:`netsim.runloop.Driver`: netsim hands it the run and it calls the strategy's
-``start`` (or the user's ServerApp ``main``) with netsim's Grid (:mod:`.grid`), which turns
-each round's messages into an epoch of the world. Two modes:
+``start`` (or the ServerApp's ``main``: the user's, or the app folder's) with netsim's Grid
+(:mod:`.grid`), which turns each Flower round's messages into an epoch of the world. Two
+modes:
 
-- real (a ``client_app`` is given): the ClientApp's handlers are called in-process with the
-  messages netsim built and a per-node Context (its ``state`` persists across rounds,
-  ``node_config`` carries ``partition-id``, ``num-partitions`` and ``device-id``); the run's
-  loss is ``evaluate_fn``'s ``loss_metric`` (else the clients' aggregated evaluate metric),
-  recorded in ``runs.loss_source``.
+- real (an app folder or a ``client_app``): the ClientApp's handlers are called in-process
+  with the messages netsim built and a per-node Context (its ``state`` persists across
+  rounds, ``node_config`` carries ``partition-id``, ``num-partitions`` and ``device-id``,
+  ``run_config`` the app's config with its overrides); the run's loss is ``evaluate_fn``'s
+  ``loss_metric`` (else the clients' aggregated evaluate metric), recorded in
+  ``runs.loss_source``. A call computes its reply's ``num-examples`` x the model's FLOP per
+  sample, or with ``client_compute: measured`` its seconds on this host x the host's FLOP/s.
 - surrogate (no ClientApp): netsim answers for the clients (replies carry the arrays they
   were sent, the model's size, and their samples as ``num-examples``); the loss is the
   progress model's. A Flower strategy then runs over a fleet of millions at netsim's speed.
 
-Determinism: Flower samples nodes with Python's global ``random``; the run seeds it from the
-policy's generator and puts its state back afterwards, so the same seed gives the same
-participants and two runs in one process do not interact. A Strategy instance given from
-Python is copied for each run (its state, FedAdam's moments say, starts afresh).
+The parameters are resolved into Flower objects when the policy is made: a ``module:attr``
+is imported where the import gate in force allows it (netsim.scenario.trust: the command
+line imports what a file names only with ``--allow-imports`` or from the ``--app`` folder),
+an app folder is read with Flower's own reader and put on the Python path.
+
+Determinism: Flower samples nodes with Python's global ``random``, and apps draw from numpy's
+global generator; the run seeds both from the policy's generator and puts their states back
+afterwards, so the same seed gives the same participants and tables and two runs in one
+process do not interact. A Strategy instance given from Python is copied for each run (its
+state, FedAdam's moments say, starts afresh).
 """
 
 from __future__ import annotations
