@@ -333,7 +333,9 @@ def failed_calls(results: list[Any]) -> list[str]:
         if failed:
             run = r.runs.iloc[0]
             top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-            print_reasons = "; ".join(f"{n} x {reason[:120]}" for reason, n in top)
+            print_reasons = "; ".join(
+                f"{n} x {reason if len(reason) <= 100 else reason[:97] + '...'}"
+                for reason, n in top)
             out.append(f"  {run['policy']} seed {run['seed']}: {failed} of {calls} client "
                        f"calls failed ({print_reasons})")
     return out
