@@ -22,7 +22,7 @@ Two ways to execute an epoch up to the last update's arrival, with the same resu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -309,7 +309,8 @@ class World:
                 and self.network.active_flows == 0 and work.symmetric
                 and arrays.play(self, decision, work.download_bytes, work.flop_per_sample)):
             events.run(self, decision, work)
-        self.aggregate(work, len(decision.participants) + len(decision.clusters))
+        self.aggregate(work, len(decision.participants) + len(decision.clusters),
+                       devices=list(decision.participants))
         end = env.now
         return EpochOutcome(start, end, self.meter.totals(end) - before)
 
@@ -326,13 +327,15 @@ class World:
         return work
 
     def aggregate(self, work: Workload, updates: int,
-                  play_until: Callable[[float], None] | None = None) -> None:
+                  play_until: Callable[[float], None] | None = None,
+                  devices: Iterable[str] | None = None) -> None:
         """The aggregator takes ``updates`` updates of ``work`` now (busy for their FLOP).
         ``play_until``: what else goes on meanwhile outside SimPy (buffered epochs in arrays),
-        played up to the aggregation's end (s) before the clock moves there."""
+        played up to the aggregation's end (s) before the clock moves there; ``devices``:
+        whose updates they are (a workload with per-device figures counts theirs)."""
         env = self.env
         self.meter.set_busy(self.aggregator_row, env.now)
-        took_s = work.aggregation_flop(updates) / self.flops[self.aggregator_row]
+        took_s = work.aggregation_flop(updates, devices) / self.flops[self.aggregator_row]
         if play_until is not None:
             play_until(env.now + took_s)
         env.run(until=env.timeout(took_s))

@@ -11,7 +11,9 @@ same for both (architecture spec, "Epoch kinds and drivers"); a driver never see
 Stop rules (netsim's, for every run): the deadline is a hard stop (an epoch that cannot end
 by it is not run, one that contention pushes past it is not recorded), at most
 ``training.max_epochs`` epochs, the target loss ends the run, and a decision's ``stop`` ends
-it. When one applies, :meth:`Run.observe` or :meth:`Run.execute` raises :class:`RunOver`.
+it. When one applies, :meth:`Run.observe` or :meth:`Run.execute` raises :class:`RunOver`. A
+driver that ends on its own before any of them (a Flower ServerApp that has run its
+configured rounds) ends the run as ``completed`` (:meth:`Run.stop`).
 
 An epoch may have several phases (a Flower round: its training messages, then its evaluate
 messages): each is one world epoch; the first that ``trains`` gives the epoch's decision and
@@ -158,11 +160,14 @@ class Run:
         self._phases.append((decision, outcome, trains))
         return outcome
 
-    def close_epoch(self, progress: EpochProgress | None = None) -> EpochProgress | None:
+    def close_epoch(self, progress: EpochProgress | None = None,
+                    columns: dict[str, Any] | None = None) -> EpochProgress | None:
         """Record the epoch under way (its phases together) and return its progress:
         ``progress`` when the driver measured it, else the training backend's for the
-        updates that counted. None when no phase ran. Reaching the target loss ends the run
-        (the next :meth:`observe` raises :class:`RunOver`)."""
+        updates that counted. None when no phase ran. ``columns``: what the driver knows
+        better than the merged phases (:data:`netsim.results.recorder.DRIVER_COLUMNS`: the
+        updates it aggregated, their samples, the failed calls, each phase). Reaching the
+        target loss ends the run (the next :meth:`observe` raises :class:`RunOver`)."""
         if not self._phases:
             return None
         decision, outcome = _merged(self._phases)
@@ -175,7 +180,7 @@ class Run:
         history.append(float(step.loss))
         self.variant = decision.variant
         self.recorder.epoch(self.epoch, outcome, step, decision, world.model,
-                            world.airtime_by_medium())
+                            world.airtime_by_medium(), columns)
         if self._progress is not None:
             self._progress(self.epoch, world.now_s)
         self.epoch += 1
@@ -211,14 +216,15 @@ class Run:
         self.status, self.error = status, error
         raise RunOver(status, error)
 
-    def stop(self, error: str) -> None:
-        """A driver is done: the epoch under way, if any, is recorded, and a run that has not
-        met a stop rule ends as ``target_missed`` with ``error``."""
+    def stop(self) -> None:
+        """A driver is done: the epoch under way, if any, is recorded, and a run that no stop
+        rule ended (fewer than ``training.max_epochs`` epochs, target not reached) ends as
+        ``completed``: the driver ran what it was configured to run."""
         if self._phases:
             self.close_epoch()
         if self.status == "target_missed" and not self.error \
                 and self.epoch < self.training.max_epochs:
-            self.error = error
+            self.status = "completed"
 
 
 def _merged(phases: list[tuple[Decision, EpochOutcome, bool]]) -> tuple[Decision, EpochOutcome]:
@@ -268,7 +274,7 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
             with frozen_heap() as freeze_built:
                 if isinstance(policy, Driver):
                     policy.drive(r)
-                    r.stop(f"{policy.name}: the driver ended after {r.epoch} epochs")
+                    r.stop()
                 else:
                     while True:
                         obs = r.observe()

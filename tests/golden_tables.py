@@ -27,7 +27,8 @@ VOLATILE = {"wall_s"}  # wall-clock columns
 # synchronous values (participants, 0, 0, participants, 0) on these same cases
 ADDED_LATER = {"updates_aggregated", "staleness_mean", "staleness_max", "started", "in_flight",
                "updates_ids", "updates_samples", "updates_staleness",
-               "target_accuracy"}  # (0.6.0: NaN unless the target is an accuracy)
+               "target_accuracy",  # (0.6.0: NaN unless the target is an accuracy)
+               "failed", "phases"}  # (0.7.0: a driven run's; 0 and "[]" here, test_flower.py)
 VOLATILE_INFO = {"planning_s"}  # wall-clock keys of a decision's info
 
 

@@ -69,7 +69,8 @@ def flower_entries(fraction_train: float, real: bool) -> list[dict]:
     out = []
     for name, args in STRATEGIES.items():
         params = {"strategy": name, "strategy_args": {"fraction_train": fraction_train,
-                                                      "fraction_evaluate": 0.0, **args}}
+                                                      "fraction_evaluate": 0.0, **args},
+                  "quiet": True}  # (Flower's log lines, from every worker: not shown)
         out.append({"name": "flower", "label": name, "params": params | (APP if real else {})})
     return out
 

@@ -14,8 +14,9 @@ none). Nothing is written into the installed package unless its path is given ex
 only by one whose held-out R² (mean over configurations, both scored on the new table) is
 not lower; ``--force`` replaces it anyway.
 
-``--client-app M:A`` (with ``--initial-arrays`` and ``--evaluate-fn``) fits the progress model
-to a Flower app's real runs on a scenario's fleet instead (netsim.commands.calibrate_app).
+``--client-app M:A`` or ``--app PATH`` (with ``--initial-arrays`` and ``--evaluate-fn``) fits
+the progress model to a Flower app's real runs on a scenario's fleet instead
+(netsim.commands.calibrate_app).
 
 ``--recorded mnist|cifar`` fits a built-in model's constants to recorded real federated runs
 instead (netsim/data/curves/; netsim.commands.calibrate_recorded, docs/curves.md).
@@ -126,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
         return 2
     fit_seeds = min(cal.FIT_SEEDS, max(1, seeds * 4 // 5))
-    if getattr(args, "client_app", None):
+    if getattr(args, "client_app", None) or getattr(args, "app", None):
         return calibrate_app.main(args, args.seeds or (3 if args.quick else 6),
                                   args.epochs or (8 if args.quick else 20))
     if asynchronous:

@@ -17,6 +17,12 @@ name) of loss_params.yaml beside ``--out`` (or ``--params``). Printed: the const
 configuration, and the R² on the log-loss of the held-back fraction's curve, the measure of
 how well the surrogate predicts a real run it was not fitted to. Copy the block into the
 model's ``loss:`` to run the same model in surrogate mode at scale.
+
+``--app PATH`` takes the ClientApp and the run config from a Flower app folder instead of
+``--client-app`` (its ServerApp is not run: the grid of fractions is netsim's), and
+``--run-config 'key=value ...'`` overrides that config as ``flwr run`` does. A run that fails
+(every ClientApp call of a round failed, say) or reports no finite loss stops the
+calibration with exit code 2, naming the run and why; nothing is fitted.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Any
 
 import pandas as pd
 
+from netsim.commands.run import add_app_arguments, command_logging, gated
 from netsim.scenario.errors import Problem, ScenarioError
 
 #: The default grid: participants per round as fractions of the available devices.
@@ -51,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a fraction run but never fitted: the held-back check")
     g.add_argument("--entry", default=None,
                    help="loss_params.yaml block to write (default: the scenario model's name)")
+    add_app_arguments(g)
 
 
 def _fractions(text: str) -> list[float]:
@@ -61,11 +70,24 @@ def _fractions(text: str) -> list[float]:
 
 
 def main(args: argparse.Namespace, seeds: int, epochs: int) -> int:
-    """Run the grid, fit, report, write; returns the exit code (2: bad input)."""
+    """Run the grid, fit, report, write (under the command's import gate and logging);
+    returns the exit code (2: bad input, or runs that failed)."""
+    typed = {"calibrate": {k: v for k, v in (
+        ("client_app", args.client_app), ("initial_arrays", args.initial_arrays),
+        ("evaluate_fn", args.evaluate_fn), ("strategy", args.strategy)) if v is not None}}
+    with gated(args, typed), command_logging(bool(getattr(args, "debug", False)),
+                                             bool(getattr(args, "quiet", False))):
+        return _main(args, seeds, epochs, typed)
+
+
+def _main(args: argparse.Namespace, seeds: int, epochs: int,
+          typed: dict[str, dict[str, Any]]) -> int:
     import netsim
     from netsim.commands import calibration_io as command
+    from netsim.commands.run import _gate
     from netsim.policy import make_policy
     from netsim.scenario.loading import load_scenario
+    from netsim.scenario.trust import imports_in, refusals
     from netsim.training import calibrate as cal
     from netsim.training.calibrate_runs import curves_from_run, log_loss_r2
 
@@ -83,46 +105,68 @@ def main(args: argparse.Namespace, seeds: int, epochs: int) -> int:
     if args.evaluate_fn is None or args.initial_arrays is None:
         problems.append(Problem("--evaluate-fn", "--client-app needs --initial-arrays and "
                                 "--evaluate-fn (the measured loss)"))
-    base = {"strategy": args.strategy, "client_app": args.client_app,
-            "initial_arrays": args.initial_arrays, "evaluate_fn": args.evaluate_fn}
+    app = getattr(args, "app", None)
+    if app is not None and args.client_app is not None:
+        problems.append(Problem("--client-app", "given with --app (the app folder's "
+                                "pyproject.toml names its ClientApp)"))
+    base: dict[str, object] = {"strategy": args.strategy, "initial_arrays": args.initial_arrays,
+                               "evaluate_fn": args.evaluate_fn}
+    base.update({"app": app} if app is not None else {"client_app": args.client_app})
+    if getattr(args, "run_config", None):
+        base["run_config"] = args.run_config
     try:
         scenario = load_scenario(args.scenario)
+        problems += refusals(imports_in({"flower": scenario.policies.get("flower", {})}),
+                             _gate(args, typed))
         if not problems:
-            make_policy("flower", {**base, "strategy_args": _args(fractions[0])})
+            make_policy("flower", {**scenario.policies.get("flower", {}), **base,
+                                   "strategy_args": _args(fractions[0])})
     except ScenarioError as exc:
         problems += exc.problems
         scenario = None
     if problems:
-        print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
+        print(f"netsim: {ScenarioError(list(dict.fromkeys(problems)), 'command line')}",
+              file=sys.stderr)
         return 2
     assert scenario is not None
     sc = scenario.model_copy(update={"training": scenario.training.model_copy(update={
         "max_epochs": epochs, "target_loss": 1e-9})})
+    name = app or args.client_app
     curves = []
     for fraction in [*fractions, held]:
         for seed in range(seeds):
             r = netsim.simulate(sc, policy="flower", seed=seed,
                                 params={**base, "strategy_args": _args(fraction)})
-            if r.runs["status"].iloc[0] == "failed":
-                print(f"netsim: the app's run failed (fraction {fraction:g}, seed {seed}): "
-                      f"{r.runs['error'].iloc[0]}", file=sys.stderr)
-                return 1
-            curves.append(curves_from_run(r.runs, r.epochs, f"fraction-{fraction:g}"))
+            why = r.runs["error"].iloc[0] if r.runs["status"].iloc[0] == "failed" else None
+            try:
+                if why is None:
+                    curves.append(curves_from_run(r.runs, r.epochs, f"fraction-{fraction:g}"))
+            except ValueError as exc:
+                why = str(exc)
+            if why is not None:
+                print(f"netsim: calibrating {name}: its run with fraction {fraction:g}, seed "
+                      f"{seed} failed: {why}; nothing was fitted", file=sys.stderr)
+                return 2
     table = pd.concat(curves, ignore_index=True)
     held_config = f"fraction-{held:g}"
     fit_seeds = max(1, seeds * 4 // 5)
-    fit = cal.fit_surrogate(table[table["config"] != held_config], fit_seeds=fit_seeds,
-                            fit_participant_exponent=True)
-    held_r2 = log_loss_r2(table[table["config"] == held_config], fit)
+    try:
+        fit = cal.fit_surrogate(table[table["config"] != held_config], fit_seeds=fit_seeds,
+                                fit_participant_exponent=True)
+        held_r2 = log_loss_r2(table[table["config"] == held_config], fit)
+    except (ValueError, RuntimeError, FloatingPointError) as exc:
+        print(f"netsim: calibrating {name}: the fit of its {len(curves)} runs failed: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     entry = args.entry or str(getattr(sc.model, "name", None) or sc.model)
     metadata = {"command": "netsim calibrate " + " ".join(sys.argv[2:]),
-                "client_app": args.client_app, "scenario": args.scenario,
+                "client_app": args.client_app, "app": app, "scenario": args.scenario,
                 "strategy": args.strategy, "fractions": fractions, "held_out_fraction": held,
                 "seeds": seeds, "fit_seeds": fit_seeds, "epochs": epochs}
     command.write_curves(table, args.out, metadata)
     print(f"wrote {len(table)} rows ({len(fractions) + 1} fractions x {seeds} seeds x "
           f"{epochs} rounds) to {args.out}")
-    print(f"\nsurrogate fit of {args.client_app} (fractions {fractions}, seeds < {fit_seeds})")
+    print(f"\nsurrogate fit of {name} (fractions {fractions}, seeds < {fit_seeds})")
     print(f"  initial_loss {fit.initial_loss:.4g}; full: floor, samples_half, exponent "
           f"{', '.join(f'{x:.4g}' for x in fit.variants['full'])}; participant_exponent "
           f"{fit.participant_exponent:.4g}")
@@ -132,7 +176,8 @@ def main(args: argparse.Namespace, seeds: int, epochs: int) -> int:
           f"{r2:.3f}, RMS log-residual {float(held_r2['rms_log'].iloc[0]):.3f}")
     if args.no_params:
         return 0
-    source = (f"fitted by `netsim calibrate --client-app {args.client_app}` to "
+    flag = f"--app {app}" if app is not None else f"--client-app {args.client_app}"
+    source = (f"fitted by `netsim calibrate {flag}` to "
               f"{command.repo_relative(args.out)} (scenario {args.scenario}, {args.strategy}, "
               f"fractions {fractions}, seeds < {fit_seeds}; held-back fraction {held:g}: R² on "
               f"the log-loss {r2:.3f})")

@@ -9,6 +9,7 @@ from typing import cast
 from netsim.scenario.errors import Problem
 from netsim.scenario.loading import builtin_scenarios, scenario_data, validate_scenario
 from netsim.scenario.schema import ModelSpec
+from netsim.scenario.trust import ALLOW_FLAG, imports_in
 
 
 def print_warnings(warnings: list[Problem], where: str = "") -> None:
@@ -19,7 +20,8 @@ def print_warnings(warnings: list[Problem], where: str = "") -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the information commands."""
-    p = sub.add_parser("validate", help="check a scenario file; print each problem with its path")
+    p = sub.add_parser("validate", help="check a scenario file; print each problem with its "
+                       "path, and the code (module:attr) a run would import; imports nothing")
     p.add_argument("scenario", help="scenario file or built-in name")
     p.add_argument("--strict", action="store_true",
                    help="treat warnings (implausible magnitudes, unit traps) as errors")
@@ -51,6 +53,12 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"ok: {sc.name}: {len(resolved.devices or [])} devices, {n_links} links, "
           f"model {model.name} ({len(model.variants)} variants), "
           f"target loss {sc.training.target_loss}, deadline {sc.training.deadline_s:g} s")
+    imports = imports_in(sc.policies)  # (read, never imported: netsim.scenario.trust)
+    if imports:
+        print(f"imports: a run imports this code only with {ALLOW_FLAG} (or --app FOLDER, "
+              "for modules in FOLDER):")
+        for path, name in imports:
+            print(f"  {path}: {name}")
     return 0
 
 

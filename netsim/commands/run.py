@@ -7,12 +7,22 @@ folder. Into a folder that holds results, it first lists by run id the runs it r
 scenario, policy, parameters and seed) and those it adds. ``--policy a b`` and ``--policy a
 --policy b`` both run a and b; give SCENARIO before ``--policy`` (a built-in scenario or scenario
 file after the names is still read as the scenario when none came before).
+
+A Flower app folder runs as ``flwr run`` runs it: ``--app PATH`` gives PATH to each policy run
+that takes an app folder (the ``flower`` policy; with no ``--policy``, those policies), whose
+``pyproject.toml`` names the ServerApp and ClientApp and their run config, and
+``--run-config 'key=value ...'`` overrides that config as Flower's CLI does. Names a scenario
+file gives (``module:attr``) are imported only with ``--allow-imports`` or from the ``--app``
+folder (netsim.scenario.trust); what is typed on the command line is the user's word.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,7 @@ from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.loading import validate_scenario
 from netsim.scenario.schema import MAX_SEED, Scenario
+from netsim.scenario.trust import ALLOW_FLAG, import_gate, imports_in, refusals
 from netsim.yamlio import safe_load
 
 DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
@@ -47,7 +58,71 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-figure", action="store_true", help="skip the figure")
     p.add_argument("--strict", action="store_true",
                    help="treat warnings (implausible magnitudes, unit traps) as errors")
+    add_app_arguments(p)
     p.set_defaults(func=run_command)
+
+
+def add_app_arguments(p: argparse._ActionsContainer, app: bool = True) -> None:
+    """``--app``, ``--run-config``, ``--allow-imports`` and ``--quiet`` (run, calibrate)."""
+    if app:
+        p.add_argument("--app", default=None, metavar="PATH",
+                       help="a Flower app folder (its pyproject.toml names the ServerApp and "
+                            "ClientApp), run as `flwr run` runs it by the policies that take "
+                            "one (flower; the default policy with --app); PATH goes on the "
+                            "Python path, and names of modules in it may be imported")
+        p.add_argument("--run-config", action="append", default=None, metavar="'K=V ...'",
+                       help="the app's run config overrides, as `flwr run --run-config` takes "
+                            "them ('num-server-rounds=5 lr=0.1', or a .toml file; repeatable)")
+    p.add_argument(ALLOW_FLAG, action="store_true",
+                   help="import the module:attr names the scenario (or sweep) file gives: a "
+                        "file is data, and without this flag netsim refuses to run its code")
+    p.add_argument("--quiet", action="store_true",
+                   help="hide Flower's and the app's log lines (ClientApp failures still show)")
+
+
+def policies_taking(field: str) -> list[str]:
+    """The registered policies whose parameters include ``field`` (``app``: flower)."""
+    from netsim.policy import registered
+
+    return [name for name, entry in registered().items() if field in entry.params.model_fields]
+
+
+def typed_names(params: dict[str, dict[str, Any]]) -> list[str]:
+    """Every text given on the command line as a policy parameter: the user's word."""
+    return [v for block in params.values() for v in block.values() if isinstance(v, str)]
+
+
+@contextmanager
+def command_logging(debug: bool, quiet: bool) -> Iterator[None]:
+    """netsim's log (a policy's warnings: ClientApp failures, a missing loss metric) on stderr
+    as ``netsim: warning: ...`` (every record with ``--debug``); Flower's log lines shown
+    unless ``--quiet``; all put back afterwards."""
+    log, flwr = logging.getLogger("netsim"), logging.getLogger("flwr")
+    level = log.level
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
+    quieter = _BelowWarning()
+    if quiet:  # (a filter: Flower sets its logger's level when it is imported)
+        flwr.addFilter(quieter)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        flwr.removeFilter(quieter)
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return f"netsim: {record.levelname.lower()}: {text}"
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
 
 
 def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -166,8 +241,14 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
     params, param_problems = params_and_problems(args.param)
     problems += param_problems
     scenario = result.scenario
-    names = given or (list(scenario.policies) if scenario is not None else []) \
-        or DEFAULT_POLICIES
+    app = getattr(args, "app", None)
+    names = given or (policies_taking("app") if app else []) \
+        or (list(scenario.policies) if scenario is not None else []) or DEFAULT_POLICIES
+    problems += _app_params(args, names, params)
+    if scenario is not None:
+        gate = _gate(args, params)
+        problems += refusals(imports_in({n: scenario.policies.get(n, {}) for n in names}),
+                             gate)
     problems += _policy_problems(scenario, names, params)
     for i, seed in enumerate(args.seed or []):
         if not 0 <= seed <= MAX_SEED:
@@ -177,6 +258,43 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
     if unique or scenario is None:
         raise ScenarioError(unique, "scenario or command line")
     return scenario, names, params
+
+
+def _app_params(args: argparse.Namespace, names: list[str],
+                params: dict[str, dict[str, Any]]) -> list[Problem]:
+    """``--app`` and ``--run-config`` as the ``app`` and ``run_config`` parameters of the
+    policies run that take them."""
+    out = []
+    for flag, field, value in (("--app", "app", getattr(args, "app", None)),
+                               ("--run-config", "run_config", getattr(args, "run_config", None))):
+        if value is None:
+            continue
+        takers = [n for n in names if n in policies_taking(field)]
+        if not takers:
+            out.append(Problem(flag, f"none of the policies run ({', '.join(names)}) takes "
+                                     f"{field!r} (the flower policy does: --policy flower)"))
+        for name in takers:
+            params.setdefault(name, {})[field] = value
+    return out
+
+
+def _gate(args: argparse.Namespace, params: dict[str, dict[str, Any]]) -> Any:
+    """The import gate of a command: everything with --allow-imports, else the names typed
+    on the command line and the modules in the --app folder."""
+    from netsim.scenario.trust import ImportGate
+
+    app = getattr(args, "app", None)
+    return ImportGate(bool(getattr(args, "allow_imports", False)),
+                      frozenset(typed_names(params)),
+                      (Path(app).resolve(),) if app else ())
+
+
+@contextmanager
+def gated(args: argparse.Namespace, params: dict[str, dict[str, Any]]) -> Iterator[None]:
+    """The block under the command's import gate (:func:`_gate`)."""
+    gate = _gate(args, params)
+    with import_gate(gate.allow_all, sorted(gate.names), gate.roots):
+        yield
 
 
 def summary_table(runs: pd.DataFrame) -> str:
@@ -190,6 +308,37 @@ def summary_table(runs: pd.DataFrame) -> str:
         table["planned_j"] = runs["planned_energy_j"]
         table["observed/planned"] = runs["energy_j"] / runs["planned_energy_j"]
     return table.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="")
+
+
+def failed_calls(results: list[Any]) -> list[str]:
+    """A line per run whose driven rounds had client calls that failed (a Flower ClientApp
+    that raised): how many of how many, and the most frequent reasons."""
+    import json
+
+    out = []
+    for r in results:
+        if "phases" not in r.epochs or r.runs.empty:
+            continue
+        calls = failed = 0
+        reasons: dict[str, int] = {}
+        for text, info in zip(r.epochs["phases"], r.epochs["info"], strict=True):
+            for phase in json.loads(text):
+                calls += len(phase["nodes"]) - len(phase["unavailable"])
+                failed += len(phase["failed"])
+            errors = json.loads(info).get("flower_errors", {})
+            for phase in json.loads(text):
+                for dev in phase["failed"]:
+                    reason = str(errors.get(dev, "?"))
+                    reasons[reason] = reasons.get(reason, 0) + 1
+        if failed:
+            run = r.runs.iloc[0]
+            top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
+            print_reasons = "; ".join(
+                f"{n} x {reason if len(reason) <= 100 else reason[:97] + '...'}"
+                for reason, n in top)
+            out.append(f"  {run['policy']} seed {run['seed']}: {failed} of {calls} client "
+                       f"calls failed ({print_reasons})")
+    return out
 
 
 #: At most this many runs are listed by :func:`stored_notice` (then "... and N more").
@@ -223,7 +372,15 @@ def stored_notice(out: str | Path, planned: list[tuple[str, str, int]]) -> list[
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Validate everything first, then simulate; returns the exit code."""
+    """Validate everything first, then simulate (under the command's import gate and
+    logging); returns the exit code."""
+    params, _ = params_and_problems(args.param)  # (the gate's typed names: --param's)
+    with gated(args, params), command_logging(bool(getattr(args, "debug", False)),
+                                              bool(getattr(args, "quiet", False))):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from netsim.api import resolve_policy, run_id, simulate
     from netsim.policy import policy_params
 
@@ -258,6 +415,8 @@ def run_command(args: argparse.Namespace) -> int:
     print(summary_table(runs))
     for run in runs[runs["error"] != ""].itertuples():
         print(f"  {run.policy} seed {run.seed}: {run.status}: {run.error}")
+    for line in failed_calls(results):
+        print(line)
     print(f"tables: {out}/{{runs,epochs,devices}}/")
     if not args.no_figure:
         from netsim.figures import registered_figures, save

@@ -5,7 +5,9 @@ then runs every run not already stored under DIR: on N local processes (default:
 or on a Dask distributed cluster. Killed or interrupted, it resumes on the next call without
 recomputing a finished run. A run that fails is stored as ``failed`` with its error; the
 summary lists the failures. Exit code 0 even when runs failed (see ``--strict``, which also
-makes scenario warnings errors).
+makes scenario warnings errors). The ``module:attr`` names the sweep file (or its scenarios)
+gives are imported only with ``--allow-imports`` (netsim.scenario.trust); the workers must
+find them on their Python path (PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from netsim.commands.info import print_warnings
 from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
+from netsim.scenario.trust import ALLOW_FLAG, import_gate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="treat scenario warnings (implausible magnitudes, unit traps) as errors, "
                         "and exit code 1 if any run failed")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument(ALLOW_FLAG, action="store_true",
+                   help="import the module:attr names the sweep file gives: a file is data, "
+                        "and without this flag netsim refuses to run its code")
     p.set_defaults(func=sweep_command)
 
 
@@ -49,7 +55,13 @@ def _arg_problems(args: argparse.Namespace) -> list[Problem]:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    """Validate, run what is missing, print the summary; returns the exit code."""
+    """Validate, run what is missing, print the summary (under the command's import gate);
+    returns the exit code."""
+    with import_gate(allow_all=bool(getattr(args, "allow_imports", False))):
+        return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
     from netsim.sweep.dask_runner import DaskUnavailable
     from netsim.sweep.plan import load_plan
     from netsim.sweep.runner import run_sweep

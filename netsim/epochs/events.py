@@ -22,10 +22,17 @@ def run(world: EpochWorld, decision: Decision, work: Workload) -> None:
     index, flops = world.devices.index, world.flops
     rows = [index[dev] for dev in decision.participants]
     down, up = world.routes_down.of_rows(rows), world.routes_up.of_rows(rows)
+    own = work.by_device  # (each participant's own bytes and FLOP: its own context)
     with world.network.batch():  # every download starts now: one rebalance per shared link
-        for i, samples, route_down, route_up in zip(rows, decision.participants.values(),
-                                                     down, up, strict=True):
-            Participant(ctx, i, samples * fps / flops[i], route_down, route_up)
+        for dev, i, samples, route_down, route_up in zip(
+                decision.participants, rows, decision.participants.values(), down, up,
+                strict=True):
+            if own is None:
+                Participant(ctx, i, samples * fps / flops[i], route_down, route_up)
+                continue
+            mine = EpochContext(env, world.network, world.meter, own[dev].download_bytes,
+                                barrier, own[dev].upload_bytes)
+            Participant(mine, i, own[dev].flop / flops[i], route_down, route_up)
     for cluster in decision.clusters:
         env.process(clusters.cluster(world, cluster, fps, nbytes, barrier))
     env.run(until=barrier.event)

@@ -45,6 +45,9 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     node_before = wait.node_j[taking_part] if wait is not None \
         else world.meter.node_j_of(taking_part, start)
     compute_s = samples * fps / flops[rows]
+    if work.by_device is not None:  # (each participant's own FLOP)
+        compute_s = np.fromiter((work.by_device[d].flop for d in decision.participants),
+                                dtype=float, count=n) / flops[rows]
     offline_at = dyn.timeline.next_change_s[rows]
     left = np.full(n, math.inf)
     if dyn.batteries.any:
@@ -74,7 +77,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
             decision, rows, compute_s, work, offline_at, left, deadline_at, flops)
     n_kept = (len(decision.participants) + len(decision.clusters)) if counted is None \
         else len(counted)
-    world.aggregate(work, n_kept)
+    world.aggregate(work, n_kept,
+                    devices=list(decision.participants) if counted is None else counted)
     end = env.now
     # selected until it stopped, else until the epoch's end or, if earlier, until it went
     # offline after its update had left (an offline device draws nothing)
@@ -154,11 +158,12 @@ def _run_guarded(world: EpochWorld, decision: Decision, rows: np.ndarray, comput
     parts = []
     with world.network.batch():
         for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+            down_bytes, up_bytes = work.bytes_of(dev)
             parts.append(GuardedParticipant(
-                env, world.network, world.meter, barrier, dev, r, nbytes, float(compute_s[k]),
-                world.routes_down[r], world.routes_up[r], float(offline_at[k]), float(left_j[k]),
-                float(t.power_idle_w[r]), float(t.power_busy_w[r]),
-                float(world.own_up_j_per_bit[r]), work.upload_bytes))
+                env, world.network, world.meter, barrier, dev, r, down_bytes,
+                float(compute_s[k]), world.routes_down[r], world.routes_up[r],
+                float(offline_at[k]), float(left_j[k]), float(t.power_idle_w[r]),
+                float(t.power_busy_w[r]), float(world.own_up_j_per_bit[r]), up_bytes))
     for c, cluster in enumerate(decision.clusters):
         env.process(clusters.cluster(world, cluster, fps, nbytes, barrier, ("cluster", c)))
     world.arm_capacity_ticks()

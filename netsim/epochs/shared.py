@@ -5,7 +5,7 @@ engine imports them: imports run one way)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,7 +57,8 @@ class EpochWorld(Protocol):
     def workload_of(self, decision: Decision) -> Workload: ...
 
     def aggregate(self, work: Workload, updates: int,
-                  play_until: Callable[[float], None] | None = None) -> None: ...
+                  play_until: Callable[[float], None] | None = None,
+                  devices: Iterable[str] | None = None) -> None: ...
 
     def measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
                 up_bps: np.ndarray) -> None: ...

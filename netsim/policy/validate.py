@@ -47,6 +47,11 @@ def _workload_problems(decision: Decision) -> list[str]:
     if decision.buffer_updates is not None:
         out.append("workload: given with buffer_updates (asynchronous epochs train the "
                    "variant)")
+    if w.by_device is not None and set(w.by_device) != set(decision.participants):
+        extra = sorted(set(w.by_device) - set(decision.participants))[:3]
+        missing = sorted(set(decision.participants) - set(w.by_device))[:3]
+        out.append(f"workload.by_device: its devices are not the participants (not "
+                   f"participants: {extra}; without figures: {missing})")
     return out
 
 

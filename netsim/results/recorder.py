@@ -16,8 +16,11 @@
   synchronous epoch the participants, 0, 0, the participants, 0; an asynchronous epoch's
   participants are the devices its decision started and its ``late`` the updates discarded
   as too stale; updates_ids, updates_samples, updates_staleness: each aggregated update's
-  device, samples and staleness in arrival order, empty lists for a synchronous epoch);
-  ``samples`` counts the updates that counted; when nobody could
+  device, samples and staleness in arrival order, empty lists for a synchronous epoch;
+  failed, phases: a driven run's (a Flower round, docs/flower.md) client calls that failed
+  and its phases as JSON [{type, round, nodes, replied, failed, dropped, late, ...}], 0 and
+  "[]" for netsim's own epochs); ``samples`` counts the updates that counted (a driven
+  round: the examples its replies report); when nobody could
   train and the world waited for someone to come online, that wait's energy is in the next
   epoch's, whose ``start_s`` is after the wait)
 - devices: run_id, device, energy_compute_j, energy_comm_j, energy_idle_j, busy_s, bytes_sent,
@@ -50,7 +53,12 @@ DYNAMIC_DEVICE_COLUMNS = ["dropouts", "energy_wasted_j", "energy_sleep_j", "onli
                           "battery_end_j"]
 ASYNC_EPOCH_COLUMNS = ["updates_aggregated", "staleness_mean", "staleness_max", "started",
                        "in_flight", "updates_ids", "updates_samples", "updates_staleness"]
-STATUSES = ("ok", "target_missed", "deadline", "oom", "failed")
+STATUSES = ("ok", "target_missed", "deadline", "oom", "failed", "completed")
+#: The epoch columns a driver may set itself (``Run.close_epoch(columns=...)``): what it knows
+#: better than the merged phases (a Flower round: the replies its strategy aggregated, their
+#: examples, the failed calls, each phase of the round).
+DRIVER_COLUMNS = frozenset({"samples", "updates_aggregated", "dropped", "late", "dropped_ids",
+                            "late_ids", "failed", "phases"})
 PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
 
 
@@ -93,10 +101,16 @@ class Recorder:
         self._n_devices = devices.n
 
     def epoch(self, epoch: int, outcome, step, decision, model,
-              airtime_by_medium: dict[str, float] | None = None) -> None:
+              airtime_by_medium: dict[str, float] | None = None,
+              columns: dict[str, Any] | None = None) -> None:
         """Record one finished epoch; ``airtime_by_medium``: the air time (s) each shared
         medium was used in it, by medium id (media left out used none, and the table leaves
-        them out too: an epoch's record follows what it used, not the fleet's cells)."""
+        them out too: an epoch's record follows what it used, not the fleet's cells);
+        ``columns``: a driver's own values of :data:`DRIVER_COLUMNS`."""
+        unknown = set(columns or {}) - DRIVER_COLUMNS
+        if unknown:
+            raise ValueError(f"epoch columns {sorted(unknown)}: a driver sets only "
+                             f"{sorted(DRIVER_COLUMNS)}")
         e = outcome.energy
         self._asynchronous |= outcome.updates is not None
         compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
@@ -128,7 +142,8 @@ class Recorder:
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
             "airtime_by_medium_s": dict(airtime_by_medium or {}),
-            **_async_columns(outcome, len(ids)),
+            **_async_columns(outcome, len(ids)), "failed": 0, "phases": "[]",
+            **(columns or {}),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -220,7 +235,7 @@ def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
 def _empty_epochs() -> pd.DataFrame:
     cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"] \
         + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids", "airtime_by_medium_s"] \
-        + ASYNC_EPOCH_COLUMNS
+        + ASYNC_EPOCH_COLUMNS + ["failed", "phases"]
     numeric = ({c for c in cols if c.endswith(("_s", "_j"))} - {"airtime_by_medium_s"}) \
         | {"staleness_mean"}
     return pd.DataFrame({c: pd.Series(dtype="float64" if c in numeric or c in

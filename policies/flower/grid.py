@@ -1,23 +1,33 @@
-"""netsim's Flower Grid: the messages a strategy pushes become a phase of a netsim epoch.
+"""netsim's Flower Grid: the messages a strategy or ServerApp pushes become phases of netsim
+epochs, each message and reply charged what it carries.
 
 How Flower's concepts map (docs/flower.md):
 
 - node = device. ``get_node_ids`` lists the devices available now (the changing world
   decides: online, battery above its floor, volunteering) that hold samples and whose memory
   holds the model; node ids are :func:`.records.node_id` of the device ids.
-- round = epoch. A push of ``train`` messages is the epoch's training phase; the
-  ``evaluate`` (or ``query``) messages that follow are later phases of the same epoch; the
-  epoch is recorded when the strategy's round ends (its evaluate_fn is called: the policy's
-  hook), or at the next ``train`` push, or when the run ends.
-- a phase in the world: each destination downloads its message's bytes
-  (:func:`.records.message_bytes`), computes (training: its samples x the model's training
-  FLOP per sample; evaluation: that x ``evaluate_flop_fraction``; a query: nothing) at its
-  FLOP/s, and uploads its reply's bytes; the aggregator then spends 2 FLOP per array element
-  of each training update. Shared air time, radio energy, dropouts, batteries, stragglers and
-  the deadline apply as to any epoch.
+- round = epoch, as Flower defines its rounds: the messages' ``group_id`` where the strategy
+  or ServerApp sets one, else their config's ``server-round`` (Flower's strategies put it in
+  every train and evaluate message), else each push is a round of its own. Every push of a
+  round (train, evaluate, query) is a phase of its epoch; the epoch is recorded when the
+  next round's first push comes, when ``start`` ends the round (its evaluate_fn: the
+  policy's hook), or when the run ends. The phases are recorded in ``epochs.phases``.
+- a phase in the world: each destination downloads its message's bytes, computes, and
+  uploads its reply's bytes (:func:`.records.message_bytes`: arrays, metrics and configs;
+  an error reply its code and reason), on the shared media and radios as any transfer. The
+  compute: surrogate mode, the device's samples x the model's training FLOP per sample (an
+  evaluation: x ``evaluate_flop_fraction``; a query: nothing); real mode, the reply's
+  ``num-examples`` in place of the samples, or with ``client_compute: measured`` the call's
+  seconds on this host x the host's FLOP/s. A ClientApp that fails computed nothing (its
+  measured seconds with ``measured``) and uploads its error reply. The aggregator spends 2
+  FLOP per array element of each training update it takes. Dropouts, batteries,
+  stragglers and the deadline apply as to any epoch.
 - a reply that does not arrive (dropped out, late past the timeout, its node unavailable, or
   its ClientApp raised) reaches the strategy as Flower's error reply; the epochs table
-  records who (``dropped_ids``, ``late_ids``, and ``info``'s ``flower_errors``).
+  records who (``phases``, ``dropped_ids``, ``late_ids``, ``info``'s ``flower_errors``). The
+  first traceback of each distinct ClientApp error is logged (logger ``netsim.flower``,
+  warning; the others at debug level), and a phase in which every call failed ends the run
+  as failed, naming the error.
 - timeout = simulated deadline: a ``timeout`` (s) given to ``send_and_receive`` (3,600 s in
   ``Strategy.start``) is the phase's ``epoch_deadline_s``: replies later than that are lost.
 
@@ -28,7 +38,10 @@ clear error in the run (Flower's own ``sample_nodes`` would sleep until they con
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,15 +55,28 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run as FlowerRun
 
 from netsim.policy import Decision, Observation
-from netsim.runloop import Run
+from netsim.runloop import Run, RunOver
 from netsim.training.progress import EpochProgress
-from netsim.workload import Workload
+from netsim.workload import DeviceWork, Workload
 from policies.baselines import FitMemo
-from policies.flower.records import array_elements, message_bytes, node_id
+from policies.flower.loading import RunConfig
+from policies.flower.records import (
+    NUMBER_BYTES,
+    array_elements,
+    message_bytes,
+    metric_names,
+    node_id,
+    reply_bytes,
+)
 
 #: How many get_node_ids calls in a row, with no push between, mean that a strategy waits
 #: for nodes (Flower's FedAvg asks twice per round: its fraction, then sample_nodes).
 WAITING_CALLS = 3
+#: netsim's log of a Flower run: ClientApp failures, a loss metric nobody reports.
+LOG = logging.getLogger("netsim.flower")
+#: A phase's compute per sample as a share of training's, by message type (evaluate: the
+#: policy's evaluate_flop_fraction).
+KIND_COMPUTE = {"train": 1.0, "query": 0.0}
 
 
 class DecodedArray(Array):
@@ -74,13 +100,31 @@ class DecodedArray(Array):
 
 @dataclass
 class EpochLog:
-    """What the epoch under way records in ``epochs.info`` (a live dict: the phases of the
-    epoch fill it until it is recorded)."""
+    """What the epoch under way records (a live record: the phases of the round fill it
+    until it is recorded): ``info`` (``epochs.info``), the round's key, each phase's
+    record, and the counts of its main phase (its training; else its first)."""
 
     info: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    main: dict[str, Any] | None = None
     trained: bool = False
     progress: EpochProgress | None = None
     evaluated: EpochProgress | None = None
+
+
+def round_key(msgs: list[Any]) -> str | None:
+    """The Flower round a push belongs to: its messages' common ``group_id``, else the
+    common ``server-round`` of their configs; None: neither (the push is a round of its
+    own)."""
+    groups = {m.metadata.group_id for m in msgs}
+    if len(groups) == 1 and (group := groups.pop()):
+        return f"group {group}"
+    rounds = {rec["server-round"] for m in msgs for rec in m.content.config_records.values()
+              if "server-round" in rec}
+    if len(rounds) == 1 and len(groups) <= 1:
+        return f"server-round {rounds.pop()}"
+    return None
 
 
 class NetsimGrid(Grid):
@@ -93,12 +137,14 @@ class NetsimGrid(Grid):
     progress model's); loss_metric: the metric that is the run's loss; evaluate_flop_fraction:
     an evaluation's FLOP per sample as a share of training's; weighted_by_key: the metric
     replies carry their example count in; strategy: read for the nodes it needs before it
-    samples (so that it never waits).
+    samples (so that it never waits); run_config: each node's Context ``run_config``;
+    host_flop_per_s: this host's FLOP/s when each ClientApp call is charged its measured
+    seconds (None: its reply's examples x the model's FLOP per sample).
     """
 
     def __init__(self, run: Run, policy_name: str, client_app: Any, loss_metric: str,
                  evaluate_flop_fraction: float, weighted_by_key: str, strategy: Any,
-                 run_config: dict[str, Any]) -> None:
+                 run_config: dict[str, Any], host_flop_per_s: float | None = None) -> None:
         self._run = run
         self._name = policy_name
         self._client_app = client_app
@@ -107,6 +153,7 @@ class NetsimGrid(Grid):
         self._weight_key = weighted_by_key
         self._strategy = strategy
         self._run_config = run_config
+        self._host_flops = host_flop_per_s
         devices = run.world.devices
         self._devices = devices
         self._node_ids = np.fromiter((node_id(d) for d in devices.ids), dtype=np.int64,
@@ -122,6 +169,13 @@ class NetsimGrid(Grid):
         self._replies: dict[str, Any] = {}
         self._contexts: dict[int, Any] = {}
         self._pushes = 0
+        self._errors_seen: set[str] = set()
+        self._metrics_seen: set[str] = set()
+        self._warned_loss = False
+        self.calls = 0
+        """ClientApp calls made in the run (real mode)."""
+        self.failed_calls = 0
+        """ClientApp calls that failed in the run (raised, an error reply, no examples)."""
         self.epoch = EpochLog()
         self.flower_run_id = int(run.recorder.run_id, 16) & ((1 << 63) - 1)
         self._timeout_s: float | None = None  # (the phase under way's, in simulated s)
@@ -157,8 +211,8 @@ class NetsimGrid(Grid):
         return self._nodes_now
 
     def push_messages(self, messages: Iterable[Any]) -> list[str]:
-        """Run the messages as one phase of the epoch (module docstring); their replies wait
-        for :meth:`pull_messages`. Returns the messages' ids."""
+        """Run the messages as one phase of their round's epoch (module docstring); their
+        replies wait for :meth:`pull_messages`. Returns the messages' ids."""
         msgs = list(messages)
         if not msgs:
             return []
@@ -167,8 +221,11 @@ class NetsimGrid(Grid):
             raise ValueError(f"{self._name}: one push mixes message types {sorted(kinds)} "
                              "(a phase of an epoch is one kind of message)")
         kind = kinds.pop()
-        if kind == "train" and self.epoch.trained:
-            self.close_epoch()
+        key = round_key(msgs)
+        log = self.epoch
+        if log.phases and (key is None or key != log.key or (kind == "train" and log.trained)):
+            self.close_epoch()  # (the previous round is over)
+            self._stop_if_over()
         obs = self._obs if self._obs is not None else self._run.observe()
         self._obs, self._nodes_now, self._calls = None, None, 0
         rows = self._rows_of(msgs)
@@ -177,7 +234,8 @@ class NetsimGrid(Grid):
             m.metadata.__dict__["_message_id"] = f"{self._run.epoch}.{self._pushes}.{k}"
             ids.append(m.metadata.message_id)
         self._pushes += 1
-        self._phase(kind, msgs, rows, obs)
+        self.epoch.key = key
+        self._phase(kind, msgs, rows, obs, key)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
@@ -202,12 +260,53 @@ class NetsimGrid(Grid):
     def close_epoch(self, measured: EpochProgress | None = None) -> EpochProgress | None:
         """Record the epoch under way: with ``measured`` (an evaluate_fn's loss), else the
         progress model's (surrogate), else the clients' aggregated evaluate loss (real; NaN
-        without one)."""
+        without one, and a warning naming the metrics present when no reply or
+        evaluate_fn carried the loss metric so far)."""
         log, self.epoch = self.epoch, EpochLog()
         step = measured or log.progress
         if step is None and self._client_app is not None:
-            step = log.evaluated or EpochProgress(loss=math.nan)
-        return self._run.close_epoch(step)
+            step = log.evaluated
+            if step is None:
+                step = EpochProgress(loss=math.nan)
+                if log.phases:
+                    self._warn_no_loss()
+        if self._host_flops is not None and log.phases:
+            log.info["host_flop_per_s"] = self._host_flops
+        return self._run.close_epoch(step, self._columns(log) if log.phases else None)
+
+    def saw_metrics(self, record: Any, source: str) -> None:
+        """Metric names an evaluate_fn returned (for the loss warning)."""
+        self._metrics_seen |= {f"{name} ({source})" for name in record}
+        if self._loss_metric in record:
+            self._metrics_seen.add(self._loss_metric)
+
+    def _warn_no_loss(self) -> None:
+        if self._warned_loss or self._loss_metric in self._metrics_seen:
+            return
+        self._warned_loss = True
+        present = ", ".join(sorted(self._metrics_seen)) or "none"
+        LOG.warning("%s: no reply and no evaluate_fn carries the loss metric %r (metrics "
+                    "present: %s): the run's loss is NaN; name the loss with the flower "
+                    "policy's loss_metric (--param %s.loss_metric=NAME)", self._name,
+                    self._loss_metric, present, self._name)
+
+    def _stop_if_over(self) -> None:
+        """The epoch just recorded ended the run (its target reached): stop the driver."""
+        run = self._run
+        if run.status != "target_missed" or run.error:
+            raise RunOver(run.status, run.error)
+
+    def _columns(self, log: EpochLog) -> dict[str, Any]:
+        """The epoch row's columns only the grid knows: the main phase's replies aggregated
+        (without error), their examples, who dropped out, was late or failed; each phase."""
+        main = log.main or {}
+        return {"updates_aggregated": len(main.get("replied", [])),
+                "samples": int(sum(main.get("examples", {}).get(d, 0)
+                                   for d in main.get("replied", []))),
+                "dropped": len(main.get("dropped", [])), "late": len(main.get("late", [])),
+                "dropped_ids": list(main.get("dropped", [])),
+                "late_ids": list(main.get("late", [])), "failed": len(main.get("failed", [])),
+                "phases": json.dumps(log.phases, sort_keys=True)}
 
     def _expecting(self) -> str:
         return "evaluate" if self.epoch.trained else "train"
@@ -245,7 +344,8 @@ class NetsimGrid(Grid):
             raise ValueError(f"{self._name}: two messages of one phase to the same node")
         return rows
 
-    def _phase(self, kind: str, msgs: list[Any], rows: np.ndarray, obs: Observation) -> None:
+    def _phase(self, kind: str, msgs: list[Any], rows: np.ndarray, obs: Observation,
+               key: str | None) -> None:
         """One phase in the world and its replies."""
         t, run = self._devices, self._run
         can = np.zeros(t.n, dtype=bool)
@@ -258,29 +358,21 @@ class NetsimGrid(Grid):
                              f"device {t.ids[rows[k]]!r} is not available in epoch "
                              f"{run.epoch} (offline, low battery, or its memory cannot hold "
                              "the model)")
+        unavailable = list(errors)
         going = [k for k in order.tolist() if k not in errors]
-        contents = {id(msgs[k].content): msgs[k].content for k in going}  # (strategies
-        down = {message_bytes(c) for c in contents.values()}  # send one content to all)
-        if len(down) > 1:
-            raise ValueError(f"{self._name}: the messages of one {kind} phase differ in size "
-                             f"({sorted(down)} bytes): netsim moves one size per phase")
-        answers = self._answers(kind, msgs, rows, going, errors)
+        failed: set[int] = set()
+        host_s: dict[int, float] = {}
+        answers = self._answers(kind, msgs, rows, going, errors, failed, host_s, key)
+        record: dict[str, Any] = {
+            "type": kind, "round": key, "nodes": [t.ids[rows[k]] for k in order.tolist()],
+            "unavailable": [t.ids[rows[k]] for k in unavailable]}
         if not going:
             self._reply_all(msgs, answers, errors)
+            self._add_phase(kind, {**record, "replied": [], "failed": [], "dropped": [],
+                                   "late": [], "examples": {}, "bytes_down": {},
+                                   "bytes_up": {}})
             return
-        if self._client_app is None:  # (netsim's replies carry the arrays they were sent)
-            sent = next(iter(contents.values()))
-            up = message_bytes(sent) if kind == "train" else 0
-            elements = array_elements(sent)
-        else:
-            replies = [answers[k].content for k in going if k in answers]
-            up = max(map(message_bytes, replies), default=0)
-            elements = max(map(array_elements, replies), default=0)
-        model = run.world.model
-        fps = model.flop_per_sample(0) * {"train": 1.0, "evaluate": self._eval_fraction}.get(
-            kind, 0.0)
-        work = Workload(float(down.pop()), float(up), fps,
-                        2.0 * elements if kind == "train" else 0.0)
+        work, examples = self._workload(kind, msgs, rows, going, answers, errors, host_s)
         decision = Decision(participants={t.ids[rows[k]]: int(t.samples[rows[k]])
                                           for k in going},
                             variant=0, workload=work, epoch_deadline_s=self._timeout_s,
@@ -290,7 +382,7 @@ class NetsimGrid(Grid):
         dropped, late = set(outcome.dropped), set(outcome.late)
         for k in going:
             dev = t.ids[rows[k]]
-            if arrived is not None and dev not in arrived:
+            if arrived is not None and dev not in arrived and k not in failed:
                 why = "dropped out (offline or battery)" if dev in dropped else \
                     "late (after the round's timeout)" if dev in late else "did not arrive"
                 errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
@@ -300,14 +392,98 @@ class NetsimGrid(Grid):
             if self._client_app is None:
                 self.epoch.progress = run.advance(decision, outcome)
         self._reply_all(msgs, answers, errors)
+        devices = [t.ids[rows[k]] for k in going]
+        record.update({
+            "start_s": outcome.start_s, "end_s": outcome.end_s,
+            "replied": [t.ids[rows[k]] for k in going if k not in errors],
+            "failed": [t.ids[rows[k]] for k in going if k in failed],
+            "dropped": list(outcome.dropped), "late": list(outcome.late),
+            "examples": {t.ids[rows[k]]: n for k, n in examples.items() if k not in errors},
+            "bytes_down": dict(zip(devices, (work.bytes_of(d)[0] for d in devices),
+                                   strict=True)),
+            "bytes_up": dict(zip(devices, (work.bytes_of(d)[1] for d in devices),
+                                 strict=True))})
+        if self._host_flops is not None:
+            record["host_s"] = {t.ids[rows[k]]: s for k, s in host_s.items()}
+        self._add_phase(kind, record)
         if kind == "evaluate" and self._client_app is not None:
             self.epoch.evaluated = self._evaluated(
                 [answers[k] for k in going if k in answers and k not in errors])
+        if failed and len(failed) == len(going):
+            self._every_call_failed(kind, key, [t.ids[rows[k]] for k in going], errors,
+                                    sorted(failed))
+
+    def _add_phase(self, kind: str, record: dict[str, Any]) -> None:
+        """Keep the phase's record; the main phase (the round's training, else its first)
+        gives the epoch row's counts."""
+        log = self.epoch
+        log.phases.append(record)
+        if log.main is None or (kind == "train" and log.main["type"] != "train"):
+            log.main = record
+
+    def _every_call_failed(self, kind: str, key: str | None, devices: list[str],
+                           errors: dict[int, tuple[int, str | None]], failed: list[int]
+                           ) -> None:
+        """Record the round and end the run: no call of the phase succeeded."""
+        reason = errors[failed[0]][1]
+        where = key or f"epoch {self._run.epoch}"
+        self.close_epoch()
+        raise RuntimeError(
+            f"{self._name}: every ClientApp call of {where}'s {kind} messages failed "
+            f"({len(failed)} of {len(devices)}; device {devices[0]!r}: {reason}); the first "
+            "traceback of each error is logged (netsim run --debug: every one)")
+
+    def _workload(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
+                  answers: dict[int, Any], errors: dict[int, tuple[int, str | None]],
+                  host_s: dict[int, float]) -> tuple[Workload, dict[int, int]]:
+        """What each going message moves and computes (module docstring), one set of
+        figures when all are alike; and each reply's examples (its ``num-examples``)."""
+        t, model = self._devices, self._run.world.model
+        fps = model.flop_per_sample(0) * KIND_COMPUTE.get(kind, self._eval_fraction)
+        down_of: dict[int, int] = {}
+        down, up, flop, agg, examples = [], [], [], [], {}
+        for k in going:
+            content = msgs[k].content
+            if id(content) not in down_of:  # (strategies send one content to all)
+                down_of[id(content)] = message_bytes(content)
+            down.append(float(down_of[id(content)]))
+            samples = float(t.samples[rows[k]])
+            reply = answers.get(k)
+            if reply is None:
+                up.append(float(NUMBER_BYTES + len((errors[k][1] or "").encode())))
+                agg.append(0.0)
+            else:
+                up.append(float(reply_bytes(reply)))
+                agg.append(2.0 * array_elements(reply.content) if kind == "train" else 0.0)
+                n = self._examples(reply)
+                if n is not None:
+                    examples[k] = n
+            if self._client_app is None:
+                flop.append(samples * fps)
+            elif self._host_flops is not None:
+                flop.append(host_s.get(k, 0.0) * self._host_flops)
+            else:
+                flop.append(float(examples.get(k, 0)) * fps)
+        same = len(set(down)) == 1 and len(set(up)) == 1 and len(set(agg)) == 1 and all(
+            f == float(t.samples[rows[k]]) * fps for f, k in zip(flop, going, strict=True))
+        if same:
+            return Workload(down[0], up[0], fps, agg[0]), examples
+        own = {t.ids[rows[k]]: DeviceWork(d, u, f, a)
+               for k, d, u, f, a in zip(going, down, up, flop, agg, strict=True)}
+        return Workload(0.0, 0.0, fps, 0.0, by_device=own), examples
+
+    def _examples(self, reply: Any) -> int | None:
+        """The example count a reply reports (its first metric record's weight key)."""
+        metrics = list(reply.content.metric_records.values())
+        value = metrics[0].get(self._weight_key) if metrics else None
+        return int(value) if isinstance(value, int | float) else None
 
     def _answers(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
-                 errors: dict[int, tuple[int, str | None]]) -> dict[int, Any]:
+                 errors: dict[int, tuple[int, str | None]], failed: set[int],
+                 host_s: dict[int, float], key: str | None) -> dict[int, Any]:
         """Each going message's reply: the ClientApp's (real mode; one that raises is an
-        error of that client), or netsim's for the client (surrogate)."""
+        error of that client, ``failed``, its seconds in ``host_s``), or netsim's for the
+        client (surrogate)."""
         if self._client_app is None:
             return self._surrogate_replies(kind, msgs, rows, going)
         t = self._devices
@@ -319,34 +495,59 @@ class NetsimGrid(Grid):
             # is, an argument its typed overloads leave out)
             own = app.Message(content=copy.deepcopy(msg.content),  # type: ignore[call-overload]
                               metadata=copy.copy(msg.metadata))
+            self.calls += 1
+            t0 = time.perf_counter()
             try:
                 reply = self._client_app(message=own, context=ctx)
             except Exception as exc:  # the client's failure, not the run's
+                host_s[k] = time.perf_counter() - t0
                 errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                              f"{type(exc).__name__}: {exc}")
+                self._failure(k, t.ids[row], kind, key, errors[k][1] or "", exc)
+                failed.add(k)
                 continue
-            if not isinstance(reply, app.Message):
-                errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
-                             f"the ClientApp returned {type(reply).__name__}, not a Message")
-                continue
-            if reply.has_error():
-                errors[k] = (reply.error.code, reply.error.reason)
-                continue
-            if kind == "train" and not self._has_weight(reply):
-                errors[k] = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
-                             f"the reply of device {t.ids[row]!r} has no "
-                             f"{self._weight_key!r} metric (Flower's strategies weight "
-                             "updates by it)")
+            host_s[k] = time.perf_counter() - t0
+            if isinstance(reply, app.Message) and not reply.has_error():
+                self._metrics_seen |= metric_names(reply.content)
+            why = self._bad_reply(kind, reply, t.ids[row])
+            if why is not None:
+                errors[k] = why
+                self._failure(k, t.ids[row], kind, key, why[1] or "", None)
+                failed.add(k)
                 continue
             out[k] = reply
         for k, (_, reason) in errors.items():
-            failed = self.epoch.info.setdefault("flower_errors", {})
-            failed[t.ids[rows[k]]] = reason
+            flower_errors = self.epoch.info.setdefault("flower_errors", {})
+            flower_errors[t.ids[rows[k]]] = reason
         return out
 
-    def _has_weight(self, reply: Any) -> bool:
-        metrics = list(reply.content.metric_records.values())
-        return bool(metrics) and isinstance(metrics[0].get(self._weight_key), int | float)
+    def _bad_reply(self, kind: str, reply: Any, device: str) -> tuple[int, str | None] | None:
+        """Why a ClientApp's reply is an error (None: it is not)."""
+        if not isinstance(reply, app.Message):
+            return (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                    f"the ClientApp returned {type(reply).__name__}, not a Message")
+        if reply.has_error():
+            return reply.error.code, reply.error.reason
+        if kind == "train" and self._examples(reply) is None:
+            return (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                    f"the reply of device {device!r} has no {self._weight_key!r} metric "
+                    "(Flower's strategies weight updates by it)")
+        return None
+
+    def _failure(self, k: int, device: str, kind: str, key: str | None, reason: str,
+                 exc: BaseException | None) -> None:
+        """Count a failed call; log the first of each distinct error (an exception's type
+        and where it was raised; an error reply's reason) as a warning, with its traceback,
+        the others at debug level."""
+        self.failed_calls += 1
+        kind_of = reason if exc is None else _raised_at(exc)
+        first = kind_of not in self._errors_seen
+        self._errors_seen.add(kind_of)
+        LOG.log(logging.WARNING if first else logging.DEBUG,
+                "%s: the ClientApp failed on device %r (%s message, %s): %s%s", self._name,
+                device, kind, key or f"epoch {self._run.epoch}", reason,
+                " (the first of this error; the others are logged at debug level)"
+                if first else "", exc_info=exc)
 
     def _surrogate_replies(self, kind: str, msgs: list[Any], rows: np.ndarray,
                            going: list[int]) -> dict[int, Any]:
@@ -424,6 +625,16 @@ class NetsimGrid(Grid):
                 node_config={"partition-id": self._partition.get(row, -1),
                              "num-partitions": len(self._partition),
                              "device-id": self._devices.ids[row]},
-                state=app.RecordDict(), run_config=dict(self._run_config))
+                state=app.RecordDict(), run_config=RunConfig(self._run_config))
             self._contexts[row] = ctx
         return ctx
+
+
+def _raised_at(exc: BaseException) -> str:
+    """An exception's type and the place it was raised (file:line of its innermost frame):
+    the same error whatever its message says of the data."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    return f"{type(exc).__name__}@{where}"

@@ -1,20 +1,35 @@
 """Resolving the ``flower`` policy's parameters into Flower objects, each problem named by its
-parameter (``strategy: 'mymod:nope' does not resolve: module 'mymod' has no attribute 'nope'``).
+parameter (``client_app: 'myapp.client_app:app' does not resolve: No module named 'myapp'
+...``), and reading a Flower app folder as ``flwr run`` reads it.
 
 A parameter is either the object itself (from Python) or a text: a built-in Flower strategy's
 name (``FedAvg``, ``FedProx``, ...) or ``module:attr`` of an object, class or factory. Nothing
-is evaluated: ``importlib`` imports the module and ``getattr`` walks the dotted attribute.
+is evaluated: ``importlib`` imports the module and ``getattr`` walks the dotted attribute,
+and only where the import gate in force allows the name (netsim.scenario.trust: a name from
+a scenario, sweep or calibration file is imported by the command line only with
+``--allow-imports`` or from the ``--app`` folder the user pointed at).
+
+An app folder (:func:`read_app`) is read with Flower's own reader: its ``pyproject.toml``'s
+``[tool.flwr.app.components]`` (``serverapp``, ``clientapp``) and ``[tool.flwr.app.config]``
+(the run config, flattened as Flower flattens it; overrides fused as ``flwr run
+--run-config`` fuses them: a key the app does not declare is an error).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from netsim.scenario.trust import check_import, gate_roots, module_in
 
 INSTALL_HINT = "the flower policy needs the optional extra: pip install 'netsim[flower]'"
 
@@ -42,20 +57,58 @@ def flwr_modules() -> tuple[Any, Any, Any]:
     return app, serverapp, clientapp
 
 
+def is_import_name(value: Any) -> bool:
+    """Whether ``value`` is a ``module:attr`` text (both parts given)."""
+    if not isinstance(value, str):
+        return False
+    module, sep, attr = value.partition(":")
+    return bool(sep and module and attr)
+
+
 def import_path(field: str, path: str) -> Any:
-    """The object ``module:attr`` (attr may be dotted) names."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
+    """The object ``module:attr`` (attr may be dotted) names, once the import gate allows it
+    (netsim.scenario.trust); a name that does not resolve says where netsim looked and how
+    to make it resolve."""
+    if not is_import_name(path):
         raise FlowerParamError(field, f"{path!r} is not 'module:attr'")
+    check_import(field, path)
+    module_name, _, attr = path.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise FlowerParamError(field, f"{path!r} does not resolve: {exc}") from None
+    except ModuleNotFoundError as exc:
+        raise FlowerParamError(field, _not_found(path, module_name, exc)) from None
+    except Exception as exc:  # the module's own code failed (a SyntaxError, its imports)
+        raise FlowerParamError(field, f"{path!r}: importing {module_name!r} raised "
+                               f"{type(exc).__name__}: {exc}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise FlowerParamError(field, f"{path!r} does not resolve: {obj.__name__ if hasattr(obj, '__name__') else obj!r} has no attribute {part!r}")
+            owner = getattr(obj, "__name__", None) or type(obj).__name__
+            raise FlowerParamError(field, f"{path!r} does not resolve: {owner} has no "
+                                   f"attribute {part!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _not_found(path: str, module_name: str, exc: ModuleNotFoundError) -> str:
+    """Why ``module_name`` was not found: where netsim looked, and how to make it resolve."""
+    top = module_name.split(".")[0]
+    missing = exc.name or module_name
+    if missing.split(".")[0] != top:  # (the user's module imports something not installed)
+        return (f"{path!r} does not resolve: importing {module_name!r} needs {missing!r}, "
+                "which is not installed (install the app's dependencies)")
+    roots = gate_roots()
+    looked = "the Python path (sys.path: the installed packages and PYTHONPATH"
+    looked += f", and the app folder{'s' if len(roots) > 1 else ''} " \
+        f"{', '.join(map(str, roots))})" if roots else ")"
+    if Path.cwd() not in roots and module_in(top, Path.cwd()):
+        app = "give --app . (this Flower app folder) or " \
+            if (Path.cwd() / "pyproject.toml").is_file() else ""
+        how = (f"{top!r} is in the current folder, which is not on the Python path: {app}set "
+               "PYTHONPATH=.")
+    else:
+        how = (f"put the folder that holds {top!r} on the Python path: --app FOLDER for a "
+               "Flower app folder (Python: params={'app': FOLDER}), or PYTHONPATH=FOLDER")
+    return f"{path!r} does not resolve: {exc}; netsim looked on {looked}; {how}"
 
 
 def resolve_strategy(value: Any, args: Mapping[str, Any]) -> Any:
@@ -67,13 +120,10 @@ def resolve_strategy(value: Any, args: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
         if ":" in value:
             obj = import_path("strategy", value)
-        elif value in serverapp.strategy.__all__ and isinstance(
-                getattr(serverapp.strategy, value), type):
+        elif is_builtin_strategy(value):
             obj = getattr(serverapp.strategy, value)
         else:
-            raise FlowerParamError("strategy", f"{value!r} is no built-in Flower strategy "
-                                   f"(one of {', '.join(BUILTIN_STRATEGIES)}, ...) nor "
-                                   "'module:attr'")
+            raise FlowerParamError("strategy", NOT_A_STRATEGY.format(value))
     if isinstance(obj, base):
         if args:
             raise FlowerParamError("strategy_args", "given with a Strategy instance (pass "
@@ -92,6 +142,17 @@ def resolve_strategy(value: Any, args: Mapping[str, Any]) -> Any:
     raise FlowerParamError("strategy", f"{_name(obj)} is not a flwr.serverapp.strategy."
                            "Strategy (the Message API; legacy flwr.server.strategy classes "
                            "are not supported)")
+
+
+NOT_A_STRATEGY = ("{!r} is no built-in Flower strategy (one of "
+                  f"{', '.join(BUILTIN_STRATEGIES)}, ...) nor 'module:attr'")
+
+
+def is_builtin_strategy(name: str) -> bool:
+    """Whether ``name`` is a strategy class of ``flwr.serverapp.strategy``."""
+    _, serverapp, _ = flwr_modules()
+    return name in serverapp.strategy.__all__ and isinstance(
+        getattr(serverapp.strategy, name), type)
 
 
 def resolve_client_app(value: Any) -> Any:
@@ -158,10 +219,126 @@ def _name(obj: Any) -> str:
     return getattr(obj, "__qualname__", None) or type(obj).__name__
 
 
+# -- a Flower app folder ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FlowerApp:
+    """A Flower app folder as ``flwr run`` reads it: its components (``module:attr``) and its
+    run config (``[tool.flwr.app.config]``, flattened)."""
+
+    folder: Path
+    server_app: str
+    client_app: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def read_app(folder: str | Path) -> FlowerApp:
+    """The app in ``folder`` (its pyproject.toml read with Flower's own reader, which checks
+    the fields ``flwr run`` needs); nothing is imported."""
+    from flwr.common.config import flatten_dict, get_project_config
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise FlowerParamError("app", f"{str(folder)!r} is no folder (a Flower app folder "
+                               "holds a pyproject.toml, as `flwr new` makes one)")
+    try:
+        config = get_project_config(path)
+    except FileNotFoundError:
+        raise FlowerParamError("app", f"{str(folder)!r} holds no pyproject.toml (a Flower app "
+                               "folder, as `flwr new` makes one)") from None
+    except Exception as exc:  # (Flower's checks: a ValueError listing them; TOML errors)
+        text = " ".join(str(exc).split())
+        raise FlowerParamError("app", f"{path / 'pyproject.toml'}: {text}") from None
+    app = config["tool"]["flwr"]["app"]
+    components = app["components"]
+    for key in ("serverapp", "clientapp"):
+        if not is_import_name(components.get(key)):
+            raise FlowerParamError("app", f"{path / 'pyproject.toml'}: [tool.flwr.app."
+                                   f"components] {key} = {components.get(key)!r} is not "
+                                   "'module:attr'")
+    try:
+        run_config = flatten_dict(app.get("config", {}))
+    except ValueError as exc:
+        raise FlowerParamError("app", f"{path / 'pyproject.toml'}: [tool.flwr.app.config]: "
+                               f"{exc}") from None
+    return FlowerApp(path, components["serverapp"], components["clientapp"], run_config)
+
+
+def parse_run_config(value: Any) -> dict[str, Any]:
+    """A run config from a mapping (as it is), or from ``flwr run --run-config`` texts: one
+    text or a list of them, each ``'key=value key2="text"'`` (values in TOML), or one path of
+    a ``.toml`` file (Flower's own parser)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
+        raise FlowerParamError("run_config", f"{value!r}: a mapping, or texts as flwr run's "
+                               "--run-config takes them ('key=value key2=\"text\"')")
+    from flwr.common.config import parse_config_args
+
+    try:
+        return dict(parse_config_args(list(texts)))
+    except Exception as exc:  # (click's exception for bad TOML; a missing .toml file)
+        message = getattr(exc, "message", None) or str(exc)
+        raise FlowerParamError("run_config", f"{value!r}: {message}") from None
+
+
+def fused_run_config(app: FlowerApp, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The app's run config with ``overrides`` (as ``flwr run --run-config`` fuses them: a
+    key the app's ``[tool.flwr.app.config]`` does not declare is an error)."""
+    unknown = sorted(set(overrides) - set(app.config))
+    if unknown:
+        raise FlowerParamError("run_config", f"{', '.join(map(repr, unknown))}: not in "
+                               f"{app.folder / 'pyproject.toml'}'s [tool.flwr.app.config] "
+                               f"(its keys: {', '.join(sorted(app.config)) or 'none'})")
+    return {**app.config, **dict(overrides)}
+
+
+def put_on_path(app: FlowerApp, names: list[str]) -> None:
+    """The app's folder on the Python path (first, as ``flwr run`` puts it), once the gate
+    allows ``names``; a package of the app already imported from elsewhere is an error (two
+    apps with one package name in one process)."""
+    for name in names:
+        check_import("app", name)
+    folder = str(app.folder.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    for name in names:
+        top = name.partition(":")[0].split(".")[0]
+        loaded = sys.modules.get(top)
+        if loaded is None or not module_in(top, app.folder):
+            continue
+        where = getattr(loaded, "__file__", None) or next(iter(getattr(loaded, "__path__", [])),
+                                                          "")
+        if where and not os.path.abspath(where).startswith(folder + os.sep):
+            raise FlowerParamError("app", f"module {top!r} is already imported from {where}, "
+                                   f"not from {folder}: two apps with one package name in one "
+                                   "process (run them in separate processes)")
+
+
+class RunConfigKeyError(KeyError):
+    """A run-config key the app reads but nobody set (its message says where to set it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RunConfig(dict):
+    """A node's or the server's ``Context.run_config``: a dict whose missing key says which
+    keys there are and where to set one."""
+
+    def __missing__(self, key: Any) -> Any:
+        raise RunConfigKeyError(
+            f"the run config has no {key!r} (its keys: {', '.join(sorted(self)) or 'none'}); "
+            f"set it in the app's [tool.flwr.app.config], with --run-config '{key}=...' or "
+            "the flower policy's run_config")
+
+
 @contextmanager
 def quiet_flower() -> Iterator[None]:
-    """Flower's INFO and WARNING logging off meanwhile (netsim prints its own summary and
-    records what went wrong)."""
+    """Flower's INFO and WARNING logging off meanwhile (a strategy's construction warns of
+    settings netsim chose, fraction_evaluate 0 say)."""
     logger = logging.getLogger("flwr")
     level = logger.level
     logger.setLevel(logging.ERROR)

@@ -1,32 +1,44 @@
-"""The ``flower`` policy: a Flower strategy (the Message API) and, optionally, the user's own
-ClientApp, run over a netsim scenario (docs/flower.md).
+"""The ``flower`` policy: a Flower app folder, or a Flower strategy (the Message API) and
+optionally the user's own ClientApp, run over a netsim scenario (docs/flower.md).
 
 It is a :class:`netsim.runloop.Driver`: netsim hands it the run and it calls the strategy's
-``start`` (or the user's ServerApp ``main``) with netsim's Grid (:mod:`.grid`), which turns
-each round's messages into an epoch of the world. Two modes:
+``start`` (or the ServerApp's ``main``: the user's, or the app folder's) with netsim's Grid
+(:mod:`.grid`), which turns each Flower round's messages into an epoch of the world. Two
+modes:
 
-- real (a ``client_app`` is given): the ClientApp's handlers are called in-process with the
-  messages netsim built and a per-node Context (its ``state`` persists across rounds,
-  ``node_config`` carries ``partition-id``, ``num-partitions`` and ``device-id``); the run's
-  loss is ``evaluate_fn``'s ``loss_metric`` (else the clients' aggregated evaluate metric),
-  recorded in ``runs.loss_source``.
+- real (an app folder or a ``client_app``): the ClientApp's handlers are called in-process
+  with the messages netsim built and a per-node Context (its ``state`` persists across
+  rounds, ``node_config`` carries ``partition-id``, ``num-partitions`` and ``device-id``,
+  ``run_config`` the app's config with its overrides); the run's loss is ``evaluate_fn``'s
+  ``loss_metric`` (else the clients' aggregated evaluate metric), recorded in
+  ``runs.loss_source``. A call computes its reply's ``num-examples`` x the model's FLOP per
+  sample, or with ``client_compute: measured`` its seconds on this host x the host's FLOP/s.
 - surrogate (no ClientApp): netsim answers for the clients (replies carry the arrays they
   were sent, the model's size, and their samples as ``num-examples``); the loss is the
   progress model's. A Flower strategy then runs over a fleet of millions at netsim's speed.
 
-Determinism: Flower samples nodes with Python's global ``random``; the run seeds it from the
-policy's generator and puts its state back afterwards, so the same seed gives the same
-participants and two runs in one process do not interact. A Strategy instance given from
-Python is copied for each run (its state, FedAdam's moments say, starts afresh).
+The parameters are resolved into Flower objects when the policy is made: a ``module:attr``
+is imported where the import gate in force allows it (netsim.scenario.trust: the command
+line imports what a file names only with ``--allow-imports`` or from the ``--app`` folder),
+an app folder is read with Flower's own reader and put on the Python path.
+
+Determinism: Flower samples nodes with Python's global ``random``, and apps draw from numpy's
+global generator; the run seeds both from the policy's generator and puts their states back
+afterwards, so the same seed gives the same participants and tables and two runs in one
+process do not interact. A Strategy instance given from Python is copied for each run (its
+state, FedAdam's moments say, starts afresh).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Annotated, Any
+from functools import partial
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -41,11 +53,21 @@ from pydantic import (
 
 from netsim.policy import Decision, Observation, register
 from netsim.runloop import Run
+from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.schema import Scenario
+from netsim.scenario.trust import ImportRefused
 from netsim.training.progress import EpochProgress
 from policies.flower.loading import (
+    NOT_A_STRATEGY,
+    FlowerApp,
     FlowerParamError,
-    quiet_flower,
+    RunConfig,
+    fused_run_config,
+    is_builtin_strategy,
+    is_import_name,
+    parse_run_config,
+    put_on_path,
+    read_app,
     resolve_arrays,
     resolve_callable,
     resolve_client_app,
@@ -71,15 +93,28 @@ class FlowerParams(BaseModel):
         ``module:attr``), called before the first round and after each, as ``start`` does.
     server_app: a ServerApp with an ``@app.main()`` function (or ``module:attr``): run with
         netsim's Grid in place of ``strategy.start``.
+    app: a Flower app folder (its pyproject.toml's ``[tool.flwr.app.components]`` and
+        ``[tool.flwr.app.config]``), run as ``flwr run`` runs it: its ServerApp and ClientApp
+        in real mode, the folder on the Python path, ``run_config`` fused over its config.
+        With ``initial_arrays``: its ClientApp only, under the strategy parameters (what
+        ``netsim calibrate --app`` runs).
     train_config: the training ConfigRecord's contents sent each round.
     evaluate_config: the evaluate ConfigRecord's contents sent each round.
-    run_config: each node's Context ``run_config`` (real mode).
+    run_config: each node's and the ServerApp's Context ``run_config`` (real mode): a
+        mapping, or texts as ``flwr run --run-config`` takes them (``'key=value k2="s"'``,
+        or a .toml file); with ``app``, overrides of the app's config.
     loss_metric: the metric that is the run's loss (real mode).
+    client_compute: what a ClientApp call computes on its device (real mode): "examples",
+        its reply's num-examples x the scenario model's FLOP per sample (deterministic), or
+        "measured", its wall seconds on this host x this host's FLOP/s (measured once per
+        run: tables then vary with the host).
     num_rounds: rounds of ``start`` (default: the scenario's ``training.max_epochs``).
     timeout_s: the ``timeout`` given to ``start`` (s), read as each round's simulated
         deadline (replies later than that are lost); None: Flower's default, 3,600 s.
     evaluate_flop_fraction: an evaluation's FLOP per sample as a share of training's
         (forward pass only: 1/3, netsim's formalization).
+    quiet: hide Flower's and the app's log lines below warnings during the run (a sweep's
+        workers, say); not part of the run's identity (its run id and recorded parameters).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -89,29 +124,63 @@ class FlowerParams(BaseModel):
     initial_arrays: Any = None
     evaluate_fn: Any = None
     server_app: Any = None
+    app: str | None = None
     train_config: dict[str, Any] = Field(default_factory=dict)
     evaluate_config: dict[str, Any] = Field(default_factory=dict)
     run_config: dict[str, Any] = Field(default_factory=dict)
     loss_metric: str = "loss"
+    client_compute: Literal["examples", "measured"] = "examples"
     num_rounds: Annotated[int | None, Field(ge=1)] = None
     timeout_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
     evaluate_flop_fraction: Annotated[float, Field(ge=0.0, le=10.0)] = 1.0 / 3.0
+    quiet: bool = Field(default=False, exclude=True)
 
     @field_validator("strategy")
     @classmethod
-    def _strategy_resolves(cls, value: Any, info: ValidationInfo) -> Any:
-        _resolve(lambda: resolve_strategy(value, info.data.get("strategy_args", {})))
+    def _strategy_is_named(cls, value: Any) -> Any:
+        if isinstance(value, str) and ":" not in value:
+            _resolve(lambda: None if is_builtin_strategy(value) else _raise(
+                FlowerParamError("strategy", NOT_A_STRATEGY.format(value))))
+        elif isinstance(value, str) and not is_import_name(value):
+            raise ValueError(f"{value!r} is not 'module:attr'")
         return value
 
     @field_validator("client_app", "initial_arrays", "evaluate_fn", "server_app")
     @classmethod
-    def _object_resolves(cls, value: Any, info: ValidationInfo) -> Any:
-        _resolve(lambda: RESOLVERS[str(info.field_name)](value))
+    def _object_is_named(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and not is_import_name(value):
+            raise ValueError(f"{value!r} is not 'module:attr' (a text names an object to "
+                             "import; from Python, pass the object itself)")
+        return value
+
+    @field_validator("run_config", mode="before")
+    @classmethod
+    def _run_config_read(cls, value: Any) -> Any:
+        return _resolve(lambda: parse_run_config(value))
+
+    @field_validator("app")
+    @classmethod
+    def _app_read(cls, value: str | None) -> str | None:
+        if value is not None:
+            _resolve(lambda: read_app(value))
         return value
 
     @model_validator(mode="after")
     def _real_mode_has_arrays(self) -> FlowerParams:
-        if self.server_app is not None:
+        if self.app is not None:
+            given = [f for f in ("server_app", "client_app") if getattr(self, f) is not None]
+            if self.initial_arrays is None:
+                given += [f for f in SERVER_APP_OWNS
+                          if getattr(self, f) not in (None, {}, "FedAvg")]
+            if given:
+                raise ValueError(f"{given[0]}: given with app (the app folder's pyproject.toml "
+                                 "names its ServerApp and ClientApp, and its ServerApp's main() "
+                                 "chooses the strategy and rounds; leave it out, or give "
+                                 "initial_arrays to run the app's ClientApp under the "
+                                 "strategy parameters instead)")
+            _resolve(lambda: fused_run_config(read_app(self.app or ""), self.run_config),
+                     named=True)
+        elif self.server_app is not None:
             given = [f for f in SERVER_APP_OWNS if getattr(self, f) not in (None, {}, "FedAvg")]
             if given:
                 raise ValueError(f"{given[0]}: given with server_app (its main() chooses the "
@@ -124,6 +193,32 @@ class FlowerParams(BaseModel):
     @field_serializer(*OBJECT_FIELDS)
     def _describe(self, value: Any) -> Any:
         return describe(value)
+
+    @classmethod
+    def import_names(cls, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(field, ``module:attr``) of each name these raw parameters would import: the texts
+        of the object fields (a built-in strategy name imports nothing of the user's) and an
+        app folder's components (read, not imported; netsim.scenario.trust)."""
+        out = [(f, str(params[f])) for f in OBJECT_FIELDS if is_import_name(params.get(f))]
+        folder = params.get("app")
+        if isinstance(folder, str):
+            try:
+                app = read_app(folder)
+            except (FlowerParamError, ImportError):
+                return out
+            out += [("app", name) for name in _app_components(
+                app, params.get("initial_arrays") is not None)]
+        return out
+
+
+def _app_components(app: FlowerApp, strategy_loop: bool) -> list[str]:
+    """The components of ``app`` a run imports: its ServerApp and ClientApp, or with
+    ``strategy_loop`` (initial arrays given: netsim's strategy loop) its ClientApp only."""
+    return [app.client_app] if strategy_loop else [app.server_app, app.client_app]
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
 
 
 def describe(value: Any) -> Any:
@@ -150,40 +245,86 @@ RESOLVERS: dict[str, Callable[[Any], Any]] = {
     "server_app": resolve_server_app}
 
 
-def _resolve(make: Callable[[], Any]) -> Any:
-    """``make()``; a parameter that does not resolve, or flwr missing, as a ValueError."""
+def _resolve(make: Callable[[], Any], named: bool = False) -> Any:
+    """``make()``; a parameter that does not resolve, or flwr missing, as a ValueError (its
+    message prefixed by the parameter's name when ``named``: a check of the whole model)."""
     try:
         return make()
     except FlowerParamError as exc:
-        raise ValueError(exc.message) from None
+        raise ValueError(str(exc) if named else exc.message) from None
     except ImportError as exc:
         raise ValueError(str(exc)) from None
 
 
 def resolved(params: FlowerParams) -> dict[str, Any]:
-    """The parameters as Flower objects (validation has checked that they resolve)."""
-    out = {"strategy": resolve_strategy(params.strategy, params.strategy_args)}
-    out.update({name: make(getattr(params, name)) for name, make in RESOLVERS.items()})
+    """The parameters as Flower objects, the names imported where the import gate in force
+    allows them (netsim.scenario.trust). With an app folder: its ServerApp and ClientApp,
+    the folder put on the Python path, and the fused run config.
+
+    Raises
+    ------
+    ScenarioError
+        Naming every parameter that does not resolve (``policies.flower.FIELD``) and, for
+        a name the gate refuses, the flag that allows it.
+    """
+    problems: list[Problem] = []
+    out: dict[str, Any] = {"run_config": RunConfig(params.run_config), "app": None}
+    values = {name: getattr(params, name) for name in RESOLVERS}
+
+    def attempt(field: str, make: Callable[[], Any]) -> Any:
+        try:
+            return make()
+        except ImportRefused as exc:
+            problems.append(Problem(f"policies.flower.{exc.field}", str(exc).split(": ", 1)[1]))
+        except FlowerParamError as exc:
+            problems.append(Problem(f"policies.flower.{exc.field}", exc.message))
+        except ImportError as exc:
+            problems.append(Problem(f"policies.flower.{field}", str(exc)))
+        return None
+
+    if params.app is not None:
+        app: FlowerApp | None = attempt("app", lambda: read_app(params.app or ""))
+        if app is not None:
+            loop = params.initial_arrays is not None  # (the app's ClientApp, netsim's loop)
+            attempt("app", lambda: put_on_path(app, _app_components(app, loop)))
+            values.update(server_app=None if loop else app.server_app,
+                          client_app=app.client_app)
+            fused = attempt("run_config", lambda: fused_run_config(app, params.run_config))
+            out["run_config"] = RunConfig(fused or {})
+            out["app"] = app
+    if not problems:
+        out["strategy"] = attempt("strategy", lambda: resolve_strategy(
+            params.strategy, params.strategy_args))
+        for name, make in RESOLVERS.items():
+            value = values[name]
+            out[name] = attempt(name, partial(make, value))
+    if problems:
+        raise ScenarioError(problems, "policy")
     return out
 
 
-@register("flower", "a Flower strategy (Message API) and optionally your ClientApp, each "
-          "round one epoch on netsim's network, time and energy (needs netsim[flower])",
-          FlowerParams)
+@register("flower", "a Flower strategy (Message API) and optionally your ClientApp, or a "
+          "Flower app folder, each round one epoch on netsim's network, time and energy "
+          "(needs netsim[flower])", FlowerParams)
 class FlowerPolicy:
-    """The ``flower`` policy (module docstring); it drives its own loop (``drive``)."""
+    """The ``flower`` policy (module docstring); it drives its own loop (``drive``). Its
+    parameters are resolved into Flower objects when it is made (names imported where the
+    import gate in force allows them: netsim.scenario.trust), so a name that does not
+    resolve is an error before anything runs."""
 
     def __init__(self, params: FlowerParams | None = None, **kwargs: Any) -> None:
         self.name = "flower"
         self.params = params if params is not None else FlowerParams(**kwargs)
-        self._seed = 0
+        self._objects = resolved(self.params)
+        self.seed = 0
+        """The seed of Python's ``random`` and numpy's global generator in the last run."""
         self._scenario: Scenario | None = None
         self.result: Any = None
         """What the strategy's ``start`` returned in the last run (Flower's Result)."""
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         self._scenario = scenario
-        self._seed = int(rng.integers(2**63 - 1))
+        self.seed = int(rng.integers(2**63 - 1))
 
     def decide(self, obs: Observation) -> Decision:
         raise RuntimeError("flower drives its own loop: netsim calls drive(run), not decide")
@@ -192,21 +333,25 @@ class FlowerPolicy:
         """Run the strategy (or the ServerApp) on netsim's Grid over ``run``."""
         from policies.flower.grid import NetsimGrid
 
-        p, objs = self.params, resolved(self.params)
+        p, objs = self.params, self._objects
         strategy = copy.deepcopy(objs["strategy"])
+        real = objs["client_app"] is not None
         grid = NetsimGrid(run, self.name, objs["client_app"], p.loss_metric,
                           p.evaluate_flop_fraction,
                           str(getattr(strategy, "weighted_by_key", "num-examples")), strategy,
-                          p.run_config)
-        real = objs["client_app"] is not None
-        with _seeded_random(self._seed), quiet_flower(), _task_identity(grid.flower_run_id):
+                          objs["run_config"],
+                          host_flop_per_s=host_flop_per_s() if real and
+                          p.client_compute == "measured" else None)
+        with _seeded_random(self.seed), _task_identity(grid.flower_run_id), \
+                _flower_logging(quiet=p.quiet):
             if objs["server_app"] is not None:
                 import flwr.app as app
 
                 if real:
                     run.set_initial_loss(float("nan"), _CLIENTS_LOSS.format(p.loss_metric))
                 context = app.Context(run_id=grid.flower_run_id, node_id=0, node_config={},
-                                      state=app.RecordDict(), run_config=dict(p.run_config))
+                                      state=app.RecordDict(),
+                                      run_config=RunConfig(objs["run_config"]))
                 objs["server_app"](grid, context)
             else:
                 arrays = objs["initial_arrays"] or _model_arrays(run)
@@ -239,15 +384,14 @@ class _EvaluateHook:
         result = self.user_fn(server_round, arrays) if self.user_fn is not None else None
         measured = None
         if self.real and result is not None:
-            if self.loss_metric not in result:
-                raise ValueError(f"evaluate_fn returned no {self.loss_metric!r} metric (it has "
-                                 f"{sorted(result)}); set the flower policy's loss_metric")
-            loss = float(result[self.loss_metric])
-            accuracy = result.get("accuracy")
-            measured = EpochProgress(loss=loss, accuracy=None if accuracy is None
-                                     else float(accuracy))
+            self.grid.saw_metrics(result, "evaluate_fn")
+            if self.loss_metric in result:
+                accuracy = result.get("accuracy")
+                measured = EpochProgress(loss=float(result[self.loss_metric]),
+                                         accuracy=None if accuracy is None else float(accuracy))
             if server_round == 0:
-                self.run.set_initial_loss(loss, self.run.recorder.loss_source)
+                if measured is not None:
+                    self.run.set_initial_loss(measured.loss, self.run.recorder.loss_source)
                 return result
         if server_round > 0:
             self.grid.close_epoch(measured)
@@ -273,19 +417,61 @@ def _config(values: dict[str, Any]) -> Any:
     return app.ConfigRecord(dict(values))
 
 
+#: The host benchmark of ``client_compute: measured``: products of SIZE x SIZE float64
+#: matrices (2 SIZE^3 FLOP each), the best of REPEATS.
+BENCHMARK_SIZE, BENCHMARK_REPEATS = 384, 5
+
+
+def host_flop_per_s() -> float:
+    """This host's FLOP/s as numpy multiplies float64 matrices (the best of
+    :data:`BENCHMARK_REPEATS` products of :data:`BENCHMARK_SIZE` square matrices, about
+    0.1 s): what ``client_compute: measured`` scales a ClientApp call's seconds by."""
+    rng = np.random.default_rng(0)
+    a, b = rng.random((BENCHMARK_SIZE, BENCHMARK_SIZE)), rng.random((BENCHMARK_SIZE,
+                                                                      BENCHMARK_SIZE))
+    best = float("inf")
+    for _ in range(BENCHMARK_REPEATS):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * BENCHMARK_SIZE ** 3 / max(best, 1e-9)
+
+
 @contextmanager
-def _seeded_random(seed: int):
-    """Python's global ``random`` seeded for the run, its state put back afterwards."""
-    state = random.getstate()
+def _seeded_random(seed: int) -> Iterator[None]:
+    """Python's global ``random`` and numpy's global generator (``np.random.*``, which
+    scikit-learn and many apps draw from) seeded for the run, their states put back
+    afterwards."""
+    state, np_state = random.getstate(), np.random.get_state()  # noqa: NPY002
     random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 (the global one the apps draw from)
     try:
         yield
     finally:
         random.setstate(state)
+        np.random.set_state(np_state)  # noqa: NPY002
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
 
 
 @contextmanager
-def _task_identity(run_id: int):
+def _flower_logging(quiet: bool) -> Iterator[None]:
+    """Flower's log records below warnings dropped meanwhile when ``quiet`` (a filter:
+    Flower sets its logger's level itself)."""
+    logger, drop = logging.getLogger("flwr"), _BelowWarning()
+    if quiet:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+@contextmanager
+def _task_identity(run_id: int) -> Iterator[None]:
     """Flower's process-wide task identity (run id, the server's node id) set for the run
     (its messages are stamped with it), put back afterwards."""
     try:

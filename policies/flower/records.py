@@ -2,11 +2,18 @@
 
 - A device's Flower node id is a stable 63-bit hash of its id (:func:`node_id`): the same
   device has the same node id in every run, whatever the order of the fleet.
-- A message's bytes on the wire are its arrays' bytes (:func:`message_bytes`): each Array's
-  elements x item size, summed over the message's ArrayRecords. Config and metric records,
-  keys and serialization headers are left out (netsim's formalization: a few hundred bytes
-  beside the tensors), so a round moving a model of P parameters of 4 bytes moves 4 P bytes,
-  as netsim's own epochs do.
+- A message's bytes on the wire are its records' values (:func:`message_bytes`, netsim's
+  formalization, docs/flower.md):
+
+  - an ArrayRecord: each Array's elements x item size (its serialized data's length where
+    its dtype is no numpy one);
+  - a MetricRecord: 8 bytes a value (an int or a float), each element of a list counted;
+  - a ConfigRecord: 8 bytes an int or a float, 1 a bool, a text's UTF-8 length, a bytes
+    value's length, each element of a list counted.
+
+  Keys, dtypes, shapes and serialization headers are left out (a few bytes a record), so a
+  model of P float32 parameters moves 4 P bytes plus its config's or metrics' values. An
+  error reply moves 8 bytes (its code) and its reason's UTF-8 length (:func:`reply_bytes`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ import math
 from typing import Any
 
 import numpy as np
+
+#: Bytes of an int or float value of a metric or config record, and of an error's code.
+NUMBER_BYTES = 8
 
 
 def node_id(device_id: str) -> int:
@@ -42,7 +52,42 @@ def array_elements(record_dict: Any) -> int:
                for a in rec.values())
 
 
+def value_bytes(value: Any) -> int:
+    """Bytes of one metric or config value (module docstring): 8 an int or float, 1 a bool,
+    a text's UTF-8 length, a bytes value's length; a list, the sum of its elements'."""
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float | np.number):
+        return NUMBER_BYTES
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(value_bytes(v) for v in value)
+    raise TypeError(f"a record value of type {type(value).__name__} (Flower's records hold "
+                    "numbers, bools, texts, bytes and lists of those)")
+
+
 def message_bytes(record_dict: Any) -> int:
-    """Bytes a message with content ``record_dict`` (a flwr RecordDict) moves: its arrays'."""
-    return sum(array_bytes(a) for rec in record_dict.array_records.values()
-               for a in rec.values())
+    """Bytes a message with content ``record_dict`` (a flwr RecordDict) moves: its arrays',
+    metrics' and configs' values (module docstring)."""
+    arrays = sum(array_bytes(a) for rec in record_dict.array_records.values()
+                 for a in rec.values())
+    values = sum(value_bytes(v) for records in (record_dict.metric_records,
+                                                record_dict.config_records)
+                 for rec in records.values() for v in rec.values())
+    return arrays + values
+
+
+def reply_bytes(message: Any) -> int:
+    """Bytes a reply moves: its content's (:func:`message_bytes`), or an error reply's code
+    and reason."""
+    if message.has_error():
+        return NUMBER_BYTES + len((message.error.reason or "").encode())
+    return message_bytes(message.content)
+
+
+def metric_names(record_dict: Any) -> set[str]:
+    """The names of every metric in a RecordDict's MetricRecords."""
+    return {name for rec in record_dict.metric_records.values() for name in rec}
