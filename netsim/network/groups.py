@@ -156,11 +156,16 @@ class DecomposedGroups(FlowNetworkBase):
         decompose)."""
         g = _Group(h, self._cap[h], now)
         self._groups[h] = g
-        multi = self._multi_unsafe
+        multi, beyond = self._multi_unsafe, False
         for flow in self._link_flows[h]:
             flow.n_unsafe += 1
             if flow.n_unsafe == 2:
                 self._multi_unsafe += 1
+            elif flow.n_unsafe > 2:
+                beyond = True
+        if beyond:  # flows now cross three or more: neither groups nor nests rate them
+            self._request_recompute()  # (the batched pass at this instant rates everything)
+            return
         if self._multi_unsafe != multi and self._nested_live():  # flows now cross two
             if not (self._nest_cell(h, now, starting) or self._nest_outer(h, now, starting)):
                 self._request_recompute()  # the batched pass at this instant rates everything
