@@ -223,24 +223,26 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
         if passes > most:
             stuck("", most)
         # the next instant: a start, a sharing group's or a capped group's next finish
-        at = starts[nxt] if nxt < m else _INF
+        at_start = starts[nxt] if nxt < m else _INF
+        at = _INF  # (the next finish)
         while sh_due and sh_due[0][1] != stamp[sh_due[0][2]]:
             heappop(sh_due)
         if sh_due and share > 0.0:
-            t = now + (sh_due[0][0] - outer) / share
-            if t < at:
-                at = t
+            at = now + (sh_due[0][0] - outer) / share
         while cp_due and cp_due[0][1] != stamp[cp_due[0][2]]:
             heappop(cp_due)
         if cp_due and cp_due[0][0] < at:
             at = cp_due[0][0]
+        finishing = at <= at_start  # (finishes where the instant is a finish's, as in
+        if not finishing:           # netsim.network.playback)
+            at = at_start
         if at == _INF or at > until_s:  # (nothing left to happen, or past the horizon)
             break
         if n_sharing and at > now:
             outer += share * (at - now)
         now = at
         touched: list[int] = []
-        if n_sharing:
+        if n_sharing and finishing:
             reached = clock_reached(outer, share, now)
             while sh_due and (sh_due[0][1] != stamp[sh_due[0][2]] or sh_due[0][0] <= reached):
                 _, st, g = heappop(sh_due)
@@ -250,7 +252,7 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
                     own = clock_reached(outer + offset[g], share, now)
                     finish(g, c if c > own else own)
                     touched.append(g)
-        limit = due_limit_s(now)
+        limit = due_limit_s(now) if finishing else -_INF
         while cp_due and (cp_due[0][1] != stamp[cp_due[0][2]] or cp_due[0][0] <= limit):
             _, st, g = heappop(cp_due)
             if st == stamp[g]:

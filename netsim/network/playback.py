@@ -162,16 +162,15 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
                     share = 0.0
 
         # the next instant: a start, a sharing flow's finish, or a capped flow's finish
-        at = starts[nxt] if nxt < m else _INF
+        at_start = starts[nxt] if nxt < m else _INF
+        at = _INF  # (the next finish)
         if n_sharing:  # (then a live entry exists)
             t, k = by_target[0]
             while target[k] != t:
                 heappop(by_target)
                 t, k = by_target[0]
             if share > 0.0:
-                t = now + (t - clock) / share
-                if t < at:
-                    at = t
+                at = now + (t - clock) / share
         if n_capped:
             while capped_due:
                 t, k = capped_due[0]
@@ -180,6 +179,12 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
                         at = t
                     break
                 heappop(capped_due)
+        # finishes at this instant where it is a finish's: as the flow network's wake-ups, a
+        # start before every finish ends nothing (a finish due within the time slack of it
+        # happens at its own instant)
+        finishing = at <= at_start
+        if not finishing:
+            at = at_start
         if at == _INF or at > until_s:  # (nothing left to happen, or past the horizon)
             break
         # finishes at this instant (the network's tolerances: netsim.network.flows)
@@ -187,7 +192,7 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
             clock += share * (at - now)
             now = at
             reached = clock_reached(clock, share, now)
-            while by_target and by_target[0][0] <= reached:
+            while finishing and by_target and by_target[0][0] <= reached:
                 t, k = heappop(by_target)
                 if target[k] == t:
                     target[k], finished[k] = _UNSET, now
@@ -197,7 +202,7 @@ def last_bit_times_until(start_s: np.ndarray, cap_bps: np.ndarray, bits: np.ndar
                     stale += 1  # its by_cap entry
         else:
             now = at
-        if n_capped:
+        if n_capped and finishing:
             limit = due_limit_s(now)
             while capped_due and capped_due[0][0] <= limit:
                 t, k = heappop(capped_due)
