@@ -243,7 +243,9 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
         if not until > t or changes >= most:
             loopguard.stuck("netsim.fastepoch.play_phase", most, {
                 "start_s": start_s, "rows": rows, "bits": float(bits), "piece_start_s": t,
-                "next_change_s": until, "pieces_crossed": changes, "left": left})
+                "next_change_s": until, "pieces_crossed": changes, "left": left},
+                None if until > t else f"was told the capacities change next at {until!r} s, "
+                "not after the piece's start")
         present = waiting & (start_s < until)
         if present.any():
             capacity = pieces.capacity_at(t)

@@ -36,14 +36,15 @@ class StuckLoopError(RuntimeError):
     """A loop that advances a clock passed its bound (an internal error of netsim): its
     message names the function, the bound and the report file with the loop's inputs."""
 
-    def __init__(self, function: str, bound: int, report: Path | None) -> None:
+    def __init__(self, function: str, bound: int, report: Path | None,
+                 reason: str | None = None) -> None:
         self.function, self.bound, self.report = function, bound, report
         where = f"its inputs are in {report}" if report is not None else \
             "its inputs could not be written"
+        what = reason or f"did not finish within {bound} passes"
         super().__init__(
-            f"internal error: {function} did not finish within {bound} passes (a loop that "
-            f"should end did not; this is a bug in netsim, not in your input): {where}; "
-            "please report it with that file")
+            f"internal error: {function} {what} (a loop that should end did not; this is a "
+            f"bug in netsim, not in your input): {where}; please report it with that file")
 
 
 def bound(passes: int) -> int:
@@ -63,24 +64,25 @@ def forced_bound(passes: int) -> Iterator[None]:
         _forced = before
 
 
-def stuck(function: str, passes: int, inputs: Mapping[str, Any]) -> NoReturn:
-    """A loop of ``function`` passed its bound of ``passes``: write ``inputs`` (the call's
-    arguments: numbers, arrays, sequences, mappings) to a report and raise
-    :class:`StuckLoopError` naming it."""
+def stuck(function: str, passes: int, inputs: Mapping[str, Any],
+          reason: str | None = None) -> NoReturn:
+    """A loop of ``function`` passed its bound of ``passes`` (or, ``reason``, cannot go on:
+    what it found): write ``inputs`` (the call's arguments: numbers, arrays, sequences,
+    mappings) to a report and raise :class:`StuckLoopError` naming it."""
     folder = Path(os.environ.get("NETSIM_REPORT_DIR") or tempfile.gettempdir())
     stamp = time.strftime("%Y%m%dT%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_]+", "-", function.rsplit(".", 1)[-1]).strip("-")
     path: Path | None = folder / f"netsim-stuck-{name}-{stamp}-{os.getpid()}.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"function": function, "bound": passes,
+        text = json.dumps({"function": function, "bound": passes, "reason": reason,
                            "inputs": {k: _encode(v) for k, v in inputs.items()}}, indent=1)
         tmp = path.with_suffix(".part")  # type: ignore[union-attr]
         tmp.write_text(text)
         os.replace(tmp, path)  # type: ignore[arg-type]
     except (OSError, TypeError, ValueError):
         path = None
-    raise StuckLoopError(function, passes, path)
+    raise StuckLoopError(function, passes, path, reason)
 
 
 def load_report(path: str | Path) -> tuple[str, dict[str, Any]]:

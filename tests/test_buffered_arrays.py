@@ -20,6 +20,7 @@ from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.network.online import SharedConstraint
 from netsim.network.playback import last_bit_times
 from netsim.network.sharing import water_filling, water_filling_rates
+from tests.player_fuzz import play_online
 from tests.test_async import CHURN, STRAGGLERS, fleet
 from tests.test_capacity_pieces import _assert_same
 from tests.test_dynamics_fuzz import async_worlds
@@ -29,25 +30,6 @@ ASYNC_COLUMNS = ["updates_aggregated", "staleness_mean", "staleness_max", "start
 
 
 # -- one constraint, online ------------------------------------------------------------------
-def play_online(start_s, cap_bps, bits, capacity_bps, coef):
-    """Flows started in time order on one SharedConstraint, finishes played as they come:
-    when each last bit leaves (s)."""
-    c = SharedConstraint(capacity_bps)
-    order = np.argsort(start_s, kind="stable").tolist()
-    out = np.full(len(start_s), np.inf)
-    k = 0
-    while k < len(order) or c.flows:
-        at = c.next_finish_s()
-        if k < len(order) and start_s[order[k]] <= at:
-            j = order[k]
-            c.add(j, float(bits[j]), float(cap_bps[j]), float(coef[j]), float(start_s[j]))
-            k += 1
-            continue
-        for j in c.finish_due(at):
-            out[j] = at
-    return out
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_online_constraint_matches_the_array_playback(seed):
     rng = np.random.default_rng(seed)

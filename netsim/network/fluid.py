@@ -117,13 +117,17 @@ def replay(hops: Sequence[Sequence[int]], coefs: Sequence[Sequence[float]],
         act = np.array(active)
         with np.errstate(divide="ignore"):
             ends = np.where(rates > 0.0, now + left[act] / rates, _INF)
-        nxt = min(float(ends.min()), min((float(begin[f]) for f in pending), default=_INF))
+        first_end = float(ends.min())
+        nxt = min(first_end, min((float(begin[f]) for f in pending), default=_INF))
         if nxt == _INF:
             raise RuntimeError("fluid replay: flows present and none can move")
         left[act] -= rates * (nxt - now)
         now = nxt
-        gone = (ends <= due_limit_s(now)) \
-            | (left[act] <= size[act] * CAPACITY_TOLERANCE)
+        # (a flow ends within the time slack of a finish's instant, as the flow network's
+        # wake-ups; at a start before every end, only what has no bits left)
+        gone = (left[act] <= size[act] * CAPACITY_TOLERANCE)
+        if first_end <= now:
+            gone |= ends <= due_limit_s(now)
         for f in act[gone].tolist():
             finish(f, now)
         active = [f for f in active if left[f] > 0.0]
