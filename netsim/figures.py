@@ -27,7 +27,7 @@ figure (the tests hold every registered figure to none).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from netsim.plugins import FIGURES, group
+from netsim.scenario.errors import Problem
 from netsim.sweep.results import Results
 
 Selector = Mapping[str, Any] | Callable[[pd.DataFrame], pd.Series] | None
@@ -263,7 +264,46 @@ def extra_artists(fig: Any) -> list[Any]:
     return legends + list(fig.texts)
 
 
-def save(fig: Any, out_base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+FORMATS = ("png", "pdf")
+"""The files :func:`save` writes per figure."""
+
+
+def is_own_figure(path: str | Path) -> bool:
+    """Whether the PNG or PDF file at ``path`` is one :func:`save` wrote: its metadata name
+    netsim as the software (PNG text chunk ``Software``, PDF ``/Creator``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(size - 65536, 0))
+            tail = f.read()
+    except OSError:
+        return False
+    return b"tEXtSoftware\x00netsim " in head or b"/Creator (netsim " in head + tail
+
+
+def replace_figure_problems(folder: str | Path, names: Iterable[str],
+                            flag: str = "--out") -> list[Problem]:
+    """The files in ``folder`` that saving the figures ``names`` could replace (``NAME.png``,
+    ``NAME.pdf``, and ``NAME-*`` for figures drawn in parts) and that netsim did not write
+    (:func:`is_own_figure`): each a problem, so that a user's own file is never replaced
+    (as ``netsim report --out``). Empty when there are none."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    out = []
+    for name in names:
+        for fmt in FORMATS:
+            for path in sorted({*root.glob(f"{name}.{fmt}"), *root.glob(f"{name}-*.{fmt}")}):
+                if path.is_file() and not is_own_figure(path):
+                    out.append(Problem(flag, f"{str(path)!r} exists and is not a figure netsim "
+                                             "wrote; netsim replaces only its own (give "
+                                             "another folder, or move that file first)"))
+    return out
+
+
+def save(fig: Any, out_base: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Write ``fig`` as OUT_BASE.png and OUT_BASE.pdf (vector; folders created) with its
     provenance in the files' metadata, close it; returns the paths."""
     import matplotlib.pyplot as plt

@@ -210,6 +210,38 @@ def test_figures_command_writes_png_and_pdf(tmp_path, capsys):
     assert "unknown figure" in capsys.readouterr().err
 
 
+def test_figures_command_replaces_only_figures_netsim_wrote(tmp_path, capsys):
+    """A user's own energy-by-policy.png (or a part's, energy-vs-axis-x.pdf) in the output
+    folder stops the command before anything is drawn; figures netsim wrote are replaced."""
+    synthetic(tmp_path / "res")
+    args = ["figures", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "fig"),
+            "--only", "energy-by-policy", "--only", "energy-vs-axis"]
+    assert main(args) == 0
+    own = tmp_path / "fig" / "energy-by-policy.png"
+    before = own.stat().st_mtime_ns
+    assert main(args) == 0 and own.stat().st_mtime_ns >= before  # (its own: replaced)
+    for name in ("energy-by-policy.png", "energy-vs-axis-n_devices.pdf"):
+        precious = tmp_path / "fig" / name
+        precious.write_bytes(b"\x89PNG my own plot")
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and name in err and "is not a figure netsim wrote" in err
+        assert precious.read_bytes() == b"\x89PNG my own plot"
+        precious.unlink()
+        assert main(args) == 0
+
+
+def test_run_never_replaces_a_users_timeline_png(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    precious = out / "figures" / "timeline.png"
+    precious.write_text("mine")
+    assert main(["run", "two-phones", "--policy", "fedavg-all", "--out", str(out)]) == 2
+    assert "timeline.png" in capsys.readouterr().err and precious.read_text() == "mine"
+    assert not (out / "runs").exists()  # (refused before anything ran)
+
+
 def test_figures_command_lists_skipped_figures_once_per_reason(tmp_path, capsys):
     synthetic(tmp_path / "res")
     assert main(["figures", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "fig")]) == 0

@@ -2,7 +2,9 @@
 lists the registered figures (netsim's and any installed package's) with what each shows.
 
 Redraws every figure registered under the entry-point group ``netsim.figures`` from the stored
-results in DIR (nothing is simulated) as PNG and PDF in FIGDIR. Figures whose runs are absent
+results in DIR (nothing is simulated) as PNG and PDF in FIGDIR, replacing only figures netsim
+wrote there (a file of yours at a figure's name stops it, exit code 2, before anything is
+drawn). Figures whose runs are absent
 are skipped, listed on one line per reason; a figure whose plot function fails is reported and
 the exit code is 1.
 """
@@ -46,7 +48,7 @@ def skipped_lines(drawn: Iterable[Drawn]) -> list[str]:
 
 def figures_command(args: argparse.Namespace) -> int:
     """Draw and save the figures; exit code 2 for a missing folder or unknown name."""
-    from netsim.figures import draw, registered_figures, save
+    from netsim.figures import draw, registered_figures, replace_figure_problems, save
     from netsim.sweep.results import load_results
 
     entries = registered_figures()
@@ -64,7 +66,8 @@ def figures_command(args: argparse.Namespace) -> int:
         print(f"netsim: --only: unknown figure(s) {', '.join(unknown)} (registered: "
               f"{', '.join(known)})", file=sys.stderr)
         return 2
-    problems = dir_problems(args.out)
+    # (a user's own file at a figure's name is never replaced: refused before anything runs)
+    problems = dir_problems(args.out) or replace_figure_problems(args.out, args.only or known)
     if problems:
         raise ScenarioError(problems, "command line")
     results = load_results(args.results)

@@ -254,6 +254,11 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
         if not 0 <= seed <= MAX_SEED:
             problems.append(Problem(f"--seed[{i}]", f"{seed} outside 0..{MAX_SEED}"))
     problems += dir_problems(args.out)
+    if not args.no_figure:  # (its figures replace only figures netsim wrote)
+        from netsim.figures import replace_figure_problems
+
+        problems += replace_figure_problems(
+            Path(args.out) / "figures", ["timeline", "dynamics-availability-map"])
     unique = list(dict.fromkeys(problems))
     if unique or scenario is None:
         raise ScenarioError(unique, "scenario or command line")
