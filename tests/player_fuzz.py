@@ -405,7 +405,9 @@ def disagreement(case: Case, reference: np.ndarray, played: np.ndarray) -> float
     t0 = float(case.start_s.min())
     allow = 8.0 * (CAPACITY_TOLERANCE * (r - t0)
                    + np.vectorize(time_slack_s, otypes=[float])(r))
-    return float(np.max(np.abs(p - r) / allow)) if len(r) else 0.0
+    off = np.abs(p - r)
+    return float(np.max(np.where(off > 0.0, off / np.maximum(allow, 5e-324), 0.0))) \
+        if len(r) else 0.0
 
 
 def describe(outcome: Outcome) -> str:

@@ -16,20 +16,26 @@ benchmarks/fuzz_players.py check them against each other).
 2. **Bits served against a flow's size** (:func:`clock_reached`): a flow that shares a
    constraint finishes when the constraint's virtual clock (bits served per sharing flow) has
    reached its target, within 1e-9 of the clock (the clock is a running sum: its rounding
-   grows with it) **or within what the flow's rate serves in the time slack below**. The
-   second term is what makes every player end: at a large absolute time ``now`` the instant
-   of a finish ``now + rest / rate`` cannot be told from ``now`` once ``rest / rate`` is below
-   an ulp of ``now`` (2.2e-16 x now), so a test on the clock alone could find the flow due at
-   ``now`` and not yet finished, forever (0.6.0's array playback did, issue 44). With the
-   slack, the flow whose finish set the next instant always finishes at it (the slack is four
-   orders of magnitude above an ulp, and twice the time slack below, so that every finish
-   the time test lets happen now is reached by its clock too).
-3. **Instants against now** (:func:`due_limit_s`, :func:`time_slack_s`: 1e-12 relative plus
-   1e-12 s absolute): a finish due within the slack of ``now`` happens at ``now``. SimPy's
-   clock and the players' are the same floats; 1e-12 of the absolute time is 1 ns after 1,000
-   s of simulated time and 1 us after 11.6 days, far below any transfer's latency netsim
-   models (a finish is never moved by more than that), and 4,500 ulps, so that the rounding
-   of ``now + rest / rate`` (half an ulp) always falls inside it.
+   grows with it) **or within what the flow's rate serves in twice the time slack below**.
+   The second term is what makes every player end: at a large absolute time ``now`` the
+   instant of a finish ``now + rest / rate`` cannot be told from ``now`` once ``rest / rate``
+   is below an ulp of ``now`` (2.2e-16 x now), so a test on the clock alone could find the
+   flow due at ``now`` and not yet finished, forever (0.6.0.dev0's array playback did, issue
+   44). With the slack, the flow whose finish set the next instant always finishes at it; and
+   twice the time slack, so that every finish the time test below lets happen now is reached
+   by its clock too (else a finish due now and not reached would be put back at now again and
+   again: the flow network's nests did, at 3.15e7 s).
+3. **Instants against now** (:func:`due_limit_s`, :func:`time_slack_s`: 2^-52 of ``now``,
+   1 to 2 ulps, plus 1e-12 s): a finish due within the slack of ``now`` happens at ``now``,
+   and only at a finish's instant: a start (the players) or a wake-up armed for an entry
+   superseded since (the flow network) ends nothing. The slack covers the rounding of
+   ``now + rest / rate`` and of SimPy's ``now + delay`` (half an ulp each) and no more: a
+   finish moved by the slack moves the flows it shares with, by the bits its rate serves in
+   it, and a slower flow turns those bits into more time (a rate 70 times slower, 70 times
+   more). So the slack is kept at rounding's size at every absolute time (0.6.0.dev0's 1e-12
+   of ``now`` was 31.5 us after a year of simulated time, as long as whole transfers), and the
+   paths decide alike which finishes fall together. The picosecond is for times near 0, where
+   an ulp means nothing physical: transfers ending within 1e-12 s of each other end together.
 
 The planners' fluid replay (netsim.network.fluid) uses the same time slack (until 0.6.0 it
 counted a flow done within 1e-9 of the absolute time: 32 ms after a year of simulated time,
@@ -41,8 +47,8 @@ from __future__ import annotations
 CAPACITY_TOLERANCE = 1e-9
 """Relative tolerance of every comparison of rates with capacities and shares, and of a
 virtual clock with a flow's target."""
-TIME_SLACK_REL = 2.0 ** -50
-"""Relative part of the time slack (8.9e-16, 4 to 8 ulps of ``now``): an instant within this
+TIME_SLACK_REL = 2.0 ** -52
+"""Relative part of the time slack (2.2e-16, 1 to 2 ulps of ``now``): an instant within this
 of ``now`` is ``now``."""
 TIME_SLACK_ABS_S = 1e-12
 """Absolute part of the time slack (s), for instants near 0."""

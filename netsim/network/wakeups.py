@@ -66,6 +66,18 @@ class Wakeups(FlowNetworkBase):
         now = self.env.now
         armed = event is self._wakeup_event  # else superseded: the armed one is still due
         heap, gheap, limit = self._heap, self._group_heap, due_limit_s(now)
+        # Finishes happen at a finish's instant (netsim.network.tolerances): a wake-up armed
+        # for an entry superseded since (a flow that joined a group) ends nothing, not even a
+        # finish due within the time slack after it, as the array players end nothing at a
+        # start; the next wake-up is armed at the earliest live finish
+        while heap and heap[0][1] != heap[0][2].stamp:
+            heapq.heappop(heap)
+        while gheap and gheap[0][1] != gheap[0][2].stamp:
+            heapq.heappop(gheap)
+        if (heap[0][0] if heap else _INF) > now and (gheap[0][0] if gheap else _INF) > now:
+            if armed:
+                self._rearm(event)
+            return
         active = self._n_active
         # (a group's entry due now ends a member; one woken early by rounding is put back
         # later than now: entries that end nothing are few, bounded here)
