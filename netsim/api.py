@@ -34,18 +34,20 @@ class SimulationResult:
 #: Fields added after results were first stored, with the value that means "as before":
 #: left out of the hashes at that value, so run ids and scenario hashes of static scenarios
 #: stay what they were (finished runs are still found on resume).
-_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": []}
-_LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2}
+_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": [], "edges": []}
+_LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2,
+                          "edges": None}
 _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power_w": 0.0,
                         "tail_s": 0.0, "tail_power_w": 0.0}
 #: generated networks: private links (0.3) are "as before"; shared media (the default since
 #: 0.4) change the results, so they change the hashes
-_LATER_GENERATE_DEFAULTS = {"shared_media": False}
+_LATER_GENERATE_DEFAULTS = {"shared_media": False, "edges": None}
 #: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
 #: the local-training exponents and the accuracy map (0.6.0)
 _LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None}
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
-                        "accuracy": None}
+                        "accuracy": None,  # hierarchical rounds (0.7.0, docs/hierarchical.md)
+                        "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0}
 
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from netsim.policy.contract import Decision, InvalidDecision, Observation
+from netsim.policy.validate_tiers import tier_problems
 from netsim.workload import Workload
 
 
@@ -30,6 +31,7 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
     out += _waiting_problems(decision)
     out += _async_problems(decision, obs, in_flight)
     out += _workload_problems(decision)
+    out += tier_problems(decision, obs)
     return out
 
 
