@@ -33,7 +33,7 @@ from netsim.devices import DeviceTable, build_device_table, scenario_topology
 from netsim.dynamics.buffered import UpdateBuffer
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
-from netsim.epochs import arrays, buffered, events, guarded, hierarchy
+from netsim.epochs import arrays, buffered, events, guarded, hierarchy, tiered
 from netsim.epochs.outcome import EpochOutcome
 from netsim.fastepoch import RouteTable, route_caps
 from netsim.network import FlowNetwork
@@ -169,6 +169,7 @@ class World:
         self._edges_busy = np.zeros(0 if self.tiers is None else self.tiers.n, dtype=bool)
         self.edges_busy = None if self.tiers is None else _read_only_view(self._edges_busy)
         """Edges with asynchronous hierarchical work in flight (read-only; None: no edges)."""
+        self._tiered: tiered.Tiered | None = None
         if self.tiers is not None:
             t = self.devices
             assert t.down_routes is not None and t.up_routes is not None
@@ -314,6 +315,8 @@ class World:
         changing world or with a cut (``keep_updates``, ``epoch_deadline_s``), else static:
         in arrays when plain, else as events."""
         if decision.edge_rounds is not None:
+            if decision.buffer_updates is not None:
+                return tiered.run(self, decision)
             return hierarchy.run(self, decision)
         if self.tiers is None:
             return self._run_star(decision)
@@ -352,6 +355,18 @@ class World:
         return (float(len(down_in) * work.download_bytes + len(up_in) * work.upload_bytes),
                 8.0 * float(np.sum(down_j[down_in]) * work.download_bytes
                             + np.sum(up_j[up_in]) * work.upload_bytes))
+
+    def tiered(self) -> tiered.Tiered:
+        """The run's asynchronous tiers (netsim.epochs.tiered), built at their first epoch."""
+        if self._tiered is None:
+            self._tiered = tiered.Tiered(self, self._edges_busy, self._busy)
+        return self._tiered
+
+    @property
+    def buffered_now(self) -> int:
+        """Updates waiting for the next aggregation: the star buffer's, or the edge models
+        waiting in the cloud's (asynchronous tiers)."""
+        return len(self.buffer.landed) + (0 if self._tiered is None else self._tiered.landed)
 
     def edges_of(self, decision: Decision, rows: np.ndarray) -> np.ndarray:
         """Per device row, the edge (index) it works with this epoch: the decision's
@@ -453,7 +468,8 @@ class World:
     def cut_in_flight(self) -> int:
         """The run stops: asynchronous jobs still in flight stop now (their energy counts, up
         to now); returns how many were cut."""
-        return len(self.buffer.cut())
+        cut = len(self.buffer.cut())
+        return cut + (self._tiered.cut() if self._tiered is not None else 0)
 
     def tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
         """The routes to and from the aggregator with their standalone rates under ``caps``."""

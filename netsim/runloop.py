@@ -131,7 +131,7 @@ class Run:
             self.epoch, world.now_s, training.deadline_s, self.recorder.energy_j,
             tuple(self.history), self.variant, world.devices, available, world.model,
             training, self.resolved, measured["flop_per_s"], measured["down_bps"],
-            measured["up_bps"], world.busy, len(world.buffer.landed), world.tiers,
+            measured["up_bps"], world.busy, world.buffered_now, world.tiers,
             world.edges_busy)
         return self._obs
 

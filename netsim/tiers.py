@@ -45,6 +45,11 @@ class Tiers:
     default_edge: np.ndarray
     reach_start: np.ndarray
     reach_edges: np.ndarray
+    reach_bps: np.ndarray
+    """Per reachable (device, edge) pair (aligned with ``reach_edges``): the bottleneck of
+    the route from the device to the edge (bit/s; a generated fleet's: its access link)."""
+    reach_latency_s: np.ndarray
+    """And that route's latency (s)."""
     index: Mapping[str, int] = field(repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,16 +108,23 @@ def build_tiers(scenario: Scenario, topology: Topology) -> Tiers | None:
         start = np.zeros(n + 1, dtype=np.intp)
         np.cumsum(has, out=start[1:])
         reach = default[has]
+        bps = np.concatenate([[np.inf], fleet.access_bps])[has]
+        latency = np.concatenate([[0.0], fleet.access_latency_s])[has]
     else:
         default, start, reach = _explicit_reach(devices, str(scenario.aggregator), topology,
                                                 index, node_ids)
+        owner = np.repeat(np.arange(n), np.diff(start))
+        routes = [topology.route(devices[r].id, node_ids[k])
+                  for r, k in zip(owner.tolist(), reach.tolist(), strict=True)]
+        bps = np.array([r.bottleneck_bps for r in routes], dtype=float)
+        latency = np.array([r.latency_s for r in routes], dtype=float)
     return Tiers(ids, node_ids, nodes,
                  np.array([e.flop_per_s for e in edges], dtype=float),
                  np.array([e.power_busy_w for e in edges], dtype=float),
                  np.array([e.power_idle_w for e in edges], dtype=float),
                  np.array([np.nan if e.memory_bytes is None else e.memory_bytes
                            for e in edges], dtype=float),
-                 default, start, reach)
+                 default, start, reach, bps, latency)
 
 
 def _explicit_reach(devices: Sequence[DeviceSpec], agg: str, topology: Topology,

@@ -58,7 +58,12 @@ class EpochWorld(Protocol):
     tier_routes: Any
     """Routes between the tiers (netsim.tiers.TierRoutes; None without edges)."""
 
+    busy: np.ndarray
+    """Devices with a job in flight (read-only view)."""
+
     def edges_of(self, decision: Decision, rows: np.ndarray) -> np.ndarray: ...
+
+    def tiered(self) -> Any: ...
 
     def workload_of(self, decision: Decision) -> Workload: ...
 

@@ -53,6 +53,40 @@ def tier_problems(decision: Decision, obs: Observation) -> list[str]:
     if decision.buffer_updates is None and busy:
         out.append(f"buffer_updates: None (a synchronous hierarchical epoch) while {busy} "
                    "edges still work from earlier asynchronous decisions")
+    if decision.buffer_updates is not None:
+        out += _async_tier_problems(decision, obs, busy)
+    return out
+
+
+def _async_tier_problems(decision: Decision, obs: Observation, busy: int) -> list[str]:
+    """Asynchronous tiers: the cloud's K within the edge models that can land; no participant
+    of an edge that still works; on the surrogate only."""
+    tiers, index = obs.tiers, obs.devices.index
+    assert tiers is not None
+    out = []
+    edge_busy = obs.edges_busy
+    starting: set[int] = set()
+    assoc = decision.association or {}
+    for dev in decision.participants:
+        row = index.get(dev)
+        if row is None:
+            continue
+        k = tiers.index.get(assoc[dev], -1) if dev in assoc else int(tiers.default_edge[row])
+        if k < 0:
+            continue
+        if edge_busy is not None and edge_busy[k]:
+            out.append(f"participants[{dev!r}]: its edge {tiers.ids[k]!r} still works on its "
+                       "earlier job (edges_busy); start it once that edge is idle")
+        starting.add(k)
+    k_cloud = decision.buffer_updates
+    can_land = len(starting) + busy + obs.buffered
+    if type(k_cloud) is not int or not 1 <= k_cloud <= max(can_land, 1):
+        out.append(f"buffer_updates: {k_cloud!r} outside 1..{can_land} (edge models that can "
+                   f"land: {len(starting)} started + {busy} still working + {obs.buffered} "
+                   "buffered)")
+    if obs.training.backend == "real":
+        out.append("buffer_updates: asynchronous tiers run on the surrogate only (the real "
+                   "backend trains synchronous hierarchical rounds)")
     return out
 
 

@@ -119,7 +119,7 @@ class Recorder:
             raise ValueError(f"epoch columns {sorted(unknown)}: a driver sets only "
                              f"{sorted(DRIVER_COLUMNS)}")
         e = outcome.energy
-        self._asynchronous |= outcome.updates is not None
+        self._asynchronous |= outcome.updates is not None or outcome.started is not None
         compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
         sleep = e.sleep_j
         self.energy_j += compute + comm + idle + sleep
