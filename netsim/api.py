@@ -47,7 +47,12 @@ _LATER_GENERATE_DEFAULTS = {"shared_media": False, "edges": None}
 _LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None}
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
                         "accuracy": None,  # hierarchical rounds (0.7.0, docs/hierarchical.md)
-                        "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0}
+                        "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0,
+                        "edge_source": ""}
+#: The progress model's edge-round term (docs/hierarchical.md): it cannot change a run in a
+#: world without edges, so such a run's id and scenario hash leave it out (fitting it kept
+#: every star run's id, and the golden tables)
+_EDGE_LOSS_FIELDS = ("edge_round_efficiency", "edge_heterogeneity", "edge_source")
 
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -70,6 +75,11 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
             for key, default in defaults.items():
                 if entry is not None and key in entry and entry[key] == default:
                     del entry[key]
+    generate = data.get("generate")
+    if not data.get("edges") and not (isinstance(generate, dict) and generate.get("edges")) \
+            and isinstance(loss, dict):  # a star world: the edge-round term plays no part
+        for key in _EDGE_LOSS_FIELDS:
+            loss.pop(key, None)
     for keys in TRACE_FIELDS:
         node = trace_parent(data, keys)
         if node is not None and isinstance(node.get(keys[-1]), str):

@@ -244,6 +244,8 @@ class LossParams(_Strict):
     (netsim's formalization); 1 where nothing was fitted."""
     edge_heterogeneity: Annotated[float, NonNegativeF] = 0.0
     """How label skew (``training.dirichlet_alpha``) lowers rho; 0 where nothing was fitted."""
+    edge_source: str = ""
+    """Where the two edge-round constants come from (fitted, borrowed, or defaults)."""
     accuracy: AccuracyMap | None = None
     """The model's test accuracy as a function of its loss (fitted to recorded pairs); None:
     no accuracy is reported."""
