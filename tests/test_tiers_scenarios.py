@@ -49,3 +49,16 @@ def test_city_edge_is_a_generated_city_with_an_edge_per_site():
     e = r.epochs
     assert (e.edges == 200).all() and (e.participants == 200).all()
     assert e.bytes_backhaul.iloc[0] == 200 * 2 * 1663370 * 4
+
+
+def test_the_experiments_policies_are_valid_at_equal_local_work():
+    from experiments.hierarchical.run import PER_ROUND, SCENARIOS, policies
+    from netsim.policy import make_policy
+
+    for name in SCENARIOS:
+        entries = policies(name)
+        for e in entries:
+            make_policy(e["name"], e.get("params"))
+        by = {e.get("label", e["name"]): e.get("params", {}) for e in entries}
+        assert by["cloud-only"]["k"] == PER_ROUND[name] == by["fedbuff"]["concurrency"]
+        assert [by[f"hierfavg-k{k}"]["edge_rounds"] for k in (1, 2, 4, 8)] == [1, 2, 4, 8]
