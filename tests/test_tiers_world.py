@@ -107,3 +107,13 @@ def test_generated_edge_class_must_be_in_the_catalog():
           "model": "small-cnn", "training": {"target_loss": 0.1, "deadline_s": 10}}
     with pytest.raises(ScenarioError, match=r"generate\.edges\.edge_class"):
         load_scenario(sc)
+
+
+@pytest.mark.parametrize("policy", ["pact", "depl", "greedy-energy", "fedbuff"])
+def test_star_planners_and_asynchronous_stars_run_on_a_world_with_edges(policy):
+    sc = tiny(2e6)
+    sc["training"].update(target_loss=1.5, max_epochs=60)
+    params = {"concurrency": 3, "buffer_updates": 2} if policy == "fedbuff" else None
+    r = netsim.simulate(sc, policy=policy, seed=0, params=params)
+    assert r.runs.status.iloc[0] == "ok", r.runs.error.iloc[0]
+    assert (r.epochs.bytes_backhaul > 0).all() and (r.epochs.edge_rounds == 0).all()
