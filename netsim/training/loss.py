@@ -11,7 +11,9 @@ netsim/data/loss_params.yaml). For a variant keeping a fraction ``f`` of the par
 
 ``n`` is the cumulative *effective* samples: each epoch adds the samples trained on (an
 asynchronous update of staleness ``s`` counts its samples times ``(1 + s) **
--staleness_exponent``, docs/async.md) times the
+-staleness_exponent``, docs/async.md; a hierarchical cloud round counts each edge round after
+its first times ``rho = edge_round_efficiency / (1 + edge_heterogeneity / dirichlet_alpha)``,
+:meth:`LossPredictor.tiers_gain`, docs/hierarchical.md) times the
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
 times ``participants ** -participant_exponent``: under federated averaging, progress per round
 follows the samples *per participant* more than their total (measured: b = 0.93 for
