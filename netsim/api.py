@@ -34,18 +34,25 @@ class SimulationResult:
 #: Fields added after results were first stored, with the value that means "as before":
 #: left out of the hashes at that value, so run ids and scenario hashes of static scenarios
 #: stay what they were (finished runs are still found on resume).
-_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": []}
-_LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2}
+_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": [], "edges": []}
+_LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2,
+                          "edges": None}
 _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power_w": 0.0,
                         "tail_s": 0.0, "tail_power_w": 0.0}
 #: generated networks: private links (0.3) are "as before"; shared media (the default since
 #: 0.4) change the results, so they change the hashes
-_LATER_GENERATE_DEFAULTS = {"shared_media": False}
+_LATER_GENERATE_DEFAULTS = {"shared_media": False, "edges": None}
 #: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
 #: the local-training exponents and the accuracy map (0.6.0)
 _LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None}
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
-                        "accuracy": None}
+                        "accuracy": None,  # hierarchical rounds (0.7.0, docs/hierarchical.md)
+                        "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0,
+                        "edge_source": ""}
+#: The progress model's edge-round term (docs/hierarchical.md): it cannot change a run in a
+#: world without edges, so such a run's id and scenario hash leave it out (fitting it kept
+#: every star run's id, and the golden tables)
+_EDGE_LOSS_FIELDS = ("edge_round_efficiency", "edge_heterogeneity", "edge_source")
 
 
 def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -68,6 +75,11 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
             for key, default in defaults.items():
                 if entry is not None and key in entry and entry[key] == default:
                     del entry[key]
+    generate = data.get("generate")
+    if not data.get("edges") and not (isinstance(generate, dict) and generate.get("edges")) \
+            and isinstance(loss, dict):  # a star world: the edge-round term plays no part
+        for key in _EDGE_LOSS_FIELDS:
+            loss.pop(key, None)
     for keys in TRACE_FIELDS:
         node = trace_parent(data, keys)
         if node is not None and isinstance(node.get(keys[-1]), str):

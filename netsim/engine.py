@@ -33,7 +33,7 @@ from netsim.devices import DeviceTable, build_device_table, scenario_topology
 from netsim.dynamics.buffered import UpdateBuffer
 from netsim.dynamics.world import Dynamics, run_streams
 from netsim.energy import EnergyMeter, EnergySnapshot
-from netsim.epochs import arrays, buffered, events, guarded
+from netsim.epochs import arrays, buffered, events, guarded, hierarchy, tiered
 from netsim.epochs.outcome import EpochOutcome
 from netsim.fastepoch import RouteTable, route_caps
 from netsim.network import FlowNetwork
@@ -43,6 +43,7 @@ from netsim.policy import (
 from netsim.scenario.network import ResolvedNetwork, network_of, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.simclock import fire_after
+from netsim.tiers import TierRoutes, Tiers, build_tiers
 from netsim.training.models import resolve_model
 from netsim.workload import Workload
 
@@ -54,7 +55,7 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
     return scenario.model_copy(update={
         "devices": net.devices if fleet else tuple(net.devices),
         "links": net.links if fleet else tuple(net.links), "aggregator": net.aggregator,
-        "media": tuple(net.media), "generate": None,
+        "media": tuple(net.media), "edges": tuple(net.edges), "generate": None,
         "model": epoch_model(resolve_model(scenario.model), scenario.training.local_epochs)})
 
 
@@ -91,8 +92,14 @@ class World:
         pad = np.zeros(len(self.node_ids) - n_dev)
         sleep = _sleep_powers(net)
         sleep[agg_row] = math.nan
-        self.meter = EnergyMeter(np.concatenate([self.devices.power_busy_w, pad]),
-                                 np.concatenate([self.devices.power_idle_w, pad]),
+        self.tiers: Tiers | None = build_tiers(scenario, self.topology)
+        """The edge aggregators (docs/hierarchical.md; None without edges)."""
+        busy_pad, idle_pad = pad.copy(), pad.copy()
+        if self.tiers is not None:  # an edge meters energy like a device, on its node
+            busy_pad[self.tiers.nodes - n_dev] = self.tiers.power_busy_w
+            idle_pad[self.tiers.nodes - n_dev] = self.tiers.power_idle_w
+        self.meter = EnergyMeter(np.concatenate([self.devices.power_busy_w, busy_pad]),
+                                 np.concatenate([self.devices.power_idle_w, idle_pad]),
                                  np.concatenate([sleep, np.full(len(pad), math.nan)]))
         self.network = FlowNetwork(self.env, self.topology, self.meter)
         self.dynamics = Dynamics(scenario.dynamics, net.devices, net.links, agg_row,
@@ -157,6 +164,17 @@ class World:
         """The run's buffered epochs in arrays (netsim.epochs.buffered_arrays), once the
         first buffered epoch has found they can play there; False when they cannot."""
         self._airtime_read = np.zeros(len(self.topology.media))
+        self.tier_routes: TierRoutes | None = None
+        """Routes between the tiers (built with the device table's routes)."""
+        self._edges_busy = np.zeros(0 if self.tiers is None else self.tiers.n, dtype=bool)
+        self.edges_busy = None if self.tiers is None else _read_only_view(self._edges_busy)
+        """Edges with asynchronous hierarchical work in flight (read-only; None: no edges)."""
+        self._tiered: tiered.Tiered | None = None
+        if self.tiers is not None:
+            t = self.devices
+            assert t.down_routes is not None and t.up_routes is not None
+            self.tier_routes = TierRoutes(self.topology, self.tiers, t.ids, self.aggregator_id,
+                                          t.down_routes, t.up_routes)
 
     def airtime_by_medium(self) -> dict[str, float]:
         """Air time used since the last call (s), by medium id, for the media used (the
@@ -296,6 +314,75 @@ class World:
         of epoch (netsim.epochs): buffered when it aggregates every K updates, guarded in a
         changing world or with a cut (``keep_updates``, ``epoch_deadline_s``), else static:
         in arrays when plain, else as events."""
+        if decision.edge_rounds is not None:
+            if decision.buffer_updates is not None:
+                return tiered.run(self, decision)
+            return hierarchy.run(self, decision)
+        if self.tiers is None:
+            return self._run_star(decision)
+        edges_before = self.meter.node_j_of(self.tiers.nodes, self.now_s)
+        cloud_before = self.meter.node_j_of(np.array([self.aggregator_row]), self.now_s)
+        outcome = self._run_star(decision)
+        bytes_backhaul, energy_backhaul_j = self._star_backhaul(decision, outcome)
+        return replace(outcome, bytes_backhaul=bytes_backhaul,
+                       energy_backhaul_j=energy_backhaul_j,
+                       energy_edges_j=float(np.sum(self.meter.node_j_of(
+                           self.tiers.nodes, outcome.end_s) - edges_before)),
+                       energy_cloud_j=float(self.meter.node_j_of(
+                           np.array([self.aggregator_row]), outcome.end_s)[0]
+                           - cloud_before[0]))
+
+    def _star_backhaul(self, decision: Decision, outcome: EpochOutcome
+                       ) -> tuple[float, float]:
+        """A star epoch's transfers on the backhaul of a world with edges (they relay through
+        it unaggregated): every participant's download (an asynchronous epoch: every job it
+        started) and every upload that arrived or was cut late, of the devices whose routes
+        cross a backhaul link, and the senders' per-bit energy there (netsim's count:
+        clusters' traffic is not counted): (bytes, J)."""
+        assert self.tier_routes is not None
+        crosses, down_j, up_j = self.tier_routes.backhaul()
+        index = self.devices.index
+        work = self.workload_of(decision)
+        started = np.fromiter((index[d] for d in decision.participants), dtype=np.intp,
+                              count=len(decision.participants))
+        if outcome.updates is not None:
+            ups = [u.device for u in outcome.updates] + list(outcome.late)
+        else:
+            gone = set(outcome.dropped)
+            ups = [d for d in decision.participants if d not in gone]
+        sent = np.fromiter((index[d] for d in ups), dtype=np.intp, count=len(ups))
+        down_in, up_in = started[crosses[started]], sent[crosses[sent]]
+        return (float(len(down_in) * work.download_bytes + len(up_in) * work.upload_bytes),
+                8.0 * float(np.sum(down_j[down_in]) * work.download_bytes
+                            + np.sum(up_j[up_in]) * work.upload_bytes))
+
+    def tiered(self) -> tiered.Tiered:
+        """The run's asynchronous tiers (netsim.epochs.tiered), built at their first epoch."""
+        if self._tiered is None:
+            self._tiered = tiered.Tiered(self, self._edges_busy, self._busy)
+        return self._tiered
+
+    @property
+    def buffered_now(self) -> int:
+        """Updates waiting for the next aggregation: the star buffer's, or the edge models
+        waiting in the cloud's (asynchronous tiers)."""
+        return len(self.buffer.landed) + (0 if self._tiered is None else self._tiered.landed)
+
+    def edges_of(self, decision: Decision, rows: np.ndarray) -> np.ndarray:
+        """Per device row, the edge (index) it works with this epoch: the decision's
+        ``association`` where it names one, else its default (validated before: every
+        participant reaches an edge)."""
+        assert self.tiers is not None
+        if not decision.association:
+            return self.tiers.default_edge
+        out = np.array(self.tiers.default_edge)
+        index, edge_index = self.devices.index, self.tiers.index
+        for dev, edge in decision.association.items():
+            out[index[dev]] = edge_index[edge]
+        return out
+
+    def _run_star(self, decision: Decision) -> EpochOutcome:
+        """A star epoch (every participant with the cloud aggregator): its kind, below."""
         if decision.buffer_updates is not None:
             return buffered.run(self, decision)
         if self.dynamic or decision.keep_updates is not None \
@@ -381,7 +468,8 @@ class World:
     def cut_in_flight(self) -> int:
         """The run stops: asynchronous jobs still in flight stop now (their energy counts, up
         to now); returns how many were cut."""
-        return len(self.buffer.cut())
+        cut = len(self.buffer.cut())
+        return cut + (self._tiered.cut() if self._tiered is not None else 0)
 
     def tables_under(self, caps: np.ndarray) -> tuple[RouteTable, RouteTable]:
         """The routes to and from the aggregator with their standalone rates under ``caps``."""

@@ -26,6 +26,8 @@ from netsim.scenario.schema import (
     ComputeSpec,
     DeviceSpec,
     DynamicsSpec,
+    EdgeSpec,
+    GeneratedEdgesSpec,
     GenerateSpec,
     LinkSpec,
     MediumSpec,
@@ -40,7 +42,8 @@ from netsim.units import unit_label
 #: ``netsim schema SECTION``: the scenario's top level and its blocks.
 SECTIONS: dict[str, type[BaseModel]] = {
     "scenario": Scenario, "generate": GenerateSpec, "devices": DeviceSpec, "links": LinkSpec,
-    "media": MediumSpec, "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
+    "media": MediumSpec, "edges": EdgeSpec, "generate.edges": GeneratedEdgesSpec,
+    "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
     "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
     "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
     "dynamics.compute": ComputeSpec,
@@ -61,6 +64,14 @@ DESCRIPTIONS = {
     "scenario.policies": "policy name -> parameters (netsim policies NAME lists them)",
     "scenario.dynamics": "a world that changes over time (sessions, bandwidth, speed); "
                          "absent: the static world",
+    "scenario.edges": "edge aggregators between the devices and the cloud aggregator; "
+                      "[docs/hierarchical.md](hierarchical.md)",
+    "edges.id": "unique name",
+    "edges.flop_per_s": "aggregation throughput",
+    "edges.power_busy_w": "power while aggregating",
+    "edges.power_idle_w": "power otherwise, for the whole run",
+    "generate.edges": "edge aggregators on the generated cells; "
+                      "[docs/hierarchical.md](hierarchical.md)",
     "dynamics.availability.model": "bernoulli: each device volunteers with its availability "
                                    "probability per epoch; markov: on/off sessions; trace: a file",
     "dynamics.bandwidth.model": "constant: each link's bandwidth_bps; lognormal: AR(1) pieces "

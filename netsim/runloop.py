@@ -131,7 +131,8 @@ class Run:
             self.epoch, world.now_s, training.deadline_s, self.recorder.energy_j,
             tuple(self.history), self.variant, world.devices, available, world.model,
             training, self.resolved, measured["flop_per_s"], measured["down_bps"],
-            measured["up_bps"], world.busy, len(world.buffer.landed))
+            measured["up_bps"], world.busy, world.buffered_now, world.tiers,
+            world.edges_busy)
         return self._obs
 
     def execute(self, decision: Decision, policy_name: str, trains: bool = True) -> EpochOutcome:
@@ -150,7 +151,7 @@ class Run:
         if decision.stop:
             self._end("target_missed", decision.reason)
         late = None if world.dynamic or decision.buffer_updates is not None \
-            or decision.workload is not None \
+            or decision.workload is not None or decision.edge_rounds is not None \
             else _ends_after(world, self._bound_table, decision, self.epoch, training)
         if late is not None:  # the deadline is a hard stop: nothing runs past it
             self._end("deadline", late)
@@ -193,6 +194,10 @@ class Run:
         (``outcome``: what :meth:`execute` returned); :meth:`close_epoch` calls it unless
         given the progress, a driver that needs it earlier passes it there."""
         backend, history = self.backend, self.history
+        if outcome.tiers is not None:  # hierarchical: the edges' updates, per edge round
+            if outcome.tiers.edge_updates:
+                return backend.advance_tiers(outcome.tiers.edge_updates, decision.variant)
+            return EpochProgress(loss=history[-1], accuracy=self.recorder.last_accuracy)
         if outcome.updates is not None:  # asynchronous: each update with its staleness
             if outcome.updates:
                 return backend.advance_updates(outcome.updates, decision.variant)

@@ -62,6 +62,10 @@ POLICY_STYLES: dict[str, dict[str, str]] = {
     "overselect": {"color": "#009E73", "linestyle": "--", "marker": "X"},  # random-k's family
     "fedbuff": {"color": "#CC79A7", "linestyle": "-", "marker": "o"},  # asynchronous family
     "fedasync": {"color": "#CC79A7", "linestyle": "-.", "marker": "s"},
+    "hierfavg": {"color": "#56B4E9", "linestyle": "-", "marker": "D"},  # hierarchical family
+    "rfl-ha": {"color": "#56B4E9", "linestyle": "--", "marker": "o"},
+    "async-hfl": {"color": "#56B4E9", "linestyle": "-.", "marker": "^"},
+    "cloud-only": {"color": "#009E73", "linestyle": "-", "marker": "s"},  # random-k's family
     "baechi": {"color": "#000000", "linestyle": "-", "marker": "x"},
     "m-topo": {"color": "#0072B2", "linestyle": "-", "marker": "o"},
     "m-etf": {"color": "#E69F00", "linestyle": "--", "marker": "s"},

@@ -28,7 +28,11 @@ VOLATILE = {"wall_s"}  # wall-clock columns
 ADDED_LATER = {"updates_aggregated", "staleness_mean", "staleness_max", "started", "in_flight",
                "updates_ids", "updates_samples", "updates_staleness",
                "target_accuracy",  # (0.6.0: NaN unless the target is an accuracy)
-               "failed", "phases"}  # (0.7.0: a driven run's; 0 and "[]" here, test_flower.py)
+               "failed", "phases",  # (0.7.0: a driven run's; 0 and "[]" here, test_flower.py)
+               # (0.7.0: the edge tier, docs/hierarchical.md; a star run without edges: 0,
+               # tests/test_hierarchy.py)
+               "bytes_backhaul", "energy_backhaul_j", "energy_edges_j", "energy_cloud_j",
+               "edge_rounds", "edges", "edge_staleness_mean", "edge_staleness_max"}
 VOLATILE_INFO = {"planning_s"}  # wall-clock keys of a decision's info
 
 

@@ -26,6 +26,10 @@ and Dirichlet shards, several buffer sizes and concurrencies: netsim.training.ca
 and fits ``staleness_exponent`` alone, every other constant taken from the entry it updates
 (the package's ``mlp-digits`` entry when that file has none); it writes only that constant
 (and a note in ``source``), under the same held-out R² rule.
+
+``--hierarchical`` runs real hierarchical training instead (the digits MLP over kappa_2 and
+data skew: netsim.training.calibrate_tiers) and fits the progress model's edge-round term
+alone (netsim.commands.calibrate_tiers, docs/hierarchical.md).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from netsim.commands import calibrate_app, calibrate_recorded
+from netsim.commands import calibrate_app, calibrate_recorded, calibrate_tiers
 from netsim.commands.calibration_io import (
     DEFAULT_OUT,
     params_path,
@@ -88,6 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--asynchronous", action="store_true",
                    help="real asynchronous runs (FedBuff); fit staleness_exponent only")
+    p.add_argument("--hierarchical", action="store_true",
+                   help="real hierarchical runs (kappa_2 x skew); fit the edge-round term only")
     p.add_argument("--updates", type=int, default=None,
                    help="--asynchronous: updates per run (default "
                         f"{cal_async.UPDATES_PER_RUN}; --quick 60)")
@@ -119,8 +125,11 @@ def main(args: argparse.Namespace) -> int:
     seeds = args.seeds if args.seeds is not None else (4 if args.quick else 25)
     epochs = args.epochs if args.epochs is not None else (10 if args.quick else 30)
     asynchronous = bool(getattr(args, "asynchronous", False))  # (callers building a Namespace)
+    hierarchical = bool(getattr(args, "hierarchical", False))
     if asynchronous and args.out == DEFAULT_OUT:
         args.out = DEFAULT_ASYNC_OUT
+    if hierarchical and args.out == DEFAULT_OUT:
+        args.out = calibrate_tiers.DEFAULT_TIER_OUT
     args.out = args.out or DEFAULT_OUT
     problems = _input_problems(args)
     if problems:
@@ -132,6 +141,9 @@ def main(args: argparse.Namespace) -> int:
                                   args.epochs or (8 if args.quick else 20))
     if asynchronous:
         return _main_async(args, seeds, fit_seeds)
+    if hierarchical:
+        return calibrate_tiers.main(args, args.seeds or (2 if args.quick else 6), ENTRY,
+                                    packaged_entry())
     if args.from_curves:
         table = pd.read_parquet(args.from_curves)
         fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))

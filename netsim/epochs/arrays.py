@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.epochs.shared import EpochWorld
-from netsim.fastepoch import CapacityPieces, PlainEpoch, book_radios, play_plain_epoch
+from netsim.fastepoch import (
+    CapacityPieces,
+    PlainEpoch,
+    RouteTable,
+    book_radios,
+    play_plain_epoch,
+)
 from netsim.policy import Decision
 
 
@@ -37,18 +43,26 @@ def play(world: EpochWorld, decision: Decision, model_bytes: float,
 
 
 def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: float,
-         pieces: CapacityPieces | None = None) -> None:
+         pieces: CapacityPieces | None = None,
+         tables: tuple[RouteTable, RouteTable] | None = None) -> None:
     """Book a plain epoch's bytes, communication energy and busy time as the event path
     books them (downloads in participant order, uploads in the order training ends).
 
     ``pieces`` (a changing world's capacities over time): each upload's air time at the
     station rates in force when it starts (it may start after a change): the downloads are
-    booked at the rates in force now, the uploads piece by piece at each piece's rates."""
-    down, up = world.devices.down_routes, world.devices.up_routes  # (ids and hops: any caps)
+    booked at the rates in force now, the uploads piece by piece at each piece's rates.
+    ``tables``: the routes played (row j: participant j; a hierarchical phase's routes to
+    the edges, netsim.epochs.hierarchy), else the device table's (row: device row)."""
+    if tables is None:
+        down, up = world.devices.down_routes, world.devices.up_routes  # (ids, hops: any caps)
+        table_rows = rows
+    else:
+        (down, up), table_rows = tables, np.arange(len(rows))
     assert down is not None and up is not None
     order = np.argsort(plan.trained_s, kind="stable")
     network = world.network
-    for table, booked, start in ((down, rows, None), (up, rows[order], plan.trained_s[order])):
+    for table, booked, start in ((down, table_rows, None),
+                                 (up, table_rows[order], plan.trained_s[order])):
         has_hops = table.hop_start[booked + 1] > table.hop_start[booked]
         moving = booked[has_hops]
         ids = table.route_id[moving]
@@ -65,16 +79,21 @@ def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: flo
     world.meter.add_busy_many(rows.tolist(),
                              (plan.trained_s - plan.download_arrival_s).tolist())
     if model_bytes > 0.0:
-        book_radios(world.network.radio, float(world.env.now), rows, down, up, plan)
+        book_radios(world.network.radio, float(world.env.now), table_rows, down, up, plan)
 
 
 def measure(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
-                   nbytes: float, start_s: float) -> None:
+            nbytes: float, start_s: float,
+            latency_s: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """What the participants of an array epoch achieved: their speed and the throughput
-    of their download and upload (bits over the time the bits took, latency excluded)."""
+    of their download and upload (bits over the time the bits took, latency excluded).
+    ``latency_s``: each participant's download and upload latency (s) where its routes are
+    not the device table's (a hierarchical phase's, to its edge)."""
     t = world.devices
-    took = (plan.download_arrival_s - t.down_latency_s[rows] - start_s,
-            plan.upload_arrival_s - t.up_latency_s[rows] - plan.trained_s)
+    down_lat, up_lat = (t.down_latency_s[rows], t.up_latency_s[rows]) if latency_s is None \
+        else latency_s
+    took = (plan.download_arrival_s - down_lat - start_s,
+            plan.upload_arrival_s - up_lat - plan.trained_s)
     with np.errstate(divide="ignore", invalid="ignore"):  # (no bits to move: NaN)
         rates = [np.where(d > 0.0, 8.0 * nbytes / d, np.nan) for d in took]
     world.measure(rows, flop_per_s, rates[0], rates[1])

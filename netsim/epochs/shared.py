@@ -53,6 +53,17 @@ class EpochWorld(Protocol):
     """The run's buffered epochs in arrays (netsim.epochs.buffered_arrays; None: not asked
     yet; False: they cannot play there)."""
     aggregator_row: int
+    tiers: Any
+    """The edge tier (netsim.tiers.Tiers; None without edges)."""
+    tier_routes: Any
+    """Routes between the tiers (netsim.tiers.TierRoutes; None without edges)."""
+
+    busy: np.ndarray
+    """Devices with a job in flight (read-only view)."""
+
+    def edges_of(self, decision: Decision, rows: np.ndarray) -> np.ndarray: ...
+
+    def tiered(self) -> Any: ...
 
     def workload_of(self, decision: Decision) -> Workload: ...
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
+from netsim.tiers import Tiers
 from netsim.workload import LocalTraining, Workload
 
 
@@ -80,6 +81,12 @@ class Observation:
     measured_up_bps: np.ndarray | None = None
     busy: np.ndarray | None = None
     buffered: int = 0
+    tiers: Tiers | None = None
+    """The edge aggregators and which device reaches which (netsim.tiers.Tiers, read-only;
+    None without edges, docs/hierarchical.md)."""
+    edges_busy: np.ndarray | None = None
+    """Which edges still work from an earlier asynchronous hierarchical decision (read-only
+    bool array over edges; None without edges)."""
 
     @property
     def loss(self) -> float:
@@ -135,6 +142,16 @@ class Decision:
         LocalTraining`: E local passes in minibatches of B) in place of the scenario's
         ``training.local_epochs`` and ``training.batch_size``: their compute scales with E,
         their progress as the progress model says (docs/curves.md).
+    edge_rounds: optional, a hierarchical epoch (docs/hierarchical.md): kappa_2 edge rounds
+        (each participant trains with its edge, which aggregates), then the edges' models go
+        to the cloud, which aggregates them and sends the result back; one epoch row per
+        cloud round. None: a star epoch (edges, where the world has them, relay).
+        With ``buffer_updates`` the cloud aggregates asynchronously: every K edge models.
+    association: optional, with ``edge_rounds``: participant id -> the edge (``tiers.ids``)
+        it works with this epoch, one it can reach; absent devices work with their default.
+    edge_buffer_updates: optional, with ``edge_rounds`` and ``buffer_updates``: the edges
+        aggregate asynchronously too, each every this many device updates (Async-HFL's
+        tiers, netsim's formalization); None: edge rounds are synchronous.
     """
 
     participants: Mapping[str, int] = field(default_factory=dict)
@@ -149,6 +166,9 @@ class Decision:
     max_staleness: int | None = None
     workload: Workload | None = None
     local: LocalTraining | None = None
+    edge_rounds: int | None = None
+    association: Mapping[str, str] | None = None
+    edge_buffer_updates: int | None = None
 
 
 class InvalidDecision(ValueError):

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from netsim.policy.contract import Decision, InvalidDecision, Observation
+from netsim.policy.validate_tiers import tier_problems
 from netsim.workload import Workload
 
 
@@ -24,12 +25,15 @@ def _problems(decision: Decision, obs: Observation) -> list[str]:
     for c, cluster in enumerate(decision.clusters):
         out += _cluster_problems(c, cluster, decision, obs, need)
     in_flight = _in_flight(obs)
+    edges_working = 0 if obs.edges_busy is None else int(np.count_nonzero(obs.edges_busy))
     if not decision.participants and not decision.clusters and not (
-            decision.buffer_updates is not None and in_flight + obs.buffered > 0):
+            decision.buffer_updates is not None
+            and in_flight + obs.buffered + edges_working > 0):
         out.append("participants: no participant and no cluster (use stop=True to end training)")
     out += _waiting_problems(decision)
     out += _async_problems(decision, obs, in_flight)
     out += _workload_problems(decision)
+    out += tier_problems(decision, obs)
     return out
 
 
@@ -74,6 +78,8 @@ def _async_problems(decision: Decision, obs: Observation, in_flight: int) -> lis
             out.append(f"buffer_updates: None (synchronous) while {in_flight} devices still "
                        "train from earlier asynchronous decisions (keep buffer_updates until "
                        "they have finished)")
+        return out
+    if decision.edge_rounds is not None:  # (asynchronous tiers: netsim.policy.validate_tiers)
         return out
     can_arrive = len(decision.participants) + in_flight + obs.buffered
     if type(k) is not int or not 1 <= k <= max(can_arrive, 1):

@@ -19,7 +19,10 @@
   device, samples and staleness in arrival order, empty lists for a synchronous epoch;
   failed, phases: a driven run's (a Flower round, docs/flower.md) client calls that failed
   and its phases as JSON [{type, round, nodes, replied, failed, dropped, late, ...}], 0 and
-  "[]" for netsim's own epochs); ``samples`` counts the updates that counted (a driven
+  "[]" for netsim's own epochs but hierarchical ones, whose phases give each its tier;
+  bytes_backhaul, energy_backhaul_j, energy_edges_j, energy_cloud_j, edge_rounds, edges,
+  edge_staleness_mean, edge_staleness_max: the edge tier (docs/hierarchical.md; a star
+  epoch's bytes and energy on the backhaul, 0 without edges, 0 edge rounds); ``samples`` counts the updates that counted (a driven
   round: the examples its replies report); when nobody could
   train and the world waited for someone to come online, that wait's energy is in the next
   epoch's, whose ``start_s`` is after the wait)
@@ -42,6 +45,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from netsim.dynamics.buffered import Update
+
 RUN_COLUMNS = ["run_id", "scenario", "policy", "seed", "status", "error", "epochs", "time_s",
                "energy_j", "final_loss", "target_reached", "wall_s"]
 EPOCH_COLUMNS = ["run_id", "epoch", "start_s", "end_s", "energy_compute_j", "energy_comm_j",
@@ -51,6 +56,8 @@ DEVICE_COLUMNS = ["run_id", "device", "energy_compute_j", "energy_comm_j", "ener
 DYNAMIC_EPOCH_COLUMNS = ["dropped", "late", "energy_wasted_j", "energy_sleep_j"]
 DYNAMIC_DEVICE_COLUMNS = ["dropouts", "energy_wasted_j", "energy_sleep_j", "online_s",
                           "battery_end_j"]
+TIER_EPOCH_COLUMNS = ["bytes_backhaul", "energy_backhaul_j", "energy_edges_j", "energy_cloud_j",
+                      "edge_rounds", "edges", "edge_staleness_mean", "edge_staleness_max"]
 ASYNC_EPOCH_COLUMNS = ["updates_aggregated", "staleness_mean", "staleness_max", "started",
                        "in_flight", "updates_ids", "updates_samples", "updates_staleness"]
 STATUSES = ("ok", "target_missed", "deadline", "oom", "failed", "completed")
@@ -112,7 +119,7 @@ class Recorder:
             raise ValueError(f"epoch columns {sorted(unknown)}: a driver sets only "
                              f"{sorted(DRIVER_COLUMNS)}")
         e = outcome.energy
-        self._asynchronous |= outcome.updates is not None
+        self._asynchronous |= outcome.updates is not None or outcome.started is not None
         compute, comm, idle = e.compute_j, e.communication_j, e.idle_j
         sleep = e.sleep_j
         self.energy_j += compute + comm + idle + sleep
@@ -120,6 +127,9 @@ class Recorder:
         samples = sum(decision.participants.values()) + sum(c.samples for c in decision.clusters)
         if outcome.counted is not None:
             samples = sum(outcome.counted.values())
+        tiers = outcome.tiers
+        if tiers is not None:
+            samples = sum(tiers.counted.values())
         for row, joules in outcome.wasted_j_by_row.items():
             self._wasted[row] = self._wasted.get(row, 0.0) + joules
         for dev in outcome.dropped:
@@ -142,8 +152,9 @@ class Recorder:
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
             "airtime_by_medium_s": dict(airtime_by_medium or {}),
-            **_async_columns(outcome, len(ids)), "failed": 0, "phases": "[]",
-            **(columns or {}),
+            **_async_columns(outcome, len(ids)), "failed": 0,
+            "phases": json.dumps(list(outcome.phases)) if outcome.phases else "[]",
+            **_tier_columns(outcome), **(columns or {}),
         })
 
     def finish(self, status: str, error: str, world, wall_s: float) -> None:
@@ -212,6 +223,17 @@ def _async_columns(outcome, participants: int) -> dict[str, Any]:
     """updates_aggregated, staleness_mean, staleness_max, started, in_flight of an epoch
     (docs/async.md); a synchronous epoch's: the participants, 0, 0, the participants, 0."""
     updates = outcome.updates
+    if outcome.tiers is not None:  # the cloud's updates are the edges' models
+        updates = tuple(Update(e.edge, e.samples, e.staleness)
+                        for e in outcome.tiers.edge_updates)
+        stale = [u.staleness for u in updates]
+        return {"updates_aggregated": len(updates),
+                "staleness_mean": float(np.mean(stale)) if stale else math.nan,
+                "staleness_max": int(max(stale, default=0)),
+                "started": participants if outcome.started is None else int(outcome.started),
+                "in_flight": int(outcome.in_flight), "updates_ids": [u.device for u in updates],
+                "updates_samples": [int(u.samples) for u in updates],
+                "updates_staleness": stale}
     if updates is None:
         return {"updates_aggregated": participants, "staleness_mean": 0.0, "staleness_max": 0,
                 "started": participants, "in_flight": 0, "updates_ids": [],
@@ -222,6 +244,24 @@ def _async_columns(outcome, participants: int) -> dict[str, Any]:
             "staleness_max": int(max(stale, default=0)), "started": int(outcome.started),
             "in_flight": int(outcome.in_flight), "updates_ids": [u.device for u in updates],
             "updates_samples": [int(u.samples) for u in updates], "updates_staleness": stale}
+
+
+def _tier_columns(outcome) -> dict[str, Any]:
+    """bytes_backhaul, energy_backhaul_j, energy_edges_j, energy_cloud_j, edge_rounds, edges,
+    edge_staleness_mean, edge_staleness_max of an epoch (docs/hierarchical.md); a star epoch's:
+    its bytes and energy on the backhaul (0 without edges), 0 edge rounds and edges, 0, 0."""
+    tiers = outcome.tiers
+    out = {"bytes_backhaul": float(outcome.bytes_backhaul),
+           "energy_backhaul_j": float(outcome.energy_backhaul_j),
+           "energy_edges_j": float(outcome.energy_edges_j),
+           "energy_cloud_j": float(outcome.energy_cloud_j), "edge_rounds": 0, "edges": 0,
+           "edge_staleness_mean": 0.0, "edge_staleness_max": 0}
+    if tiers is not None:
+        stale = tiers.staleness()
+        out.update({"edge_rounds": int(tiers.edge_rounds), "edges": len(tiers.edge_updates),
+                    "edge_staleness_mean": float(np.mean(stale)) if stale else math.nan,
+                    "edge_staleness_max": int(max(stale, default=0))})
+    return out
 
 
 def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
@@ -235,8 +275,8 @@ def _filled(n: int, values: dict[int, Any], default: int | float) -> np.ndarray:
 def _empty_epochs() -> pd.DataFrame:
     cols = EPOCH_COLUMNS + ["variant_name", "accuracy", "participant_ids", "info"] \
         + DYNAMIC_EPOCH_COLUMNS + ["dropped_ids", "late_ids", "airtime_by_medium_s"] \
-        + ASYNC_EPOCH_COLUMNS + ["failed", "phases"]
+        + ASYNC_EPOCH_COLUMNS + ["failed", "phases"] + TIER_EPOCH_COLUMNS
     numeric = ({c for c in cols if c.endswith(("_s", "_j"))} - {"airtime_by_medium_s"}) \
-        | {"staleness_mean"}
+        | {"staleness_mean", "edge_staleness_mean", "bytes_backhaul"}
     return pd.DataFrame({c: pd.Series(dtype="float64" if c in numeric or c in
                                       {"loss", "accuracy"} else "object") for c in cols})

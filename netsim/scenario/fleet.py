@@ -18,12 +18,12 @@ Memory: about 150 bytes per device in these arrays (``Fleet.nbytes``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
 
-from netsim.scenario.schema import DeviceSpec, LinkSpec, MediumSpec
+from netsim.scenario.schema import DeviceSpec, EdgeSpec, LinkSpec, MediumSpec
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class Fleet:
     link_owner: np.ndarray         # per link: 0 (link 0), device row (> 0) or -(cell + 1)
     core_id: str
     aggregator_id: str
+    edges: list[EdgeSpec] = field(default_factory=list)
+    """Edge aggregators on cell nodes (``generate.edges``; docs/hierarchical.md)."""
+    cell_edge: np.ndarray | None = None
+    """Per cell: the index in ``edges`` of the edge serving its devices (None: no edges)."""
 
     @property
     def n_devices(self) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from netsim.scenario.fleet import Fleet, FleetDevices, FleetLinks
-from netsim.scenario.schema import GenerateSpec, MediumSpec
+from netsim.scenario.schema import EdgeSpec, GenerateSpec, MediumSpec
 from netsim.yamlio import safe_load
 
 AGGREGATOR_ID = "aggregator"
@@ -146,7 +146,12 @@ def generate_fleet(spec: GenerateSpec, rng: np.random.Generator,
             media.append(MediumSpec(id=cell_ids[ci], kind=access[kind]["medium"]))
     typ = {f: np.array([float(access[k][f]) for k in access_names])
            for f in ("bandwidth_bps", "latency_s", "energy_j_per_bit")}
-    backhaul, fibre = access[spec.backhaul], access["fibre"]
+    backhaul, fibre = dict(access[spec.backhaul]), dict(access["fibre"])
+    edges, cell_edge = _edges(spec, classes, cell_ids)
+    if spec.edges is not None and spec.edges.backhaul_bps is not None:
+        backhaul["bandwidth_bps"] = spec.edges.backhaul_bps
+    if spec.edges is not None and spec.edges.metro_bps is not None:
+        fibre["bandwidth_bps"] = spec.edges.metro_bps
     return Fleet(
         ids=ids, device_class=device_class,
         flop_per_s=with_agg(agg["flop_per_s"], per_class("flop_per_s")[kind_code] * flops_jitter),
@@ -168,7 +173,26 @@ def generate_fleet(spec: GenerateSpec, rng: np.random.Generator,
         fibre={"bandwidth_bps": float(fibre["bandwidth_bps"]),
                "latency_s": float(fibre["latency_s"]),
                "energy_j_per_bit": float(fibre["energy_j_per_bit"])},
-        link_owner=link_owner, core_id=CORE_ID, aggregator_id=AGGREGATOR_ID)
+        link_owner=link_owner, core_id=CORE_ID, aggregator_id=AGGREGATOR_ID,
+        edges=edges, cell_edge=cell_edge)
+
+
+def _edges(spec: GenerateSpec, classes: dict[str, Any], cell_ids: list[str]
+           ) -> tuple[list[EdgeSpec], np.ndarray | None]:
+    """The generated edge aggregators (netsim's generator, docs/hierarchical.md): one on the
+    node of every ``cells_per_edge``-th cell (in order of opening), serving that cell and the
+    next ``cells_per_edge - 1``, with the figures of the catalog's ``edge_class``; and per
+    cell the index of its edge. No draws: the rest of the network is the same either way."""
+    if spec.edges is None:
+        return [], None
+    per, kind = spec.edges.cells_per_edge, classes[spec.edges.edge_class]
+    cell_edge = np.arange(len(cell_ids), dtype=np.intp) // per
+    edges = [EdgeSpec.model_construct(
+        id=f"edge-{k + 1}", node=cell_ids[k * per], flop_per_s=float(kind["flop_per_s"]),
+        power_busy_w=float(kind["power_busy_w"]), power_idle_w=float(kind["power_idle_w"]),
+        memory_bytes=float(kind["memory_bytes"][-1]))
+        for k in range(int(cell_edge[-1]) + 1 if len(cell_ids) else 0)]
+    return edges, cell_edge
 
 
 def _number(value: Any) -> float:

@@ -20,6 +20,7 @@ import yaml
 from pydantic import ValidationError
 
 from netsim.scenario.checks import cross_problems, with_target_loss
+from netsim.scenario.edge_checks import edge_problems
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 from netsim.scenario.network import (  # noqa: F401  (re-exported: their home before 0.4)
     ResolvedNetwork,
@@ -164,7 +165,7 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
             scenario, problems = None, problems_from_validation(exc) + targeted
         except (OverflowError, RecursionError) as exc:
             scenario, problems = None, [Problem("", f"cannot be read: {exc}")]
-    problems = _unique(problems + cross_problems(raw))
+    problems = _unique(problems + cross_problems(raw) + edge_problems(raw))
     warnings = [Problem(path, msg) for path, msg in unit_warnings(
         data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)]
     return Validation(scenario if not problems else None, problems, warnings)

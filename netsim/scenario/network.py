@@ -11,7 +11,14 @@ import numpy as np
 
 from netsim.scenario.fleet import Fleet, FleetDevices, FleetLinks, fleet_of
 from netsim.scenario.generator import generate_fleet
-from netsim.scenario.schema import DeviceSpec, GenerateSpec, LinkSpec, MediumSpec, Scenario
+from netsim.scenario.schema import (
+    DeviceSpec,
+    EdgeSpec,
+    GenerateSpec,
+    LinkSpec,
+    MediumSpec,
+    Scenario,
+)
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,8 @@ class ResolvedNetwork:
     links: Sequence[LinkSpec]
     aggregator: str
     media: list[MediumSpec] = field(default_factory=list)
+    edges: list[EdgeSpec] = field(default_factory=list)
+    """Edge aggregators (docs/hierarchical.md)."""
 
     @property
     def fleet(self) -> Fleet | None:
@@ -55,7 +64,7 @@ def generated_network(spec: GenerateSpec, seed: int, power_states: bool = False
     rng = np.random.default_rng(np.random.SeedSequence([gen_seed, 0x6E6574]))
     fleet = generate_fleet(spec, rng, power_states=power_states)
     return ResolvedNetwork(FleetDevices(fleet), FleetLinks(fleet), fleet.aggregator_id,
-                           list(fleet.media))
+                           list(fleet.media), list(fleet.edges))
 
 
 def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
@@ -71,8 +80,9 @@ def network_of(scenario: Scenario) -> ResolvedNetwork:
     """The network of a *resolved* scenario (explicit, or a fleet's sequences kept as they
     are: never a list of a million specs)."""
     devices, links = scenario.devices or (), scenario.links or ()
-    net = ResolvedNetwork(devices, links, str(scenario.aggregator), list(scenario.media))
+    net = ResolvedNetwork(devices, links, str(scenario.aggregator), list(scenario.media),
+                          list(scenario.edges))
     if net.fleet is not None:
         return net
     return ResolvedNetwork(list(devices), list(links), str(scenario.aggregator),
-                           list(scenario.media))
+                           list(scenario.media), list(scenario.edges))

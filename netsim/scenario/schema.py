@@ -77,6 +77,30 @@ class DeviceSpec(_Strict):
     (no recharging: netsim's formalization)."""
     battery_min_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.2
     """Below this fraction of ``battery_j`` the device does not volunteer (is not available)."""
+    edges: Annotated[tuple[Annotated[str, Field(min_length=1)], ...],
+                     Field(min_length=1, max_length=10_000)] | None = None
+    """The edge aggregators (``edges[].id``) this device can reach, its default first
+    (docs/hierarchical.md); absent: the first edge on its route to the aggregator."""
+
+
+class EdgeSpec(_Strict):
+    """An edge aggregator (docs/hierarchical.md): a server on a network node between devices
+    and the cloud aggregator. It computes (aggregation) and meters energy like a device; the
+    node it sits on forwards traffic as before."""
+
+    id: Annotated[str, Field(min_length=1)]
+    node: Annotated[str, Field(min_length=1)] | None = None
+    """The network node it sits on (a link end that is not a device); absent: ``id``."""
+    flop_per_s: Annotated[FlopPerSecond, _range("gt", 0, 1e24), _AT_LEAST_MIN_RATE]
+    power_busy_w: Annotated[Watts, _range("ge", 0, 1e9)]
+    power_idle_w: Annotated[Watts, _range("ge", 0, 1e9)]
+    memory_bytes: Annotated[Bytes, _range("gt", 0, 1e21)] | None = None
+    """Optional: memory (bytes); aggregation needs the model's bytes twice (netsim's)."""
+
+    @property
+    def node_id(self) -> str:
+        """The network node it sits on."""
+        return self.node if self.node is not None else self.id
 
 
 class LinkSpec(_Strict):
@@ -214,6 +238,14 @@ class LossParams(_Strict):
     local_epoch_exponent: Annotated[float, Field(ge=-2, le=2)] = 0.0
     """And as (local epochs E) ** this besides (negative: passes over the same data are worth
     less than fresh steps); 0 where nothing was fitted."""
+    edge_round_efficiency: Annotated[float, Field(ge=0, le=1)] = 1.0
+    """Hierarchical rounds (docs/hierarchical.md): each edge round after a cloud round's first
+    counts its samples times rho = this / (1 + edge_heterogeneity / dirichlet_alpha)
+    (netsim's formalization); 1 where nothing was fitted."""
+    edge_heterogeneity: Annotated[float, NonNegativeF] = 0.0
+    """How label skew (``training.dirichlet_alpha``) lowers rho; 0 where nothing was fitted."""
+    edge_source: str = ""
+    """Where the two edge-round constants come from (fitted, borrowed, or defaults)."""
     accuracy: AccuracyMap | None = None
     """The model's test accuracy as a function of its loss (fitted to recorded pairs); None:
     no accuracy is reported."""
@@ -342,6 +374,25 @@ class GenerateSpec(_Strict):
     shared_media: bool = True
     """Each generated wireless cell is a shared medium (docs/wireless.md); false keeps every
     device on a private link (netsim 0.3's networks)."""
+    edges: GeneratedEdgesSpec | None = None
+    """Edge aggregators on the generated cells (docs/hierarchical.md); absent: none."""
+
+
+class GeneratedEdgesSpec(_Strict):
+    """Edge aggregators of a generated network: one on every ``cells_per_edge``-th cell's node
+    (its site), serving the devices of that cell and the next ``cells_per_edge - 1`` (netsim's
+    generator, docs/hierarchical.md)."""
+
+    cells_per_edge: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    """Cells per edge aggregator (consecutive cells in order of opening)."""
+    edge_class: str = "edge-server"
+    """The catalog's device class whose FLOP/s, memory and power the edges take."""
+    backhaul_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18), _AT_LEAST_MIN_RATE] | None = None
+    """Every cell's backhaul link to the core router (bit/s; absent: ``generate.backhaul``'s
+    catalog figure): an edge's uplink to the cloud."""
+    metro_bps: Annotated[BitsPerSecond, _range("gt", 0, 1e18), _AT_LEAST_MIN_RATE] | None = None
+    """The core router's link to the aggregator (bit/s; absent: the catalog's fibre): the
+    metro backhaul every edge shares."""
 
 
 def _trace_given(spec: Any) -> Any:
@@ -429,6 +480,8 @@ class Scenario(_Strict):
     training: TrainingSpec
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     dynamics: DynamicsSpec | None = None
+    edges: tuple[EdgeSpec, ...] = ()
+    """Edge aggregators between devices and the cloud aggregator (docs/hierarchical.md)."""
 
     @field_serializer("devices", "links", mode="wrap")
     def _sequences_as_tuples(self, value: Any, handler: SerializerFunctionWrapHandler,
@@ -452,3 +505,4 @@ class Scenario(_Strict):
 
 
 LossParams.model_rebuild()
+GenerateSpec.model_rebuild()

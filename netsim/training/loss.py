@@ -11,7 +11,9 @@ netsim/data/loss_params.yaml). For a variant keeping a fraction ``f`` of the par
 
 ``n`` is the cumulative *effective* samples: each epoch adds the samples trained on (an
 asynchronous update of staleness ``s`` counts its samples times ``(1 + s) **
--staleness_exponent``, docs/async.md) times the
+-staleness_exponent``, docs/async.md; a hierarchical cloud round counts each edge round after
+its first times ``rho = edge_round_efficiency / (1 + edge_heterogeneity / dirichlet_alpha)``,
+:meth:`LossPredictor.tiers_gain`, docs/hierarchical.md) times the
 data-heterogeneity efficiency ``1 / (1 + heterogeneity / dirichlet_alpha)`` (1 for IID data)
 times ``participants ** -participant_exponent``: under federated averaging, progress per round
 follows the samples *per participant* more than their total (measured: b = 0.93 for
@@ -108,6 +110,18 @@ def data_efficiency(model: ModelSpec, training: TrainingSpec) -> float:
     return 1.0 if alpha is None else 1.0 / (1.0 + het / alpha)
 
 
+def edge_round_weight(model: ModelSpec, training: TrainingSpec) -> float:
+    """rho: what each edge round after a cloud round's first counts per sample, relative to
+    the first (docs/hierarchical.md, netsim's formalization): ``edge_round_efficiency / (1 +
+    edge_heterogeneity / dirichlet_alpha)`` (IID: ``edge_round_efficiency``)."""
+    loss = model.loss
+    if loss is None:
+        return 1.0
+    alpha = training.dirichlet_alpha
+    skew = 1.0 if alpha is None else 1.0 + loss.edge_heterogeneity / alpha
+    return loss.edge_round_efficiency / skew
+
+
 @dataclass(frozen=True)
 class LossState:
     """Where training stands: effective samples so far and the variant in use (None: none yet)."""
@@ -148,6 +162,8 @@ class LossPredictor:
         self.local_epoch_exponent = loss.local_epoch_exponent if loss else 0.0
         self.local = LocalTraining(training.local_epochs, training.batch_size)
         """The scenario's local training (what :meth:`gain` assumes unless told)."""
+        self.edge_round_weight = edge_round_weight(model, training)
+        """rho: what an edge round after a cloud round's first counts (docs/hierarchical.md)."""
 
     @classmethod
     def from_curves(cls, curves: list[CurveParams], params_fractions: list[float],
@@ -168,6 +184,7 @@ class LossPredictor:
         self.local_step_exponent = float(local_step_exponent)
         self.local_epoch_exponent = float(local_epoch_exponent)
         self.local = LocalTraining()
+        self.edge_round_weight = 1.0
         return self
 
     def _setup(self, curves: list[CurveParams], fractions: list[float], efficiency: float,
@@ -214,6 +231,37 @@ class LossPredictor:
         weighted = float(np.sum(self.stale_samples(raw, staleness))) * sample_scale
         return float(self.gain(weighted, raw.size, local,
                                samples_per_participant=float(raw.mean())))
+
+    def tiers_gain(self, edge_updates, local: LocalTraining | None = None,
+                   sample_scale: float = 1.0) -> float:
+        """Effective samples a cloud aggregation of hierarchical ``edge_updates`` adds
+        (docs/hierarchical.md, netsim's formalization; each edge update's ``rounds`` hold
+        arrays ``devices``, ``samples``, ``staleness``): each edge update's device updates,
+        each discounted by its staleness at the edge (:meth:`stale_samples`), its edge rounds
+        after the first weighted by rho (:attr:`edge_round_weight`), and the whole discounted
+        by the edge update's staleness at the cloud; the sum is one :meth:`gain` step in which
+        the distinct devices count as participants and their local steps follow the samples
+        they trained (the mean of the updates'). One edge round, every staleness 0: a
+        synchronous epoch's :meth:`gain` of the same updates. ``sample_scale``: the
+        surrogate's truth efficiency."""
+        weighted, raw_sum, raw_n = 0.0, 0.0, 0
+        devices: set[str] = set()
+        for e in edge_updates:
+            inner = 0.0
+            for j, r in enumerate(e.rounds):
+                if not len(r):
+                    continue
+                s = np.asarray(r.samples, dtype=float)
+                round_w = float(np.sum(self.stale_samples(s, r.staleness)))
+                inner += round_w * (1.0 if j == 0 else self.edge_round_weight)
+                raw_sum += float(s.sum())
+                raw_n += len(s)
+                devices.update(r.devices)
+            weighted += float(self.stale_samples(inner, e.staleness))
+        if not raw_n:
+            return 0.0
+        return float(self.gain(weighted * sample_scale, len(devices), local,
+                               samples_per_participant=raw_sum / raw_n))
 
     def local_factor(self, samples_per_participant, local: LocalTraining | None = None):
         """``steps ** local_step_exponent * E ** local_epoch_exponent`` with ``steps = E *
@@ -365,6 +413,12 @@ class SurrogateLoss:
         n = len(samples_by_device)
         gain = self._predictor.gain(raw * self._truth_efficiency, n, local,
                                     samples_per_participant=raw / max(n, 1))
+        return self._step(gain, variant_index)
+
+    def advance_tiers(self, edge_updates, variant_index: int) -> EpochProgress:
+        """Loss after a cloud aggregation of hierarchical ``edge_updates`` (each with its
+        edge rounds' device updates and its staleness): :meth:`LossPredictor.tiers_gain`."""
+        gain = self._predictor.tiers_gain(edge_updates, sample_scale=self._truth_efficiency)
         return self._step(gain, variant_index)
 
     def advance_updates(self, updates, variant_index: int) -> EpochProgress:

@@ -239,6 +239,61 @@ class RealBackend:
         loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
         return EpochProgress(loss=loss, accuracy=accuracy)
 
+    def advance_tiers(self, edge_updates: Sequence[Any], variant_index: int) -> EpochProgress:
+        """One synchronous hierarchical cloud round (docs/hierarchical.md): every edge starts
+        from the global model; in each edge round its devices train from the edge's model and
+        the edge averages their models weighted by the samples each trained on; the cloud then
+        averages the edges' models weighted by the samples of their last round. Devices train
+        in the scenario's order within a round (the minibatch stream as :meth:`advance` draws
+        it), so one edge round with every device is :meth:`advance`'s federated averaging
+        (an average of sample-weighted averages), equal to rounding. Asynchronous tiers (a
+        staleness above 0) are not trained for real: ValueError."""
+        if any(e.staleness or any(np.any(r.staleness) for r in e.rounds)
+               for e in edge_updates):
+            raise ValueError("the real backend trains synchronous hierarchical rounds only "
+                             "(an update with staleness > 0: asynchronous tiers)")
+        self.set_variant(variant_index)
+        index = {d: i for i, d in enumerate(self.device_ids)}
+        models: list[mlp.Params] = [self.params] * len(edge_updates)
+        weight = [0.0] * len(edge_updates)
+        for j in range(max((len(e.rounds) for e in edge_updates), default=0)):
+            todo = sorted((index[d], k, s)
+                          for k, e in enumerate(edge_updates) if j < len(e.rounds)
+                          for d, s in zip(e.rounds[j].devices, e.rounds[j].samples.tolist(),
+                                          strict=True))
+            acc: dict[int, mlp.Params] = {}
+            total: dict[int, float] = {}
+            for i, k, used in todo:
+                local, n = self._local(i, used, models[k])
+                if n == 0:
+                    continue
+                if k not in acc:
+                    acc[k], total[k] = [n * p for p in local], 0.0
+                else:
+                    for a, p in zip(acc[k], local, strict=True):
+                        a += n * p
+                total[k] += n
+            for k, summed in acc.items():
+                models[k] = mlp.apply_masks([a / total[k] for a in summed], self.masks)
+                weight[k] = total[k]
+        if sum(weight) > 0:
+            cloud = [w * p for p in models[0]] if (w := weight[0]) else None
+            for k in range(1, len(models)):
+                if weight[k] == 0:
+                    continue
+                if cloud is None:
+                    cloud = [weight[k] * p for p in models[k]]
+                else:
+                    for a, p in zip(cloud, models[k], strict=True):
+                        a += weight[k] * p
+            assert cloud is not None
+            self.params = mlp.apply_masks([a / sum(weight) for a in cloud], self.masks)
+        self.epoch += 1
+        self._versions.clear()
+        self._versions.append(self.params)
+        loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
+        return EpochProgress(loss=loss, accuracy=accuracy)
+
     def local_update(self, device_id: str, used: int,
                      base: mlp.Params) -> tuple[mlp.Params, int]:
         """Device ``device_id``'s model after training ``used`` of its declared samples from

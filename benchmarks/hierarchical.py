@@ -1,0 +1,129 @@
+"""A synchronous hierarchical epoch's cost against a star epoch with the same participants,
+measured in one process (issue 46, item 8; docs/hierarchical.md).
+
+Run: python benchmarks/hierarchical.py [--quick]
+     python benchmarks/hierarchical.py --million
+
+A generated fleet of 10,000 devices in cells of 100 with an edge aggregator per cell (100
+edges; small-cnn, static, shared media). Each round draws 10 devices per edge (1,000
+participants) and runs, on one World, the star epoch of those participants (every transfer
+with the cloud, the edges relaying: the array path, nested water-filling where the cells can
+fill the aggregator's link) and the hierarchical epoch of the same participants with
+kappa_2 = 1 (the edge round on the device-edge routes in arrays, the backhaul phase, the
+cloud's aggregation), alternating which goes first. The first rounds build each new
+participant's routes to its edge (kept afterwards): reported apart ("first"). Then the
+median over rounds of the ratio hierarchical / star, and its spread (min-max). A third row
+times kappa_2 = 4 per edge round. Target: at most 1.5x. Twice: with every device's routes
+to its edge built before the rounds (their one-off cost printed), and built as participants
+first need them (a random 10 of 100 per edge each round: new ones keep coming).
+
+``--million``: 1,000,000 generated devices in cells of 100, an edge per cell (10,000 edges),
+hierfavg with one participant per edge (10,000 participants) for 3 cloud rounds through
+``netsim.simulate``: wall time, the setup and per-epoch times, and peak memory (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import statistics
+import time
+
+import numpy as np
+
+import netsim
+from netsim.engine import World, resolve_scenario
+from netsim.policy import Decision
+from netsim.scenario.loading import load_scenario
+
+
+def fleet(n: int, per_cell: int = 100, epochs: int = 10**6) -> dict:
+    return {"name": f"hier-bench-{n}", "seed": 0,
+            "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": 1,
+                         "edges": {"cells_per_edge": 1}},
+            "model": "small-cnn",
+            "training": {"target_loss": 1e-9, "deadline_s": 1e15, "max_epochs": epochs}}
+
+
+def epoch_ratio(rounds: int, warm: int, prebuilt: bool) -> None:
+    world = World(resolve_scenario(load_scenario(fleet(10_000)), 0), np.random.default_rng(0))
+    tiers, routes = world.tiers, world.tier_routes
+    assert tiers is not None and routes is not None
+    if prebuilt:  # every device's routes to its edge, once, before the rounds
+        t0 = time.perf_counter()
+        routes.device_tables(world.devices.trainers, tiers.default_edge)
+        print(f"routes prebuilt: every device's routes to and from its edge built in "
+              f"{time.perf_counter() - t0:.2f} s")
+    else:
+        print("routes built as participants first need them (kept afterwards):")
+    rng = np.random.default_rng(1)
+    members = tiers.members(tiers.default_edge)
+    ids, samples = world.devices.ids, world.devices.samples
+
+    def decision(kappa: int | None) -> Decision:
+        return Decision(participants={ids[i]: int(samples[i]) for i in rows}, edge_rounds=kappa)
+
+    def timed(d: Decision) -> float:
+        t0 = time.perf_counter()
+        world.run_epoch(d)
+        return time.perf_counter() - t0
+
+    ratios, ratios4, first = [], [], []
+    for k in range(warm + rounds):
+        rows = np.concatenate([rng.choice(m, 10, replace=False) for m in members])
+        gc.collect()
+        if k % 2:
+            hier, star = timed(decision(1)), timed(decision(None))
+        else:
+            star, hier = timed(decision(None)), timed(decision(1))
+        if k < warm:
+            first.append(hier / star)
+            continue
+        ratios.append(hier / star)
+        if k % 4 == 0:
+            ratios4.append(timed(decision(4)) / 4 / star)
+    print(f"  10,000 devices, 100 edges, 1,000 participants; paths: {world.epochs_by_path}")
+    print(f"  first {warm} rounds: hierarchical / star {min(first):.2f}-{max(first):.2f}x")
+    print(f"  kappa_2 = 1, {rounds} rounds: median {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f})   target <= 1.5x")
+    print(f"  kappa_2 = 4, per edge round, {len(ratios4)} rounds: median "
+          f"{statistics.median(ratios4):.2f}x")
+
+
+def million() -> None:
+    n_edges = 10_000
+    sc = fleet(1_000_000, per_cell=100, epochs=3)
+    stamps: list[float] = []
+    t0 = time.perf_counter()
+    res = netsim.simulate(sc, "hierfavg", seed=0, raise_errors=True,
+                          params={"edge_rounds": 1, "participants_per_edge": 1},
+                          progress=lambda epoch, now: stamps.append(time.perf_counter()))
+    wall = time.perf_counter() - t0
+    e = res.epochs
+    per_epoch = np.diff([t0, *stamps])
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"1,000,000 devices, {n_edges:,} edges, hierfavg (1 participant per edge): "
+          f"{len(e)} cloud rounds, status {res.runs.status.iloc[0]}")
+    print(f"  wall {wall:.1f} s; until the first epoch's end {per_epoch[0]:.1f} s (setup "
+          f"included), then {', '.join(f'{x:.2f}' for x in per_epoch[1:])} s per epoch; "
+          f"peak memory {peak_gib:.1f} GiB")
+    print(f"  edges per round {list(e.edges)}, participants {list(e.participants)}, "
+          f"bytes_backhaul {e.bytes_backhaul.iloc[0]:.4g}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--million", action="store_true", help="the 1,000,000-device fleet")
+    args = parser.parse_args()
+    if args.million:
+        million()
+    else:
+        for prebuilt in (True, False):
+            epoch_ratio(rounds=12 if args.quick else 40, warm=4 if args.quick else 8,
+                        prebuilt=prebuilt)
+
+
+if __name__ == "__main__":
+    main()

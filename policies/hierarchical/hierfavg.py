@@ -1,0 +1,77 @@
+"""HierFAVG (Liu et al., "Client-Edge-Cloud Hierarchical Federated Learning", ICC 2020) and
+its star baseline (netsim's formalization, docs/hierarchical.md).
+
+HierFAVG: kappa_1 local updates per edge aggregation (here: the training's local epochs,
+``training.local_epochs``), kappa_2 edge aggregations per cloud aggregation
+(``edge_rounds``); every device of an edge takes part unless ``participants_per_edge`` draws
+that many at random per edge each cloud round (netsim's). ``cloud-only``: random-k's star
+epoch on the same world, the edges relaying unaggregated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from netsim.policy import Decision, Observation, register
+from netsim.scenario.schema import Scenario
+from policies.baselines import FitMemo, KParams, RandomK, all_samples, nobody_can_train
+
+
+class HierFavgParams(BaseModel):
+    """edge_rounds: kappa_2, edge aggregations per cloud aggregation (>= 1);
+    participants_per_edge: how many devices of each edge train each cloud round, drawn at
+    random (absent: every device of the edge that can)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    edge_rounds: Annotated[int, Field(ge=1, le=10_000)] = 2
+    participants_per_edge: Annotated[int, Field(ge=1)] | None = None
+
+
+def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
+             k: int | None) -> np.ndarray:
+    """Of devices ``idx`` (those that can train now), those with an edge, at most ``k`` per
+    edge drawn at random (all where ``k`` is None), in row order."""
+    tiers = obs.tiers
+    if tiers is None:
+        return idx
+    edge = tiers.default_edge[idx]
+    idx, edge = idx[edge >= 0], edge[edge >= 0]
+    if k is None:
+        return idx
+    keep = []
+    order = np.argsort(edge, kind="stable")
+    for group in np.split(idx[order], np.flatnonzero(np.diff(edge[order])) + 1):
+        keep.append(group if len(group) <= k else rng.choice(group, size=k, replace=False))
+    return np.sort(np.concatenate(keep)) if keep else idx[:0]
+
+
+@register("hierfavg", "HierFAVG: every device (or participants_per_edge per edge) trains with "
+          "its edge, edge_rounds edge aggregations per cloud aggregation, synchronous tiers",
+          HierFavgParams)
+class HierFavg:
+    def __init__(self, params: HierFavgParams) -> None:
+        self.name, self.params = "hierfavg", params
+        self._fits = FitMemo()
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._fits = FitMemo()
+        self._rng = rng
+
+    def decide(self, obs: Observation) -> Decision:
+        idx = per_edge(obs, self._fits(obs), self._rng, self.params.participants_per_edge)
+        if not len(idx):
+            return nobody_can_train(obs)
+        return Decision(participants=all_samples(obs, idx), variant=0,
+                        edge_rounds=self.params.edge_rounds)
+
+
+@register("cloud-only", "the star beside hierfavg: k devices drawn at random each epoch train "
+          "with the cloud, the edges relaying unaggregated (random-k's epoch)", KParams)
+class CloudOnly(RandomK):
+    def __init__(self, params: KParams) -> None:
+        super().__init__(params)
+        self.name = "cloud-only"
