@@ -16,8 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from netsim.policy import Decision, Observation, register
-from netsim.scenario.schema import Scenario
-from policies.baselines import FitMemo, all_samples, at_most, nobody_can_train
+from policies.baselines import FitMemo, FleetPolicy, all_samples, at_most, nobody_can_train
 
 
 class FedBuffParams(BaseModel):
@@ -70,15 +69,9 @@ def _buffered(obs: Observation, fits: FitMemo, rng: np.random.Generator, concurr
 @register("fedbuff", "buffered asynchronous aggregation (FedBuff): concurrency devices train at "
           "once, the server aggregates every buffer_updates arrivals, optional max_staleness; "
           "full model, all their samples", FedBuffParams)
-class FedBuff:
-    def __init__(self, params: FedBuffParams) -> None:
-        self.name, self.params = "fedbuff", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+class FedBuff(FleetPolicy):
+    name = "fedbuff"
+    params: FedBuffParams
 
     def decide(self, obs: Observation) -> Decision:
         p = self.params
@@ -89,15 +82,9 @@ class FedBuff:
 @register("fedasync", "asynchronous aggregation at every arrival (FedAsync, K = 1): concurrency "
           "devices train at once, optional max_staleness; full model, all their samples",
           FedAsyncParams)
-class FedAsync:
-    def __init__(self, params: FedAsyncParams) -> None:
-        self.name, self.params = "fedasync", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+class FedAsync(FleetPolicy):
+    name = "fedasync"
+    params: FedAsyncParams
 
     def decide(self, obs: Observation) -> Decision:
         return _buffered(obs, self._fits, self._rng, self.params.concurrency, 1,

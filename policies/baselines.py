@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +52,23 @@ class FitMemo:
         return self._fits[variant]
 
 
+class FleetPolicy:
+    """What every policy that picks among the trainers that fit keeps per run: its
+    parameters, the :class:`FitMemo` and its own generator (the run's, from :meth:`reset`;
+    a fixed one before). Subclasses set ``name`` and write ``decide``."""
+
+    name: str
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+        self._fits = FitMemo()
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self._fits = FitMemo()
+        self._rng = rng
+
+
 def nobody_can_train(obs: Observation, variant: int = 0) -> Decision:
     """The stop decision of a baseline when no device can train this epoch, with the reason."""
     t = obs.devices.trainers
@@ -83,13 +100,9 @@ def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
 
 @register("fedavg-all", "Federated averaging: every available device that can hold the model, "
           "full model, all its samples")
-class FedAvgAll:
-    def __init__(self, params: NoParams) -> None:
-        self.name, self.params = "fedavg-all", params
-        self._fits = FitMemo()
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
+class FedAvgAll(FleetPolicy):
+    name = "fedavg-all"
+    params: NoParams
 
     def decide(self, obs: Observation) -> Decision:
         idx = self._fits(obs)
@@ -106,15 +119,9 @@ class KParams(BaseModel):
 
 
 @register("random-k", "k devices drawn at random each epoch, full model, all their samples", KParams)
-class RandomK:
-    def __init__(self, params: KParams) -> None:
-        self.name, self.params = "random-k", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+class RandomK(FleetPolicy):
+    name = "random-k"
+    params: KParams
 
     def decide(self, obs: Observation) -> Decision:
         idx = self._fits(obs)
@@ -139,20 +146,14 @@ class OverselectParams(BaseModel):
 
 @register("overselect", "ceil((1 + x) k) devices drawn at random each epoch, the first k updates "
           "kept (optional epoch deadline), full model, all their samples", OverselectParams)
-class Overselect:
+class Overselect(FleetPolicy):
     """Over-selection as production federated learning does it (Bonawitz et al., 2019): select
     more devices than needed so that dropouts and stragglers cost time, not the round; the
     engine stops waiting at the k-th arrival (``Decision.keep_updates``) and discards the late
     ones. Draws with the policy's own generator, like random-k."""
 
-    def __init__(self, params: OverselectParams) -> None:
-        self.name, self.params = "overselect", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+    name = "overselect"
+    params: OverselectParams
 
     def decide(self, obs: Observation) -> Decision:
         idx = self._fits(obs)
@@ -168,13 +169,9 @@ class Overselect:
 
 
 @register("fastest-k", "the k devices with the shortest predicted epoch time, full model", KParams)
-class FastestK:
-    def __init__(self, params: KParams) -> None:
-        self.name, self.params = "fastest-k", params
-        self._fits = FitMemo()
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
+class FastestK(FleetPolicy):
+    name = "fastest-k"
+    params: KParams
 
     def decide(self, obs: Observation) -> Decision:
         idx = self._fits(obs)

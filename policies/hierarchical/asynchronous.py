@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
-from policies.baselines import FitMemo, all_samples, nobody_can_train
+from policies.baselines import FleetPolicy, all_samples, nobody_can_train
 from policies.hierarchical.hierfavg import per_edge
 
 
@@ -77,15 +77,9 @@ def _cloud_k(obs: Observation, started_edges: int, k: int) -> int:
 
 @register("rfl-ha", "RFL-HA: synchronous edges (edge_rounds per edge model), asynchronous "
           "cloud aggregating every buffer_updates edge models", RflHaParams)
-class RflHa:
-    def __init__(self, params: RflHaParams) -> None:
-        self.name, self.params = "rfl-ha", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+class RflHa(FleetPolicy):
+    name = "rfl-ha"
+    params: RflHaParams
 
     def decide(self, obs: Observation) -> Decision:
         p, tiers = self.params, obs.tiers
@@ -108,15 +102,17 @@ class RflHa:
           "updates) and cloud (every buffer_updates edge models); association by estimated "
           "round time under a load cap, selection per edge by data per second (netsim's "
           "heuristics)", AsyncHflParams)
-class AsyncHfl:
+class AsyncHfl(FleetPolicy):
+    name = "async-hfl"
+    params: AsyncHflParams
+
     def __init__(self, params: AsyncHflParams) -> None:
-        self.name, self.params = "async-hfl", params
-        self._fits = FitMemo()
+        super().__init__(params)
         self._edge: np.ndarray | None = None
         self._score: np.ndarray | None = None
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
+        super().reset(scenario, rng)
         self._edge = self._score = None
 
     def decide(self, obs: Observation) -> Decision:

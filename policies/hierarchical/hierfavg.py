@@ -16,8 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
-from netsim.scenario.schema import Scenario
-from policies.baselines import FitMemo, KParams, RandomK, all_samples, nobody_can_train
+from policies.baselines import FleetPolicy, KParams, RandomK, all_samples, nobody_can_train
 
 
 class HierFavgParams(BaseModel):
@@ -51,15 +50,9 @@ def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
 @register("hierfavg", "HierFAVG: every device (or participants_per_edge per edge) trains with "
           "its edge, edge_rounds edge aggregations per cloud aggregation, synchronous tiers",
           HierFavgParams)
-class HierFavg:
-    def __init__(self, params: HierFavgParams) -> None:
-        self.name, self.params = "hierfavg", params
-        self._fits = FitMemo()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        self._fits = FitMemo()
-        self._rng = rng
+class HierFavg(FleetPolicy):
+    name = "hierfavg"
+    params: HierFavgParams
 
     def decide(self, obs: Observation) -> Decision:
         idx = per_edge(obs, self._fits(obs), self._rng, self.params.participants_per_edge)
