@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 import pandas as pd
 
 from netsim.training.loss import CurveParams, LossPredictor, LossState
 from netsim.training.real import RealBackend, RealTrainingConfig
+
+T = TypeVar("T")
 
 #: Where the measured curves live in the repository.
 CURVES_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "curves.parquet")
@@ -134,6 +136,27 @@ def _train_size(config: RealTrainingConfig) -> int:
     return len(stratified_split(y, config.test_fraction, np.random.default_rng(0))[0])
 
 
+def run_tasks(run: Callable[[T], list[dict]], tasks: Sequence[T], jobs: int, desc: str,
+              progress: bool, chunksize: int = 2) -> list[dict]:
+    """The rows of ``run(task)`` for every task, in the tasks' order, on ``jobs`` processes
+    (1: this one), with a progress bar (``desc``); the calibrations' runs (real training,
+    each independent of the others)."""
+    from tqdm import tqdm
+
+    rows: list[dict] = []
+    with tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress) as bar:
+        if jobs <= 1:
+            for task in tasks:
+                rows.extend(run(task))
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for result in pool.map(run, tasks, chunksize=chunksize):
+                    rows.extend(result)
+                    bar.update()
+    return rows
+
+
 def _run_task(task: tuple[GridPoint, int, int, RealTrainingConfig]) -> list[dict]:
     return run_point(*task)
 
@@ -151,23 +174,11 @@ def run_grid(
 
     ``jobs`` > 1 fans runs out to a process pool; results do not depend on ``jobs``.
     """
-    from tqdm import tqdm
 
     config = config or RealTrainingConfig()
     tasks = [(p, s, epochs, config) for p in points for s in seeds]
-    bar = tqdm(total=len(tasks), desc="calibration runs", unit="run", disable=not progress)
-    rows: list[dict] = []
-    if jobs <= 1:
-        for task in tasks:
-            rows.extend(_run_task(task))
-            bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for result in pool.map(_run_task, tasks, chunksize=4):
-                rows.extend(result)
-                bar.update()
-    bar.close()
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(run_tasks(_run_task, tasks, jobs, "calibration runs", progress,
+                                   chunksize=4))
     table["dirichlet_alpha"] = table["dirichlet_alpha"].astype(float)
     table["prune_epoch"] = table["prune_epoch"].astype("Int64")
     table["prune_fraction"] = table["prune_fraction"].astype(float)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ import pandas as pd
 
 from netsim.dynamics.buffered import Update
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
-from netsim.training.calibrate import FIT_SEEDS, MODEL_NAME, _train_size
+from netsim.training.calibrate import FIT_SEEDS, MODEL_NAME, _train_size, run_tasks
 from netsim.training.loss import LossPredictor
 from netsim.training.real import RealBackend, RealTrainingConfig
 
@@ -145,21 +144,8 @@ def run_async_grid(points: Sequence[AsyncPoint], seeds: Iterable[int],
                    progress: bool = True) -> pd.DataFrame:
     """Every (point, seed) run; the long table, one row per aggregation. Results do not depend
     on ``jobs``."""
-    from tqdm import tqdm
-
     tasks = [(p, s, updates_total) for p in points for s in seeds]
-    rows: list[dict] = []
-    with tqdm(total=len(tasks), desc="asynchronous runs", unit="run", disable=not progress) as bar:
-        if jobs <= 1:
-            for task in tasks:
-                rows.extend(_run_task(task))
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for result in pool.map(_run_task, tasks, chunksize=2):
-                    rows.extend(result)
-                    bar.update()
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(run_tasks(_run_task, tasks, jobs, "asynchronous runs", progress))
     table["dirichlet_alpha"] = table["dirichlet_alpha"].astype(float)
     return table.sort_values(["config", "seed", "epoch"], kind="stable").reset_index(drop=True)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -36,7 +35,7 @@ import pandas as pd
 
 from netsim.epochs.outcome import EdgeUpdate, RoundUpdates
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
-from netsim.training.calibrate import MODEL_NAME, _train_size
+from netsim.training.calibrate import MODEL_NAME, _train_size, run_tasks
 from netsim.training.loss import LossPredictor
 from netsim.training.real import RealBackend, RealTrainingConfig
 
@@ -124,22 +123,8 @@ def run_tier_grid(points: Sequence[TierPoint], seeds: Iterable[int], *, jobs: in
                   progress: bool = True) -> pd.DataFrame:
     """Every (point, seed) run; the long table, one row per cloud round (results do not
     depend on ``jobs``)."""
-    from tqdm import tqdm
-
     tasks = [(p, s) for p in points for s in seeds]
-    rows: list[dict] = []
-    with tqdm(total=len(tasks), desc="hierarchical runs", unit="run",
-              disable=not progress) as bar:
-        if jobs <= 1:
-            for task in tasks:
-                rows.extend(_run_task(task))
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for result in pool.map(_run_task, tasks, chunksize=2):
-                    rows.extend(result)
-                    bar.update()
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(run_tasks(_run_task, tasks, jobs, "hierarchical runs", progress))
     table["dirichlet_alpha"] = table["dirichlet_alpha"].astype(float)
     table["groups"] = table["groups"].map(lambda g: [list(map(int, x)) for x in g])
     return table.sort_values(["config", "seed", "epoch"], kind="stable").reset_index(drop=True)
