@@ -22,6 +22,7 @@ aggregation.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,8 @@ class UpdateBuffer:
         self.env, self.busy = env, busy
         self.version = 0
         self.jobs: dict[int, Job] = {}
-        self.landed: list[Job] = []
+        self.landed: deque[Job] = deque()  # the updates waiting, in arrival order
+        self.taken: list[Job] = []  # the jobs whose updates the last aggregation took
         self.event: simpy.Event | None = None
         self._k = 1
         self._max_staleness: int | None = None
@@ -128,7 +130,8 @@ class UpdateBuffer:
     def take(self) -> list[Update]:
         """Close the epoch: the updates its aggregation takes (the first K to arrive), each
         stale by the versions aggregated since its job's start; their devices are free."""
-        taken, self.landed = self.landed[: self._k], self.landed[self._k:]
+        landed = self.landed
+        taken = self.taken = [landed.popleft() for _ in range(min(self._k, len(landed)))]
         self.event = None
         self._token += 1
         self._aggregating = bool(taken)
@@ -146,7 +149,7 @@ class UpdateBuffer:
             self._aggregating = False
             bound = self._max_staleness
             if bound is not None and self.landed:
-                kept = []
+                kept: deque[Job] = deque()
                 for j in self.landed:
                     j.staleness = self.version - j.version
                     if j.staleness > bound:

@@ -37,7 +37,10 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     ahead_before = ahead if wait is not None else unsent()
     if player is not None:  # (the capacities begin_epoch set now: the flows present re-shared)
         player.sync(start)
-    live = list(buf.jobs.values()) + _start_jobs(world, decision, start, player)
+    if decision.participants:
+        _start_jobs(world, decision, start, player)
+    # every job of the epoch (those in flight, then those it started), for the selected time
+    live = list(buf.jobs.values()) if world.dynamic else []
     n = len(decision.participants)
     k, deadline_at = int(decision.buffer_updates or 1), float(world.scenario.training.deadline_s)
     if player is None:
@@ -65,9 +68,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
             dyn.timeline.kill(job.row, float(job.ended_s if job.ended_s is not None else end))
     if arrived:
         p = [j.participant for j in arrived]
-        world.measure(np.array([j.row for j in arrived], dtype=np.intp),
-                      np.array([j.flop_per_s for j in arrived]),
-                      np.array([q.down_bps for q in p]), np.array([q.up_bps for q in p]))
+        world.measure([j.row for j in arrived], [j.flop_per_s for j in arrived],
+                      [q.down_bps for q in p], [q.up_bps for q in p])
     if world.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the
         # epoch's, or when its device went offline); every job of the epoch is in ``live``
         world.meter.add_selected(
@@ -81,16 +83,16 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     # transfer's bits at its start)
     energy = replace(energy, communication_j=energy.communication_j
                      - (unsent() - ahead_before))
-    ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
-    if len(ended):  # their batteries are checked at the next epoch's start
-        world.check_batteries_next(ended)
+    if dyn.batteries.any and (arrived or dropped):  # (checked at the next epoch's start)
+        world.check_batteries_next(np.array([j.row for j in arrived + dropped], dtype=np.intp))
     wasted = discarded + dropped
-    wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
-    spent = world.meter.node_j_of(wasted_rows, end) - np.array(
-        [j.node_before_j for j in wasted], dtype=float)
     wasted_j: dict[int, float] = {}
-    for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
-        wasted_j[r] = wasted_j.get(r, 0.0) + joules
+    if wasted:
+        wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
+        spent = world.meter.node_j_of(wasted_rows, end) - np.array(
+            [j.node_before_j for j in wasted], dtype=float)
+        for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
+            wasted_j[r] = wasted_j.get(r, 0.0) + joules
     counted: dict[str, int] = {}
     for u in updates:
         counted[u.device] = counted.get(u.device, 0) + u.samples
@@ -118,13 +120,14 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
     samples = list(decision.participants.values())
     compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
-    node_before = world.meter.node_j_of(rows, start).tolist()
+    node_j = world.meter.node_j_of(rows, start)
+    node_before = node_j.tolist()
     job_flops = flops[rows].tolist()
-    offline_at = dyn.timeline.next_change_s[rows]
-    left = np.full(n, math.inf)
+    off = dyn.timeline.next_change_s[rows].tolist()
+    full = [math.inf] * n
     if dyn.batteries.any:
-        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
-    compute, off, full = compute_s.tolist(), offline_at.tolist(), left.tolist()
+        full = np.nan_to_num(world.battery_left_of(rows, start, node_j), nan=math.inf).tolist()
+    compute = compute_s.tolist()
     idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
     own = world.own_up_j_per_bit[rows].tolist()
     jobs = []

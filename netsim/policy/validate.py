@@ -114,6 +114,10 @@ def _waiting_problems(decision: Decision) -> list[str]:
     return out
 
 
+_FEW = 8
+"""Participants up to which :func:`_participants_ok` checks scalars rather than arrays."""
+
+
 def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     """Whether every participant is valid, checked in bulk (numpy); messages come from
     :func:`_participant_problems` only when something is wrong."""
@@ -124,6 +128,12 @@ def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     samples = list(decision.participants.values())
     if -1 in idx or any(type(x) is not int for x in samples):
         return False
+    if len(idx) <= _FEW:  # (the same checks on scalars: a few participants, as an
+        # asynchronous epoch tops its jobs up with)
+        busy = obs.busy
+        return all(1 <= held <= table.samples.item(i) and obs.available.item(i)
+                   and need <= table.memory_bytes.item(i)
+                   and (busy is None or not busy.item(i)) for i, held in zip(idx, samples, strict=True))
     i, held = np.array(idx), np.array(samples)
     free = True if obs.busy is None else ~obs.busy[i]
     return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
