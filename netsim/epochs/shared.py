@@ -36,6 +36,7 @@ class EpochWorld(Protocol):
     dynamic: bool
     fast_epochs: bool
     epochs_by_path: dict[str, int]
+    events_why: dict[str, int]
     routes_down: Any
     """Each device's route from the aggregator, by device row (routes built when asked)."""
     routes_up: Any
