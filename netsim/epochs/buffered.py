@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import replace
 
 import numpy as np
 
 from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import GuardedParticipant
+from netsim.energy import EnergyTotals
 from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
@@ -81,8 +81,9 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     energy = world.meter.totals(end) - before
     # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
     # transfer's bits at its start)
-    energy = replace(energy, communication_j=energy.communication_j
-                     - (unsent() - ahead_before))
+    energy = EnergyTotals(energy.time_s, energy.compute_j,
+                          energy.communication_j - (unsent() - ahead_before), energy.idle_j,
+                          energy.sleep_j, energy.radio_j)
     if dyn.batteries.any and (arrived or dropped):  # (checked at the next epoch's start)
         world.check_batteries_next(np.array([j.row for j in arrived + dropped], dtype=np.intp))
     wasted = discarded + dropped
@@ -117,22 +118,22 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     nbytes, fps = world.model.model_bytes(v), world.model.flop_per_sample(v)
     flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
     n, index = len(decision.participants), t.index
-    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    row_list = [index[d] for d in decision.participants]
+    rows = np.array(row_list, dtype=np.intp)
     samples = list(decision.participants.values())
-    compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
+    job_flops = flops[rows].tolist()
+    compute = [float(s) * fps / f for s, f in zip(samples, job_flops, strict=True)]
     node_j = world.meter.node_j_of(rows, start)
     node_before = node_j.tolist()
-    job_flops = flops[rows].tolist()
     off = dyn.timeline.next_change_s[rows].tolist()
     full = [math.inf] * n
     if dyn.batteries.any:
         full = np.nan_to_num(world.battery_left_of(rows, start, node_j), nan=math.inf).tolist()
-    compute = compute_s.tolist()
     idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
     own = world.own_up_j_per_bit[rows].tolist()
     jobs = []
     with world.network.batch() if player is None else nullcontext():
-        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+        for k, (dev, r) in enumerate(zip(decision.participants, row_list, strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])
             buf.add(job)
