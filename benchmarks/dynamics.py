@@ -17,8 +17,8 @@ Run: python benchmarks/dynamics.py [--quick]
 
 For each: wall time, ratio to static, participant-epochs, time per participant-epoch, how
 many epochs ran on the array fast path and how many as guarded events, and why
-(``World.events_why``: clusters, ``keep_updates``, transfers still moving, a per-device
-workload, or a piece the arrays cannot play), how many of the array epochs had a capacity
+(``World.events_why``: clusters, transfers still moving, a per-device workload, or a piece
+the arrays cannot play), how many of the array epochs had a capacity
 change inside their downloads or uploads (played piece by piece:
 netsim.fastepoch.play_phase_stopping), and how many participants dropped mid-epoch.
 """

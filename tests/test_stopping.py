@@ -1,7 +1,7 @@
 """Participants that stop mid-epoch inside the array players (netsim.epochs.stopping, issue
-47): a session that ends, a battery that empties or the epoch's deadline ends a participant's
-transfer or training at that instant, one more piece boundary of its phase, instead of sending
-the epoch to the guarded events. Every such epoch stays in arrays, and the tables are the
+47): a session that ends, a battery that empties, the epoch's deadline or its
+``keep_updates``-th update ends a participant's transfer or training at that instant, one
+more piece boundary of its phase, instead of sending the epoch to the guarded events. Every such epoch stays in arrays, and the tables are the
 event path's (``fast_epochs=False``) to 1e-9: a hand-worked re-share at a stop, the changing
 world's analytic cases, random changing worlds and a fleet whose sessions end in most
 epochs."""
@@ -20,7 +20,7 @@ import netsim
 from netsim import engine
 from netsim.dynamics.epoch import stop_instant, stop_instants
 from tests.test_dynamics_engine import FixedPolicy, _dropout_star
-from tests.test_dynamics_fuzz import Chooser, worlds
+from tests.test_dynamics_fuzz import worlds
 
 CATEGORIES = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
 EPOCH_COLUMNS = ["start_s", "end_s", "samples", "participants", "loss", "dropped", "late",
@@ -116,15 +116,17 @@ def test_a_battery_empty_mid_download_re_shares_the_link_at_that_instant(paths):
     assert ep["end_s"] == pytest.approx(1.5 + 1.0 + 1.0 + 2 * 1.25e6 / 1e12, rel=1e-12)
 
 
-@pytest.mark.parametrize("where", ["training", "upload", "everyone", "deadline"])
+@pytest.mark.parametrize("where", ["training", "upload", "everyone", "deadline", "keep"])
 def test_the_changing_worlds_analytic_cases_play_in_arrays(where, star, tmp_path, paths):
     """tests/test_dynamics_engine.py's cases (their values checked there): a dropout mid-
-    training, mid-upload, everyone dropping, updates cut by the epoch's deadline."""
-    if where == "deadline":
+    training, mid-upload, everyone dropping, updates cut by the epoch's deadline, the epoch
+    closed at its second update."""
+    if where in ("deadline", "keep"):
         s = copy.deepcopy(star)
         s["training"]["max_epochs"] = 1
         s["dynamics"] = {}
-        policy = FixedPolicy({"d1": 500, "d2": 300, "d3": 800}, deadline=3.0)
+        policy = FixedPolicy({"d1": 500, "d2": 300, "d3": 800},
+                             **({"deadline": 3.0} if where == "deadline" else {"keep": 2}))
     else:
         s = _dropout_star(star, tmp_path)
         policy = FixedPolicy({"d1": 500} if where == "everyone" else {"d1": 500, "d2": 300})
@@ -161,14 +163,13 @@ def test_sessions_ending_in_most_epochs_stay_in_arrays(paths):
     assert (fast.epochs["dropped"] > 0).sum() >= 6
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=worlds(), seed=st.integers(0, 3))
 def test_random_changing_worlds_in_arrays_match_the_events(case, seed):
     """tests/test_dynamics_fuzz.py's random worlds (sessions, batteries of 0.5-50 J, sleep
-    power, log-normal capacities, stragglers, deadlines), without kept updates (those epochs
-    run as events): arrays and events give the same tables to 1e-9."""
+    power, log-normal capacities, stragglers, deadlines, kept updates): arrays and events
+    give the same tables to 1e-9."""
     scenario, policy, _ = case
-    policy = Chooser(policy.share, policy.deadline_s, None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = netsim.simulate(copy.deepcopy(scenario), copy.deepcopy(policy), seed=seed,

@@ -1,11 +1,11 @@
 """An epoch of the changing world (netsim.dynamics, docs/dynamics.md): played forward in
 arrays, its participants' stops included (a session that ends, a battery that empties, the
-epoch's deadline: each one more piece boundary of the phase it falls in,
-netsim.epochs.stopping; capacity changes, known in advance, are played across piece by
-piece), else as guarded SimPy events (netsim.dynamics.epoch) in which participants drop out
-and links are re-shared: clusters, ``keep_updates`` below the participants, transfers still
-moving, per-device workloads, or a piece the arrays cannot play (two binding constraints that
-do not nest, a contended medium past its onset). Entry point :func:`run`."""
+epoch's deadline or its ``keep_updates``-th update closing it: each one more piece boundary
+of the phase it falls in, netsim.epochs.stopping; capacity changes, known in advance, are
+played across piece by piece), else as guarded SimPy events (netsim.dynamics.epoch) in which
+participants drop out and links are re-shared: clusters, transfers still moving, per-device
+workloads, or a piece the arrays cannot play (two binding constraints that do not nest, a
+contended medium past its onset). Entry point :func:`run`."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     why = _why_events(world, decision, n, work)
     plan = None
     if why is None:
-        plan = _arrays_plan(world, rows, compute_s, nbytes, offline_at, left, deadline_at)
+        plan = _arrays_plan(world, rows, compute_s, nbytes, offline_at, left, deadline_at,
+                            decision.keep_updates)
         if plan is None:
             why = "a piece the arrays cannot play"
     world.epochs_by_path["arrays" if plan is not None else "events"] += 1
@@ -98,8 +99,6 @@ def _why_events(world: EpochWorld, decision: Decision, n: int, work: Workload) -
         return "fast_epochs=False"
     if not n or decision.clusters:
         return "model-parallel clusters"
-    if decision.keep_updates is not None and decision.keep_updates < n:
-        return "keep_updates"
     if world.network.active_flows:
         return "transfers still moving"
     if not work.symmetric:
@@ -108,10 +107,11 @@ def _why_events(world: EpochWorld, decision: Decision, n: int, work: Workload) -
 
 
 def _arrays_plan(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
-                 offline_at: np.ndarray, left_j: np.ndarray, deadline_at: float
-                 ) -> StoppingEpoch | None:
+                 offline_at: np.ndarray, left_j: np.ndarray, deadline_at: float,
+                 keep: int | None = None) -> StoppingEpoch | None:
     """The epoch's timeline in arrays with its participants' stops (sessions that end,
-    batteries that empty, the deadline: netsim.epochs.stopping). Capacity changes are known
+    batteries that empty, the deadline, the close at the ``keep``-th update:
+    netsim.epochs.stopping). Capacity changes are known
     in advance (piecewise constant): the transfers are played piece by piece across them
     (:func:`netsim.fastepoch.play_phase_stopping`), each piece meeting the array path's
     conditions, else None (events)."""
@@ -120,7 +120,7 @@ def _arrays_plan(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarray, nby
     return play_stopping(world.env.now, rows, compute_s, 8.0 * nbytes, down, up, world.caps_now,
                          None if capacity.static else _pieces(world), t.onset_flows,
                          offline_at, left_j, t.power_idle_w[rows], t.power_busy_w[rows],
-                         world.own_up_j_per_bit[rows], deadline_at)
+                         world.own_up_j_per_bit[rows], deadline_at, keep)
 
 
 def _play_arrays(world: EpochWorld, decision: Decision, plan: StoppingEpoch, rows: np.ndarray,

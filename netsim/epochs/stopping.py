@@ -20,16 +20,19 @@ the event path's rules:
   closes at its deadline, everyone still running is stopped then (late), and an update whose
   last bit left before it but which arrives after it is late too.
 
-The epoch closes at the first of its deadline and the instant nobody is left running (the last
-arrival or the last stop), as :class:`netsim.dynamics.epoch.GuardedBarrier` closes it (no
-``keep_updates`` here: those epochs run as events). tests/test_stopping.py checks the tables
+The epoch closes at the first of its deadline, the arrival of its ``keep_updates``-th update
+and the instant nobody is left running (the last arrival or the last stop), as
+:class:`netsim.dynamics.epoch.GuardedBarrier` closes it; where the kept updates close it
+before the deadline, the epoch is played again up to that close (nothing before it changes),
+everyone still running stopped then. tests/test_stopping.py checks the tables
 against the event path (``fast_epochs=False``) to 1e-9, and tests/player_fuzz.py the stopped
 phases against the flow network's cancel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -77,14 +80,16 @@ class StoppingEpoch:
     close_s: float
     """When the epoch closes (s)."""
     capacity_changes: int
+    reported_s: np.ndarray
+    """When its update's last bit left (s; NaN: it did not)."""
 
 
 def play_stopping(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
                   down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
                   pieces: CapacityPieces | None, onset_flows: np.ndarray | None,
                   offline_at_s: np.ndarray, battery_left_j: np.ndarray, idle_w: np.ndarray,
-                  busy_w: np.ndarray, own_j_per_bit: np.ndarray, deadline_at_s: float
-                  ) -> StoppingEpoch | None:
+                  busy_w: np.ndarray, own_j_per_bit: np.ndarray, deadline_at_s: float,
+                  keep: int | None = None) -> StoppingEpoch | None:
     """The epoch's timeline from ``now_s`` (s) with its participants' stops (module
     docstring), or None where a phase cannot play in arrays (then: events).
 
@@ -93,7 +98,75 @@ def play_stopping(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: f
     :func:`netsim.fastepoch.play_plain_epoch` takes them; per participant ``offline_at_s``,
     when its session ends (s; inf), ``battery_left_j``, what its battery holds now (J; inf:
     mains), its idle and busy power (W) and its own links' energy per upload bit (J/bit);
-    ``deadline_at_s``: the epoch's deadline (s; inf: none)."""
+    ``deadline_at_s``: the epoch's deadline (s; inf: none); ``keep``: the epoch closes at the
+    arrival of this many updates (``keep_updates``; None: all), as the guarded barrier
+    closes it (:func:`_barrier_close`): then everyone still running is stopped (late), and
+    of the updates on time only the first ``keep`` to arrive count."""
+    args = (now_s, rows, compute_s, bits, down, up, capacity_bps, pieces, onset_flows,
+            offline_at_s, battery_left_j, idle_w, busy_w, own_j_per_bit)
+    epoch = _play_once(*args, deadline_at_s)
+    if epoch is None or keep is None or keep >= len(rows):
+        return epoch
+    close = _barrier_close(epoch, keep, float(deadline_at_s))
+    if close < epoch.close_s:  # (nothing before the close changes: played again to it)
+        epoch = _play_once(*args, close)
+        if epoch is None:
+            return None
+    return _keep_first(epoch, keep)
+
+
+def _barrier_close(epoch: StoppingEpoch, keep: int, deadline_s: float) -> float:
+    """When :class:`netsim.dynamics.epoch.GuardedBarrier` closes the epoch (s): its reports
+    (an update's last bit leaving, with its arrival) and drops in time order, the close
+    scheduled at the ``keep``-th earliest arrival once that many reported (or at the last
+    arrival once nobody is left running), no later than the deadline; an event at or after
+    the close scheduled comes too late."""
+    reported = np.flatnonzero(epoch.reported)
+    dropped = np.flatnonzero(epoch.dropped)
+    times = np.concatenate([epoch.reported_s[reported], epoch.stopped_s[dropped]])
+    arrivals = np.concatenate([epoch.plan.upload_arrival_s[reported],
+                               np.full(len(dropped), np.nan)])
+    pending = len(epoch.reported)
+    smallest: list[float] = []  # the keep earliest arrivals, a max-heap (negated)
+    latest, scheduled = -_INF, _INF
+    for k in np.argsort(times, kind="stable").tolist():
+        t = float(times[k])
+        if t >= scheduled:
+            break
+        pending -= 1
+        a = float(arrivals[k])
+        if a == a:  # (a report)
+            heapq.heappush(smallest, -a)
+            if len(smallest) > keep:
+                heapq.heappop(smallest)
+            latest = max(latest, a)
+        if len(smallest) >= keep:
+            at = -smallest[0]
+        elif pending == 0:
+            at = latest if smallest else t
+        else:
+            continue
+        scheduled = max(min(at, deadline_s), t)
+    return min(scheduled, deadline_s)
+
+
+def _keep_first(epoch: StoppingEpoch, keep: int) -> StoppingEpoch:
+    """Of the updates on time, the first ``keep`` to arrive count (ties: the first reported);
+    the rest are late."""
+    on_time = np.flatnonzero(epoch.reported & ~epoch.late)
+    order = np.lexsort((epoch.reported_s[on_time], epoch.plan.upload_arrival_s[on_time]))
+    late = epoch.late.copy()
+    late[on_time[order[keep:]]] = True
+    return replace(epoch, late=late)
+
+
+def _play_once(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
+               down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
+               pieces: CapacityPieces | None, onset_flows: np.ndarray | None,
+               offline_at_s: np.ndarray, battery_left_j: np.ndarray, idle_w: np.ndarray,
+               busy_w: np.ndarray, own_j_per_bit: np.ndarray, deadline_at_s: float
+               ) -> StoppingEpoch | None:
+    """:func:`play_stopping` closing at ``deadline_at_s`` at the latest (s)."""
     m = len(rows)
     now = float(now_s)
     deadline = float(deadline_at_s)
@@ -172,7 +245,8 @@ def play_stopping(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: f
     radio_up_end[up_at] = np.where(stop3[up_at], cut3, up_arrival[up_at])
     plan = PlainEpoch(radio_down_end, trained_s, radio_up_end, changes)
     return StoppingEpoch(plan, training, busy_s, uploading, reported, stopped_s, dropped,
-                         empty & dropped, late, down_cut, up_cut_bits, close, changes)
+                         empty & dropped, late, down_cut, up_cut_bits, close, changes,
+                         np.where(reported, up_last, np.nan))
 
 
 def _finite_or_none(stop_s: np.ndarray) -> np.ndarray | None:
