@@ -3,11 +3,12 @@
 Draws cases from seeded numpy Generators (tests/player_fuzz.py: small networks of wired
 devices and Wi-Fi/cellular cells, ties within ulps, caps at a fair share, coefficients near
 1/cap, capacity changes at starts and last bits, zero and tiny sizes, times up to a year),
-plays each through a player (``piece``, ``pieces``, ``online``, in turn) and through the flow
-network, and counts agreements, declines (the player hands the case to the events),
-disagreements, errors and hangs (a case past ``--timeout-s``). Each worker process draws its
-own stream (numpy SeedSequence(seed).spawn). Failing cases are written to ``--out`` with the
-generator state that draws them (``--replay FILE`` plays them again).
+plays each through a player (``piece``, ``pieces``, ``online``, ``fluid``, ``stops``, in
+turn) and through the flow network, and counts agreements, declines (the player hands the
+case to the events), disagreements, errors and hangs (a case past ``--timeout-s``). Each
+worker process draws its own stream (numpy SeedSequence(seed).spawn). Failing cases are
+written to ``--out`` with the generator state that draws them (``--replay FILE`` plays them
+again).
 
     python benchmarks/fuzz_players.py                          # 1,000,000 cases, 2 workers
     python benchmarks/fuzz_players.py --cases 20000            # a quick look

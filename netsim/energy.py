@@ -132,6 +132,10 @@ class EnergyMeter:
         self._busy_secs: list[float] = []
         self._powers_of: dict[int, tuple[float, float]] = {}
         self._busy_since: dict[int, float] = {}  # the nodes computing now: since when (s)
+        # of those, the ones drawing power while computing (busy or idle power not 0): the
+        # only ones a total adds anything for (the same sums, in the same order)
+        self._powered_since: dict[int, float] = {}
+        self._draws = (self.power_busy_w != 0.0) | (self.power_idle_w != 0.0)
         self._communication_j = np.zeros(n)
         self._radio_j = np.zeros(n)
         self._settlers: list[Callable[[], None]] = []
@@ -198,6 +202,7 @@ class EnergyMeter:
         later (its input still on the way) counts no busy time."""
         since = self._busy_since.pop(node, None)
         if since is not None:
+            self._powered_since.pop(node, None)
             self._add_busy(node, max(now_s - since, 0.0))
 
     @property
@@ -212,12 +217,15 @@ class EnergyMeter:
         if node in self._busy_since:
             raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
         self._busy_since[node] = start_s
+        if self._draws[node]:
+            self._powered_since[node] = start_s
 
     def set_idle(self, node: int, now_s: float) -> None:
         """Node ``node`` stops computing at ``now_s`` (s)."""
         since = self._busy_since.pop(node, None)
         if since is None:
             raise RuntimeError(f"node {node} is not busy")
+        self._powered_since.pop(node, None)
         self._add_busy(node, now_s - since)
 
     def add_busy_many(self, nodes: Sequence[int], busy_s: Sequence[float]) -> None:
@@ -313,7 +321,7 @@ class EnergyMeter:
         for settle in self._settlers:
             settle()
         compute, busy_idle = self._compute_total_j, self._busy_idle_total_j
-        for i, since in self._busy_since.items():
+        for i, since in self._powered_since.items():
             extra = max(now_s - since, 0.0)
             compute += extra * float(self.power_busy_w[i])
             busy_idle += extra * float(self.power_idle_w[i])

@@ -158,6 +158,9 @@ class World:
         """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
         self.buffer = UpdateBuffer(self.env, self._busy)
         self.epochs_by_path = {"arrays": 0, "events": 0}
+        self.events_why: dict[str, int] = {}
+        """A changing world's epochs run as events, by why they could not play in arrays
+        (netsim.epochs.guarded)."""
         """How many epochs of the changing world, and buffered epochs, ran on each path
         (benchmarks/dynamics.py, tests/test_buffered_arrays.py)."""
         self.buffered_player: Any = None
@@ -230,10 +233,13 @@ class World:
             dyn.capacity.forget_before(now)
             self._set_capacities(dyn.capacity.at(now), now)
 
-    def battery_left_of(self, rows: np.ndarray, now_s: float) -> np.ndarray:
-        """What the batteries of devices ``rows`` hold at ``now_s`` (J; NaN: mains), >= 0."""
+    def battery_left_of(self, rows: np.ndarray, now_s: float,
+                        node_j: np.ndarray | None = None) -> np.ndarray:
+        """What the batteries of devices ``rows`` hold at ``now_s`` (J; NaN: mains), >= 0;
+        ``node_j``: what they have drawn by then (J), when read already."""
         cap = self.dynamics.batteries.capacity_j[rows]
-        return np.maximum(cap - self.meter.node_j_of(rows, now_s), 0.0)
+        drawn = self.meter.node_j_of(rows, now_s) if node_j is None else node_j
+        return np.maximum(cap - drawn, 0.0)
 
     def _check_batteries(self, now: float) -> None:
         """Take offline the devices whose battery is empty now and mark those below their
@@ -478,8 +484,10 @@ class World:
         return (replace(t.down_routes, cap_bps=route_caps(t.down_routes, caps)),
                 replace(t.up_routes, cap_bps=route_caps(t.up_routes, caps)))
 
-    def measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
-                 up_bps: np.ndarray) -> None:
+    def measure(self, rows: np.ndarray | list[int], flop_per_s: np.ndarray | list[float],
+                 down_bps: np.ndarray | list[float], up_bps: np.ndarray | list[float]) -> None:
+        """Per device of ``rows``, what its last epoch measured: its training speed (FLOP/s)
+        and its download and upload throughputs (bit/s)."""
         m = self._measured
         m["flop_per_s"][rows] = flop_per_s
         m["down_bps"][rows] = down_bps

@@ -229,41 +229,107 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
         played = _play_piece(start_s, routes.cap_bps[rows], np.full(len(rows), float(bits)),
                              capacity_bps, owner_hops, onset_flows, _INF)
         return None if played is None else (played[0], 0)
+    stopped = play_phase_stopping(start_s, rows, routes, bits, capacity_bps, owner_hops,
+                                  onset_flows, pieces, None)
+    return None if stopped is None else (stopped.last_bit_s, stopped.capacity_changes)
+
+
+@dataclass(frozen=True)
+class StoppedPhase:
+    """A phase whose flows may be stopped mid-transfer (:func:`play_phase_stopping`)."""
+
+    last_bit_s: np.ndarray
+    """When each flow's last bit left (s; inf: it was stopped first)."""
+    cut_bits: np.ndarray
+    """The bits each flow had left when it was stopped (NaN: it was not)."""
+    capacity_changes: int
+
+
+def play_phase_stopping(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
+                        capacity_bps: np.ndarray,
+                        owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
+                        onset_flows: np.ndarray | None, pieces: CapacityPieces | None,
+                        stop_s: np.ndarray | None) -> StoppedPhase | None:
+    """:func:`play_phase` where flow j is stopped at ``stop_s[j]`` (s, >= its start; inf:
+    never; None: no flow is) unless its last bit has left by then (a finish at its stop
+    instant comes first): its sender went offline, its battery emptied, or the epoch closed.
+    A stop is one more piece boundary, as a capacity change is: the flows present are played
+    up to it, the stopped ones leave with the bits they have left (the flow network's
+    ``cancel``), and the others go on from there with theirs, re-shared (netsim's, as the
+    flow network re-shares at a cancel). Each piece meets the array path's conditions on its
+    own, else None. Without ``pieces`` the capacities are ``capacity_bps`` throughout and the
+    caps those ``routes`` holds."""
     m = len(rows)
     last_bit, left = np.full(m, _INF), np.full(m, float(bits))
-    waiting = np.ones(m, dtype=bool)  # not done
+    cut_bits = np.full(m, np.nan)
+    waiting = np.ones(m, dtype=bool)  # not done, not stopped
     t = float(start_s.min()) if m else 0.0
-    changes = 0
-    # Termination: each pass plays one piece, which ends strictly after it begins (checked),
-    # and the flows' rates are positive, so the phase ends after finitely many pieces; the
-    # bound is on how many a phase may cross (a piece per ms for 2.8 hours)
+    changes = boundaries = 0
+    static_caps = routes.cap_bps[rows] if pieces is None else None
+    # Termination: each pass plays one piece, which ends strictly after it begins (checked):
+    # at a capacity change, or at the earliest stop of a flow still moving, which stops it
+    # (a stop at or before a piece's start stops its flow before the piece); the flows'
+    # rates are positive, so the phase ends after finitely many pieces; the bound is on how
+    # many a phase may cross (a piece per ms for 2.8 hours)
     most = loopguard.bound(MAX_PIECES_PER_PHASE)
     while True:
-        until = pieces.next_change_s(t)
-        if not until > t or changes >= most:
+        until = _INF if pieces is None else pieces.next_change_s(t)
+        if not until > t or boundaries >= most:
             loopguard.stuck("netsim.fastepoch.play_phase", most, {
                 "start_s": start_s, "rows": rows, "bits": float(bits), "piece_start_s": t,
-                "next_change_s": until, "pieces_crossed": changes, "left": left},
+                "next_change_s": until, "pieces_crossed": boundaries, "left": left},
                 None if until > t else f"was told the capacities change next at {until!r} s, "
                 "not after the piece's start")
+        if stop_s is not None:  # (stopped at the piece's start, or before: not played)
+            due = waiting & (stop_s <= t) & (start_s <= t)
+            if due.any():
+                cut_bits[due] = left[due]
+                waiting &= ~due
+        end = until
         present = waiting & (start_s < until)
         if present.any():
-            capacity = pieces.capacity_at(t)
-            at = np.flatnonzero(present)
-            hops_in = _subset(owner_hops, present)
-            played = _play_piece(np.maximum(start_s[at], t),
-                                 flow_caps(hops_in, len(at), capacity), left[at], capacity,
-                                 hops_in, onset_flows, until)
+            capacity = capacity_bps if pieces is None else pieces.capacity_at(t)
+            played = _piece_of(start_s, left, present, t, capacity, owner_hops, onset_flows,
+                               until, static_caps)
             if played is None:
                 return None
-            done_s, left[at] = played
-            done = done_s <= until
+            done_s, rest = played
+            if stop_s is not None:  # the earliest stop before its flow's last bit: the end
+                at = np.flatnonzero(present)
+                early = stop_s[at] < np.minimum(done_s, until)
+                if early.any():
+                    end = float(stop_s[at][early].min())
+                    present = waiting & (start_s < end)
+                    played = _piece_of(start_s, left, present, t, capacity, owner_hops,
+                                       onset_flows, end, static_caps)
+                    if played is None:
+                        return None
+                    done_s, rest = played
+            at = np.flatnonzero(present)
+            done = done_s <= end
             last_bit[at[done]] = done_s[done]
             waiting[at[done]] = False
-        if not waiting.any():
-            return last_bit, changes
-        changes += 1  # a change inside the phase: the next piece
-        t = until
+            left[at[~done]] = rest[~done]
+        if not waiting.any() or end == _INF:
+            return StoppedPhase(last_bit, cut_bits, changes)
+        boundaries += 1
+        if end == until:  # a change inside the phase: the next piece
+            changes += 1
+        t = end
+
+
+def _piece_of(start_s: np.ndarray, left: np.ndarray, present: np.ndarray, t: float,
+              capacity: np.ndarray, owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
+              onset_flows: np.ndarray | None, until_s: float,
+              static_caps: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_play_piece` of the flows ``present`` (a mask) from ``t`` (s) to ``until_s``
+    with the bits they have left, their caps under ``capacity`` (``static_caps``: the
+    route table's, where the capacities never change)."""
+    at = np.flatnonzero(present)
+    hops_in = _subset(owner_hops, present)
+    caps = flow_caps(hops_in, len(at), capacity) if static_caps is None else static_caps[at]
+    return _play_piece(np.maximum(start_s[at], t), caps, left[at], capacity, hops_in,
+                       onset_flows, until_s)
 
 
 def _subset(owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray], keep: np.ndarray
@@ -365,20 +431,27 @@ def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: n
 
 
 def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,
-                up: RouteTable, plan: PlainEpoch) -> None:
+                up: RouteTable, plan: PlainEpoch, uploading: np.ndarray | None = None) -> None:
     """A plain epoch's radio energy (netsim.network.radio) as the event path drives it: each
     download from ``now_s`` to its arrival, each upload from the end of training to its
-    arrival, on the radios of their routes."""
+    arrival, on the radios of their routes. ``uploading`` (a mask): the participants whose
+    upload started (the others' upload times are not read); where a transfer was stopped,
+    ``plan`` holds when (netsim.epochs.stopping)."""
     if not radio:
         return
     ids, starts, arrivals = [], [], []
-    for table, begin, end in ((down, np.full(len(rows), float(now_s)), plan.download_arrival_s),
-                              (up, plan.trained_s, plan.upload_arrival_s)):
+    up_rows = rows if uploading is None else rows[uploading]
+    up_plan = plan if uploading is None else PlainEpoch(
+        plan.download_arrival_s[uploading], plan.trained_s[uploading],
+        plan.upload_arrival_s[uploading])
+    for table, begin, end, moved in (
+            (down, np.full(len(rows), float(now_s)), plan.download_arrival_s, rows),
+            (up, up_plan.trained_s, up_plan.upload_arrival_s, up_rows)):
         radio_start, radio_ids = table.radio_start, table.radio_ids
         if radio_start is None or radio_ids is None or not len(radio_ids):
             continue
-        counts = radio_start[rows + 1] - radio_start[rows]
-        at = np.repeat(radio_start[rows] - (np.cumsum(counts) - counts), counts) \
+        counts = radio_start[moved + 1] - radio_start[moved]
+        at = np.repeat(radio_start[moved] - (np.cumsum(counts) - counts), counts) \
             + np.arange(int(counts.sum()))
         ids.append(radio_ids[at])
         starts.append(np.repeat(begin, counts))

@@ -157,6 +157,7 @@ def human(value: float, unit: str) -> str:
     return f"{q.magnitude:.4g} {q.units:~P}"
 
 
+@lru_cache(maxsize=512)
 def unit_of_field(name: str) -> str | None:
     """The :data:`SI_UNITS` key a field name ends with (longest suffix), or None."""
     for suffix in sorted(SI_UNITS, key=len, reverse=True):

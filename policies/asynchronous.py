@@ -50,14 +50,15 @@ class FedAsyncParams(BaseModel):
 
 def _buffered(obs: Observation, fits: FitMemo, rng: np.random.Generator, concurrency: int,
               k: int, max_staleness: int | None) -> Decision:
-    """Top the jobs in flight up to ``concurrency`` with idle devices drawn at random; the
-    epoch aggregates ``k`` updates (fewer when fewer can arrive)."""
+    """Top the devices with an outstanding update (training, or waiting in the buffer) up to
+    ``concurrency`` with idle devices drawn at random; the epoch aggregates ``k`` updates
+    (fewer when fewer can arrive)."""
     idx = fits(obs)
     busy = obs.busy
     in_flight = 0 if busy is None else int(np.count_nonzero(busy))
     free = idx if busy is None or not in_flight else idx[~busy[idx]]
     start = at_most(rng, free, max(concurrency - in_flight, 0))
-    can_arrive = len(start) + in_flight + obs.buffered
+    can_arrive = len(start) + in_flight  # (busy devices: the buffered updates' included)
     if not can_arrive:
         return nobody_can_train(obs)
     k = min(k, can_arrive)

@@ -16,7 +16,12 @@ the flow network (SimPy events) and through a player:
   played as :class:`netsim.epochs.buffered_arrays.BufferedPlayer` plays it (starts and
   finishes in time order per binding constraint);
 - ``fluid``: the planners' fluid replay (:func:`netsim.network.fluid.replay`: progressive
-  filling at every start and finish, any routes; it never declines).
+  filling at every start and finish, any routes; it never declines);
+- ``stops``: :func:`netsim.fastepoch.play_phase_stopping`, transfers stopped mid-way (a
+  participant's session ends, its battery empties, its epoch closes: netsim.epochs.stopping),
+  with or without capacity changes, one size for every transfer, against the flow network's
+  ``cancel`` at the same instants: each transfer's last bit, or the bits it had left when
+  stopped (:func:`stop_disagreement`).
 
 The cases are drawn to break fluid players: starts equal or a few ulps apart up to 1e-9
 relative, caps just above and below a fair share, station rates whose medium coefficient is
@@ -44,7 +49,14 @@ import numpy as np
 import simpy
 
 from netsim.energy import EnergyMeter
-from netsim.fastepoch import CapacityPieces, RouteTable, _play_piece, hop_coefficients, play_phase
+from netsim.fastepoch import (
+    CapacityPieces,
+    RouteTable,
+    _play_piece,
+    hop_coefficients,
+    play_phase,
+    play_phase_stopping,
+)
 from netsim.network import FlowNetwork, Topology
 from netsim.network.online import SharedConstraint
 from netsim.network.sharing import can_bind
@@ -52,7 +64,7 @@ from netsim.network.tolerances import CAPACITY_TOLERANCE, time_slack_s
 from netsim.simclock import fire_after
 
 T = TypeVar("T")
-PLAYERS = ("piece", "pieces", "online", "fluid")
+PLAYERS = ("piece", "pieces", "online", "fluid", "stops")
 
 
 class Draws(Protocol):
@@ -119,6 +131,8 @@ class Case:
     bits: np.ndarray
     changes: list[tuple[float, np.ndarray]] = field(default_factory=list)
     """(instant (s), every link direction's capacity from then on (bit/s))."""
+    stops: np.ndarray | None = None
+    """When each transfer is stopped (s; inf: never; a ``stops`` case)."""
 
     def topology(self) -> Topology:
         return Topology(self.nodes, self.links, self.media, n_devices=self.n_devices)
@@ -132,6 +146,9 @@ class Outcome:
     declined: bool
     reference: np.ndarray | None = None
     played: np.ndarray | None = None
+    reference_cut: np.ndarray | None = None
+    played_cut: np.ndarray | None = None
+    """A ``stops`` case's bits each transfer had left when stopped (NaN: not stopped)."""
     worst: float = 0.0
     """The largest disagreement over its allowance (agreement: <= 1)."""
 
@@ -223,7 +240,7 @@ def draw_case(d: Draws, player: str) -> Case:
                       for _ in range(m)])
     start = np.maximum(start, 0.0)
     size = d.pick((153920.0, 8e6, 1e3, 1.6e7))
-    if player == "pieces":
+    if player in ("pieces", "stops"):
         bits = np.full(m, size if d.chance(0.95) else d.pick((0.0, 1.0, 1e-3)))
     else:
         bits = np.array([size if d.chance(0.6) else
@@ -266,6 +283,31 @@ def draw_changes(d: Draws, case: Case, reference: np.ndarray) -> None:
         case.changes.append((t, caps))
 
 
+def draw_stops(d: Draws, case: Case, reference: np.ndarray) -> None:
+    """Stop instants for a ``stops`` case: about half the transfers stopped, at their start,
+    at (or within ulps of) a last bit of the reference, at a capacity change, or anywhere
+    between their start and their last bit; never before their start."""
+    marks = [float(x) for x in reference if np.isfinite(x)] + [t for t, _ in case.changes]
+    m = len(case.start_s)
+    stops = np.full(m, np.inf)
+    for j in range(m):
+        if not d.chance(0.5):
+            continue
+        start = float(case.start_s[j])
+        end = float(reference[j]) if np.isfinite(reference[j]) else start + 1.0
+        kind = d.integer(0, 3)
+        if kind == 0:
+            t = _near(d, start)
+        elif kind == 1 and marks:
+            t = _near(d, d.pick(marks))
+        elif kind == 2:
+            t = _near(d, end)
+        else:
+            t = start + d.real(0.0, 1.0) * (end - start)
+        stops[j] = max(t, start)
+    case.stops = stops
+
+
 # -- the reference ---------------------------------------------------------------------------
 def reference_times(case: Case) -> np.ndarray:
     """Each transfer's last-bit time (s) through the flow network (links without latency:
@@ -285,6 +327,68 @@ def reference_times(case: Case) -> np.ndarray:
             lambda at, i=i: out.__setitem__(i, at)))
     env.run()
     return out
+
+
+def reference_stopped(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """A ``stops`` case through the flow network: (each transfer's last-bit time (s; inf:
+    stopped first), the bits each had left when :meth:`FlowNetwork.cancel` stopped it (NaN:
+    it was not))."""
+    topo = case.topology()
+    env = simpy.Environment()
+    n = len(case.nodes)
+    net = FlowNetwork(env, topo, EnergyMeter([0.0] * n, [0.0] * n))
+    m = len(case.senders)
+    out, cut = np.full(m, np.inf), np.full(m, np.nan)
+    flows: list[Any] = [None] * m
+    directions = list(range(len(topo.capacity_bps)))
+    routes = [topo.route(s, r) for s, r in zip(case.senders, case.receivers, strict=True)]
+    for t, caps in case.changes:
+        fire_after(env, t, lambda _e, caps=caps: net.set_capacities(directions, caps.tolist()))
+    for i in range(m):
+        fire_after(env, float(case.start_s[i]), lambda _e, i=i: flows.__setitem__(i, net.send_on(
+            routes[i], float(case.bits[i]) / 8.0, lambda at, i=i: out.__setitem__(i, at))))
+
+    def stop(i: int) -> None:
+        if np.isinf(out[i]):  # (its last bit has not left)
+            cut[i] = net.cancel(flows[i])
+
+    stops = case.stops if case.stops is not None else np.full(m, np.inf)
+    for i in np.flatnonzero(np.isfinite(stops)).tolist():
+        fire_after(env, float(stops[i]), lambda _e, i=i: stop(i))
+    env.run()
+    return out, cut
+
+
+def played_stopped(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
+    """A ``stops`` case through :func:`netsim.fastepoch.play_phase_stopping`: (last bits,
+    bits left when stopped), or None (declined)."""
+    topo = case.topology()
+    m = len(case.senders)
+    table = RouteTable.of([topo.route(s, r) for s, r in zip(case.senders, case.receivers,
+                                                            strict=True)])
+    rows = np.arange(m)
+    capacity = np.array(topo.constraint_capacity, dtype=float)
+    pieces = _pieces_of(case, capacity) if case.changes else None
+    played = play_phase_stopping(case.start_s, rows, table, float(case.bits[0]), capacity,
+                                 table.hops_of(rows), _onset(topo), pieces, case.stops)
+    return None if played is None else (played.last_bit_s, played.cut_bits)
+
+
+def _pieces_of(case: Case, capacity: np.ndarray) -> CapacityPieces:
+    """The case's capacity changes as :class:`CapacityPieces` (links' directions changed,
+    media budgets kept)."""
+    n_dir = len(case.topology().capacity_bps)
+    instants = [t for t, _ in case.changes]
+    vectors = [capacity] + [np.concatenate([caps, capacity[n_dir:]]) for _, caps in case.changes]
+
+    def capacity_at(t: float) -> np.ndarray:
+        return vectors[int(np.searchsorted(instants, t, side="right"))]
+
+    def next_change_s(t: float) -> float:
+        k = int(np.searchsorted(instants, t, side="right"))
+        return instants[k] if k < len(instants) else math.inf
+
+    return CapacityPieces(capacity_at, next_change_s)
 
 
 # -- the players -----------------------------------------------------------------------------
@@ -384,9 +488,18 @@ def check(d: Draws, player: str) -> Outcome:
     """Draw a case for ``player``, play it both ways and compare (module docstring)."""
     case = draw_case(d, player)
     reference = reference_times(case)
-    if player == "pieces":
+    if player == "pieces" or (player == "stops" and d.chance(0.5)):
         draw_changes(d, case, reference)
         reference = reference_times(case)
+    if player == "stops":
+        draw_stops(d, case, reference)
+        reference, reference_cut = reference_stopped(case)
+        both = played_stopped(case)
+        if both is None:
+            return Outcome(case, True)
+        played, played_cut = both
+        return Outcome(case, False, reference, played, reference_cut, played_cut,
+                       stop_disagreement(case, reference, reference_cut, played, played_cut))
     played = played_times(case)
     if played is None:
         return Outcome(case, True)
@@ -410,6 +523,43 @@ def disagreement(case: Case, reference: np.ndarray, played: np.ndarray) -> float
         if len(r) else 0.0
 
 
+def stop_disagreement(case: Case, reference: np.ndarray, reference_cut: np.ndarray,
+                      played: np.ndarray, played_cut: np.ndarray) -> float:
+    """:func:`disagreement` of a ``stops`` case: transfers that finished both ways by their
+    last bits; those stopped both ways by the bits left (within what the transfer's cap moves
+    in the time allowance at its stop, plus 1e-9 of its size, eight times over); one that
+    finished one way and was stopped the other only where it finished within the allowance
+    of its stop with no more than that many bits left (a tie of a stop with a last bit)."""
+    assert case.stops is not None
+    topo = case.topology()
+    table = RouteTable.of([topo.route(s, r) for s, r in zip(case.senders, case.receivers,
+                                                            strict=True)])
+    caps = table.cap_bps
+    t0 = float(case.start_s.min())
+    worst = 0.0
+    for j in range(len(played)):
+        r_cut, p_cut = not np.isnan(reference_cut[j]), not np.isnan(played_cut[j])
+        if not r_cut and not p_cut:
+            sub = Case(case.player, case.nodes, case.n_devices, case.links, case.media,
+                       case.senders[j:j + 1], case.receivers[j:j + 1], case.start_s, case.bits)
+            worst = max(worst, disagreement(sub, reference[j:j + 1], played[j:j + 1]))
+            continue
+        at = float(case.stops[j])
+        time_allow = 8.0 * (CAPACITY_TOLERANCE * (at - t0) + time_slack_s(at))
+        rate = float(caps[j]) if np.isfinite(caps[j]) else 0.0
+        bits_allow = 8.0 * CAPACITY_TOLERANCE * float(case.bits[j]) + rate * time_allow
+        if r_cut and p_cut:
+            off = abs(float(played_cut[j]) - float(reference_cut[j]))
+        else:  # (a tie: finished at its stop one way, stopped with ~0 bits the other)
+            done = float(played[j]) if r_cut else float(reference[j])
+            left = float(reference_cut[j]) if r_cut else float(played_cut[j])
+            if abs(done - at) > time_allow:
+                return math.inf
+            off = left
+        worst = max(worst, off / max(bits_allow, 5e-324) if off > 0.0 else 0.0)
+    return worst
+
+
 def describe(outcome: Outcome) -> str:
     """A disagreement as text (floats exact), to paste into a regression test."""
     c = outcome.case
@@ -422,6 +572,9 @@ def describe(outcome: Outcome) -> str:
         "start_s=" + repr([float(x).hex() for x in c.start_s]),
         "bits=" + repr([float(x).hex() for x in c.bits]),
         "changes=" + repr([(t.hex(), [float(x).hex() for x in caps]) for t, caps in c.changes]),
+        "stops=" + repr(None if c.stops is None else [float(x).hex() for x in c.stops]),
+        f"reference_cut={None if outcome.reference_cut is None else outcome.reference_cut.tolist()}",
+        f"played_cut={None if outcome.played_cut is None else outcome.played_cut.tolist()}",
         f"reference={None if outcome.reference is None else outcome.reference.tolist()}",
         f"played={None if outcome.played is None else outcome.played.tolist()}",
     ])

@@ -116,7 +116,7 @@ def plans(monkeypatch):
     its phases, whether the capacities change between its start and its last arrival);
     None where it needed the events."""
     seen = []
-    original = guarded._plain_if_unchanged
+    original = guarded._arrays_plan
 
     def spy(world, *args, **kwargs):
         plan = original(world, *args, **kwargs)
@@ -124,12 +124,11 @@ def plans(monkeypatch):
             seen.append(None)
         else:
             start = world.env.now
-            changed = guarded._pieces(world).next_change_s(start) \
-                < float(plan.upload_arrival_s.max())
+            changed = guarded._pieces(world).next_change_s(start) < float(plan.close_s)
             seen.append((plan.capacity_changes, bool(changed)))
         return plan
 
-    monkeypatch.setattr(guarded, "_plain_if_unchanged", spy)
+    monkeypatch.setattr(guarded, "_arrays_plan", spy)
     return seen
 
 

@@ -146,7 +146,7 @@ def worlds(monkeypatch):
     changing world that could play in arrays, how many capacity changes fell inside its
     phases (None: it needed the events)."""
     built, changes = [], []
-    original_init, original_plain = engine.World.__init__, guarded._plain_if_unchanged
+    original_init, original_plain = engine.World.__init__, guarded._arrays_plan
 
     def keep(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
@@ -158,7 +158,7 @@ def worlds(monkeypatch):
         return plan
 
     monkeypatch.setattr(engine.World, "__init__", keep)
-    monkeypatch.setattr(guarded, "_plain_if_unchanged", spy)
+    monkeypatch.setattr(guarded, "_arrays_plan", spy)
     return built, changes
 
 

@@ -176,6 +176,38 @@ def test_radio_play_books_what_start_and_end_book_in_time_order(seed):
     assert (vec_meter.snapshot(0.0).radio_j >= 0).all()
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_radio_play_after_an_arrival_booked_ahead_books_what_start_and_end_book(seed):
+    """A transfer whose arrival was booked ahead (its last bit left, its arrival later: a
+    late update of an epoch closed by its deadline), then transfers played in arrays that
+    start, and some end, before that arrival (an epoch whose transfers are stopped at its
+    close, netsim.epochs.stopping): each runs from the booked end and ends no earlier than
+    it, as start() and end() keep them (a period inside it booked a negative base energy)."""
+    rng = np.random.default_rng(100 + seed)
+    radios = [Radio(node=k, link=k, power_w=float(rng.uniform(0.1, 1)),
+                    tail_s=float(rng.uniform(0, 3)), tail_power_w=float(rng.uniform(0, 1)))
+              for k in range(3)]
+    vec_meter, seq_meter = (EnergyMeter([0.0] * 3, [0.0] * 3) for _ in range(2))
+    vec, seq = RadioMeter(radios, vec_meter), RadioMeter(radios, seq_meter)
+    for meter in (vec, seq):  # (booked ahead: arrivals at 5 s, 6 s and 7 s)
+        meter.start([0, 1, 2], 0.0)
+        for k in range(3):
+            meter.end([k], 5.0 + k)
+    m = int(rng.integers(1, 10))
+    radio = rng.integers(len(radios), size=m)
+    start = 1.0 + np.round(rng.uniform(0, 7, m), 1)
+    arrival = start + np.round(rng.uniform(0, 2, m), 1)
+    vec.play(radio, start, arrival)
+    events = sorted([(t, 1, k) for k, t in enumerate(start)]
+                    + [(t, 0, k) for k, t in enumerate(arrival)])
+    for t, is_start, k in events:
+        (seq.start if is_start else seq.end)([int(radio[k])], float(t))
+    np.testing.assert_allclose(vec_meter.snapshot(0.0).radio_j,
+                               seq_meter.snapshot(0.0).radio_j, rtol=1e-12, atol=1e-12)
+    assert [vec._state[k].last_end for k in range(3)] == \
+        [seq._state[k].last_end for k in range(3)]
+
+
 # -- scenarios: YAML end to end, both paths, the planners' estimate -------------------------
 
 def cell_scenario(kind="wifi", rates=(8e7, 8e7, 2.4e7, 5.4e7), backhaul="1 Gbit/s", **medium_extra):

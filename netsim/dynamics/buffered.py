@@ -5,20 +5,24 @@ The aggregator holds a model version (0 at the start, +1 at each aggregation of 
 update). A job started at version v downloads that version, trains, uploads (a
 :class:`netsim.dynamics.epoch.GuardedParticipant`, so it drops out when its device goes
 offline or its battery empties, exactly as in a synchronous epoch of the changing world). Its
-update reaches the buffer when its last bit arrives; its staleness is the number of
-aggregations between the job's start and that arrival, an aggregation under way counting
-(the update is applied to its result): the versions between the model the update was trained
-from and the model it is applied to. An update staler than the epoch's
-``max_staleness`` is discarded on arrival (its energy is wasted). An epoch closes when the
-buffer holds ``K`` updates (the aggregation that follows takes the first ``K`` to arrive),
-when nothing is in flight any more (the aggregation takes what the buffer holds, possibly
-nothing), or at the training deadline. Updates that arrive while the aggregator averages wait
-in the buffer for the next aggregation.
+update reaches the buffer when its last bit arrives and waits there for an aggregation. A
+device holds at most one outstanding update (FedAsync's and FedBuff's client, and FedDES's):
+it stays busy from its job's start until its update is aggregated or discarded, so it is not
+started again while its update waits. An update's staleness is the number of aggregations
+between its job's start and the aggregation that takes it: the versions between the model it
+was trained from and the model it is applied to. An update staler than the epoch's
+``max_staleness`` is discarded (its energy is wasted) as soon as it is: on arrival, or at the
+end of an aggregation it waited through. An epoch closes when the buffer holds ``K`` updates
+(the aggregation that follows takes the first ``K`` to arrive), when nothing is in flight any
+more (the aggregation takes what the buffer holds, possibly nothing), or at the training
+deadline. Updates that arrive while the aggregator averages wait in the buffer for the next
+aggregation.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +35,7 @@ from netsim.simclock import fire_after
 @dataclass(frozen=True)
 class Update:
     """One update an aggregation takes: its device, the samples it trained on, its staleness
-    (aggregations between its job's start and its arrival)."""
+    (aggregations between its job's start and the aggregation that takes it)."""
 
     device: str
     samples: int
@@ -42,7 +46,9 @@ class Update:
 class Job:
     """One device's training job: started at ``started_s`` (s) from model ``version``; the
     device's energy then (``node_before_j``, J) and its training speed (FLOP/s).
-    ``ended_s``: when its update arrived or it stopped (s; None while in flight)."""
+    ``ended_s``: when its update arrived or it stopped (s; None while in flight);
+    ``staleness``: aggregations since its start (so far while its update waits; final once
+    an aggregation takes it or it is discarded)."""
 
     key: int
     device: str
@@ -62,14 +68,16 @@ class UpdateBuffer:
 
     The participants report to it as to a synchronous epoch's barrier (``arrived`` when the
     last bit of an update leaves, ``dropped`` when a job stops); ``busy`` is the world's
-    per-device array of devices with a job in flight, kept up to date here.
+    per-device array of devices with an outstanding update (a job in flight, or its update
+    waiting in the buffer), kept up to date here.
     """
 
     def __init__(self, env: simpy.Environment, busy: np.ndarray) -> None:
         self.env, self.busy = env, busy
         self.version = 0
         self.jobs: dict[int, Job] = {}
-        self.landed: list[Job] = []
+        self.landed: deque[Job] = deque()  # the updates waiting, in arrival order
+        self.taken: list[Job] = []  # the jobs whose updates the last aggregation took
         self.event: simpy.Event | None = None
         self._k = 1
         self._max_staleness: int | None = None
@@ -120,18 +128,36 @@ class UpdateBuffer:
         return len(self.landed) >= self._k or not self.jobs
 
     def take(self) -> list[Update]:
-        """Close the epoch: the updates its aggregation takes (the first K to arrive)."""
-        taken, self.landed = self.landed[: self._k], self.landed[self._k:]
+        """Close the epoch: the updates its aggregation takes (the first K to arrive), each
+        stale by the versions aggregated since its job's start; their devices are free."""
+        landed = self.landed
+        taken = self.taken = [landed.popleft() for _ in range(min(self._k, len(landed)))]
         self.event = None
         self._token += 1
         self._aggregating = bool(taken)
+        version, busy = self.version, self.busy
+        for j in taken:
+            j.staleness = version - j.version
+            busy[j.row] = False
         return [Update(j.device, j.samples, j.staleness) for j in taken]
 
     def aggregated(self) -> None:
-        """The aggregation of the taken updates has ended: the model's version moves on."""
+        """The aggregation of the taken updates has ended: the model's version moves on, and
+        an update still waiting that is now staler than the epoch allows is discarded."""
         if self._aggregating:
             self.version += 1
             self._aggregating = False
+            bound = self._max_staleness
+            if bound is not None and self.landed:
+                kept: deque[Job] = deque()
+                for j in self.landed:
+                    j.staleness = self.version - j.version
+                    if j.staleness > bound:
+                        self.busy[j.row] = False
+                        self.discarded.append(j)
+                    else:
+                        kept.append(j)
+                self.landed = kept
 
     def drain(self) -> tuple[list[Job], list[Job], list[Job]]:
         """(arrived, discarded, dropped) jobs since the last call."""
@@ -162,14 +188,16 @@ class UpdateBuffer:
         self._check()
 
     def land(self, key: int, now_s: float) -> None:
-        """The update of job ``key`` arrives at ``now_s`` (s): kept in the buffer, or discarded
-        when staler than the epoch allows."""
+        """The update of job ``key`` arrives at ``now_s`` (s): it waits in the buffer (its
+        device stays busy until an aggregation takes it), or is discarded when already staler
+        than the epoch allows (its staleness so far counts an aggregation under way: the
+        update can be applied to its result at the earliest)."""
         job = self.jobs.pop(key)
         job.ended_s = now_s
         job.staleness = self.version + self._aggregating - job.version
-        self.busy[job.row] = False
         self.finished.append(job)
         if self._max_staleness is not None and job.staleness > self._max_staleness:
+            self.busy[job.row] = False
             self.discarded.append(job)
         else:
             self.landed.append(job)

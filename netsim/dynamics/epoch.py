@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import simpy
 
 from netsim.dynamics.buffered import UpdateBuffer
@@ -119,6 +120,17 @@ def stop_instant(since_s: float, left_j: float, power_w: float, offline_at_s: fl
     death = since_s + left_j / power_w if power_w > 0.0 and left_j < _INF else _INF
     at = min(offline_at_s, death)
     return at, at == death and death < offline_at_s
+
+
+def stop_instants(since_s: float | np.ndarray, left_j: np.ndarray, power_w: np.ndarray,
+                  offline_at_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`stop_instant` for many participants at once (arrays; the same rule, element by
+    element): when each stops (s; inf: not in this phase) and whether its battery empties
+    then (netsim.epochs.stopping)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        death = np.where((power_w > 0.0) & (left_j < _INF), since_s + left_j / power_w, _INF)
+    at = np.minimum(offline_at_s, death)
+    return at, (at == death) & (death < offline_at_s)
 
 
 class GuardedParticipant:

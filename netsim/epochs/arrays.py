@@ -6,6 +6,8 @@ measured as the event path books and measures them (tests/test_fastepoch.py). En
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from netsim.epochs.shared import EpochWorld
@@ -63,23 +65,33 @@ def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: flo
     network = world.network
     for table, booked, start in ((down, table_rows, None),
                                  (up, table_rows[order], plan.trained_s[order])):
-        has_hops = table.hop_start[booked + 1] > table.hop_start[booked]
-        moving = booked[has_hops]
-        ids = table.route_id[moving]
-        if pieces is None or start is None:
-            network.book(ids.tolist(), [model_bytes] * len(moving))
-            continue
-        start = start[has_hops]  # (ascending)
-        k = 0
-        while k < len(moving):  # the uploads starting in the piece of upload k's start
-            at = float(start[k])
-            j = max(int(np.searchsorted(start, pieces.next_change_s(at), side="left")), k + 1)
-            network.book(ids[k:j].tolist(), [model_bytes] * (j - k), pieces.capacity_at(at))
-            k = j
+        book_moving(network, table, booked, np.full(len(booked), model_bytes),
+                    None if pieces is None else start, pieces)
     world.meter.add_busy_many(rows.tolist(),
                              (plan.trained_s - plan.download_arrival_s).tolist())
     if model_bytes > 0.0:
         book_radios(world.network.radio, float(world.env.now), table_rows, down, up, plan)
+
+
+def book_moving(network: Any, table: RouteTable, booked: np.ndarray, size_bytes: np.ndarray,
+                start_s: np.ndarray | None, pieces: CapacityPieces | None) -> None:
+    """Book transfers of ``size_bytes`` (B; negative: un-book bits not sent) on the routes
+    ``booked`` of ``table`` that cross something, in order; ``start_s`` (s, ascending, with
+    ``pieces``): each transfer's air time at the station rates of the piece of its start,
+    else at the rates in force now."""
+    has_hops = table.hop_start[booked + 1] > table.hop_start[booked]
+    ids = table.route_id[booked[has_hops]]
+    sizes = size_bytes[has_hops]
+    if pieces is None or start_s is None:
+        network.book(ids.tolist(), sizes.tolist())
+        return
+    start = start_s[has_hops]
+    k = 0
+    while k < len(ids):  # the transfers starting in the piece of transfer k's start
+        at = float(start[k])
+        j = max(int(np.searchsorted(start, pieces.next_change_s(at), side="left")), k + 1)
+        network.book(ids[k:j].tolist(), sizes[k:j].tolist(), pieces.capacity_at(at))
+        k = j
 
 
 def measure(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import replace
 
 import numpy as np
 
 from netsim.dynamics.buffered import Job
 from netsim.dynamics.epoch import GuardedParticipant
+from netsim.energy import EnergyTotals
 from netsim.epochs.buffered_arrays import BufferedPlayer
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
@@ -37,7 +37,10 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     ahead_before = ahead if wait is not None else unsent()
     if player is not None:  # (the capacities begin_epoch set now: the flows present re-shared)
         player.sync(start)
-    live = list(buf.jobs.values()) + _start_jobs(world, decision, start, player)
+    if decision.participants:
+        _start_jobs(world, decision, start, player)
+    # every job of the epoch (those in flight, then those it started), for the selected time
+    live = list(buf.jobs.values()) if world.dynamic else []
     n = len(decision.participants)
     k, deadline_at = int(decision.buffer_updates or 1), float(world.scenario.training.deadline_s)
     if player is None:
@@ -65,9 +68,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
             dyn.timeline.kill(job.row, float(job.ended_s if job.ended_s is not None else end))
     if arrived:
         p = [j.participant for j in arrived]
-        world.measure(np.array([j.row for j in arrived], dtype=np.intp),
-                      np.array([j.flop_per_s for j in arrived]),
-                      np.array([q.down_bps for q in p]), np.array([q.up_bps for q in p]))
+        world.measure([j.row for j in arrived], [j.flop_per_s for j in arrived],
+                      [q.down_bps for q in p], [q.up_bps for q in p])
     if world.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the
         # epoch's, or when its device went offline); every job of the epoch is in ``live``
         world.meter.add_selected(
@@ -79,18 +81,19 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     energy = world.meter.totals(end) - before
     # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
     # transfer's bits at its start)
-    energy = replace(energy, communication_j=energy.communication_j
-                     - (unsent() - ahead_before))
-    ended = np.array([j.row for j in arrived + dropped], dtype=np.intp)
-    if len(ended):  # their batteries are checked at the next epoch's start
-        world.check_batteries_next(ended)
+    energy = EnergyTotals(energy.time_s, energy.compute_j,
+                          energy.communication_j - (unsent() - ahead_before), energy.idle_j,
+                          energy.sleep_j, energy.radio_j)
+    if dyn.batteries.any and (arrived or dropped):  # (checked at the next epoch's start)
+        world.check_batteries_next(np.array([j.row for j in arrived + dropped], dtype=np.intp))
     wasted = discarded + dropped
-    wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
-    spent = world.meter.node_j_of(wasted_rows, end) - np.array(
-        [j.node_before_j for j in wasted], dtype=float)
     wasted_j: dict[int, float] = {}
-    for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
-        wasted_j[r] = wasted_j.get(r, 0.0) + joules
+    if wasted:
+        wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
+        spent = world.meter.node_j_of(wasted_rows, end) - np.array(
+            [j.node_before_j for j in wasted], dtype=float)
+        for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
+            wasted_j[r] = wasted_j.get(r, 0.0) + joules
     counted: dict[str, int] = {}
     for u in updates:
         counted[u.device] = counted.get(u.device, 0) + u.samples
@@ -115,21 +118,22 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     nbytes, fps = world.model.model_bytes(v), world.model.flop_per_sample(v)
     flops = t.flop_per_s * dyn.compute_factors() if dyn.varies_compute else t.flop_per_s
     n, index = len(decision.participants), t.index
-    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    row_list = [index[d] for d in decision.participants]
+    rows = np.array(row_list, dtype=np.intp)
     samples = list(decision.participants.values())
-    compute_s = np.asarray(samples, dtype=float) * fps / flops[rows]
-    node_before = world.meter.node_j_of(rows, start).tolist()
     job_flops = flops[rows].tolist()
-    offline_at = dyn.timeline.next_change_s[rows]
-    left = np.full(n, math.inf)
+    compute = [float(s) * fps / f for s, f in zip(samples, job_flops, strict=True)]
+    node_j = world.meter.node_j_of(rows, start)
+    node_before = node_j.tolist()
+    off = dyn.timeline.next_change_s[rows].tolist()
+    full = [math.inf] * n
     if dyn.batteries.any:
-        left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
-    compute, off, full = compute_s.tolist(), offline_at.tolist(), left.tolist()
+        full = np.nan_to_num(world.battery_left_of(rows, start, node_j), nan=math.inf).tolist()
     idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
     own = world.own_up_j_per_bit[rows].tolist()
     jobs = []
     with world.network.batch() if player is None else nullcontext():
-        for k, (dev, r) in enumerate(zip(decision.participants, rows.tolist(), strict=True)):
+        for k, (dev, r) in enumerate(zip(decision.participants, row_list, strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])
             buf.add(job)

@@ -201,6 +201,7 @@ class BufferedPlayer:
         self._state = now
         self.capacity = now.capacity
         """Every constraint's capacity in force (bit/s; media after the links)."""
+        self._caps_seen: np.ndarray | None = None  # the world's capacities last adopted
         self._ways: dict[int, tuple[Way, Way]] = {}  # under the capacities in force
         self._route_j: dict[int, float] = {}  # by route id
         self.has_radios = bool(self.radio)
@@ -306,6 +307,9 @@ class BufferedPlayer:
         the player's, its state moves to theirs and every flow present is re-shared at ``t``
         (:meth:`_reshare`)."""
         caps = self.world.caps_now
+        if caps is self._caps_seen:  # (the world replaces its array when capacities change)
+            return
+        self._caps_seen = caps
         if caps is self.capacity or np.array_equal(caps, self.capacity):
             return
         state = self._states.get(np.asarray(caps, dtype=float).tobytes())

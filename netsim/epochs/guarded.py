@@ -1,9 +1,11 @@
 """An epoch of the changing world (netsim.dynamics, docs/dynamics.md): played forward in
-arrays when nothing changes before its last update arrives (no session ends, no battery
-empties, no update cut by ``keep_updates`` or ``epoch_deadline_s``; capacity changes, known in
-advance, are played across piece by piece), else as guarded SimPy events
-(netsim.dynamics.epoch) in which participants drop out and links are re-shared. Entry point
-:func:`run`."""
+arrays, its participants' stops included (a session that ends, a battery that empties, the
+epoch's deadline or its ``keep_updates``-th update closing it: each one more piece boundary
+of the phase it falls in, netsim.epochs.stopping; capacity changes, known in advance, are
+played across piece by piece), else as guarded SimPy events (netsim.dynamics.epoch) in which
+participants drop out and links are re-shared: clusters, transfers still moving, per-device
+workloads, or a piece the arrays cannot play (two binding constraints that do not nest, a
+contended medium past its onset). Entry point :func:`run`."""
 
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ import numpy as np
 
 from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
 from netsim.epochs import clusters
-from netsim.epochs.arrays import book, measure
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
-from netsim.fastepoch import CapacityPieces, PlainEpoch, play_plain_epoch
+from netsim.epochs.stopping import StoppingEpoch, book_stopping, measure_stopping, play_stopping
+from netsim.fastepoch import CapacityPieces
 from netsim.policy import Decision
 from netsim.workload import Workload
 
@@ -53,25 +55,19 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     if dyn.batteries.any:
         left = np.nan_to_num(world.battery_left_of(rows, start), nan=math.inf)
     deadline_at = start + decision.epoch_deadline_s if decision.epoch_deadline_s else math.inf
-    keep = decision.keep_updates
+    why = _why_events(world, decision, n, work)
     plan = None
-    if world.fast_epochs and n and not decision.clusters and world.network.active_flows == 0 \
-            and (keep is None or keep >= n) and work.symmetric:
-        plan = _plain_if_unchanged(world, rows, compute_s, nbytes, offline_at, left,
-                                        deadline_at)
+    if why is None:
+        plan = _arrays_plan(world, rows, compute_s, nbytes, offline_at, left, deadline_at,
+                            decision.keep_updates)
+        if plan is None:
+            why = "a piece the arrays cannot play"
     world.epochs_by_path["arrays" if plan is not None else "events"] += 1
+    if why is not None:
+        world.events_why[why] = world.events_why.get(why, 0) + 1
     if plan is not None:
-        book(world, plan, rows, nbytes, None if dyn.capacity.static else _pieces(world))
-        counted, dropped, late = None, list[str](), list[str]()
-        measure(world, plan, rows, flops[rows], nbytes, start)
-        stopped = np.full(n, math.nan)
-        end_run = float(plan.upload_arrival_s.max())
-        if plan.capacity_changes:  # (the links' capacities as the events leave them)
-            world.arm_capacity_ticks()
-        if end_run > env.now:
-            env.run(until=end_run)
-        if plan.capacity_changes:
-            world.end_capacity_ticks()
+        counted, dropped, late, stopped = _play_arrays(world, decision, plan, rows, nbytes,
+                                                       flops, start)
     else:
         counted, dropped, late, stopped = _run_guarded(world,
             decision, rows, compute_s, work, offline_at, left, deadline_at, flops)
@@ -97,34 +93,62 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                         dict(zip(wasted_rows.tolist(), wasted.tolist(), strict=True)))
 
 
-def _plain_if_unchanged(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
-                        offline_at: np.ndarray, left_j: np.ndarray,
-                        deadline_at: float) -> PlainEpoch | None:
-    """The epoch's array timeline if nothing changes while it matters: no session ends
-    and no battery empties before a participant's update arrives and no deadline cuts an
-    update. Capacity changes are known in advance (piecewise constant): the transfers are
-    played piece by piece across them (:func:`netsim.fastepoch.play_phase`), each piece
-    meeting the array path's conditions, else None (events)."""
+def _why_events(world: EpochWorld, decision: Decision, n: int, work: Workload) -> str | None:
+    """Why the epoch cannot play in arrays whatever its timeline (None: it may)."""
+    if not world.fast_epochs:
+        return "fast_epochs=False"
+    if not n or decision.clusters:
+        return "model-parallel clusters"
+    if world.network.active_flows:
+        return "transfers still moving"
+    if not work.symmetric:
+        return "a per-device workload"
+    return None
+
+
+def _arrays_plan(world: EpochWorld, rows: np.ndarray, compute_s: np.ndarray, nbytes: float,
+                 offline_at: np.ndarray, left_j: np.ndarray, deadline_at: float,
+                 keep: int | None = None) -> StoppingEpoch | None:
+    """The epoch's timeline in arrays with its participants' stops (sessions that end,
+    batteries that empty, the deadline, the close at the ``keep``-th update:
+    netsim.epochs.stopping). Capacity changes are known
+    in advance (piecewise constant): the transfers are played piece by piece across them
+    (:func:`netsim.fastepoch.play_phase_stopping`), each piece meeting the array path's
+    conditions, else None (events)."""
     down, up = world.current_tables()
-    now = world.env.now
-    capacity = world.dynamics.capacity
-    plan = play_plain_epoch(now, rows, compute_s, 8.0 * nbytes, down, up, world.caps_now,
-                            None if capacity.static else _pieces(world),
-                            world.devices.onset_flows)
-    if plan is None:
-        return None
-    arrival = plan.upload_arrival_s
-    last = float(arrival.max())
-    if last > deadline_at or np.any(offline_at <= arrival):
-        return None
-    if np.isfinite(left_j).any():
-        t = world.devices
-        spent = (t.power_busy_w[rows] * compute_s
-                 + t.power_idle_w[rows] * (arrival - now - compute_s)
-                 + 8.0 * nbytes * world.own_up_j_per_bit[rows])
-        if np.any(spent >= left_j):
-            return None
-    return plan
+    capacity, t = world.dynamics.capacity, world.devices
+    return play_stopping(world.env.now, rows, compute_s, 8.0 * nbytes, down, up, world.caps_now,
+                         None if capacity.static else _pieces(world), t.onset_flows,
+                         offline_at, left_j, t.power_idle_w[rows], t.power_busy_w[rows],
+                         world.own_up_j_per_bit[rows], deadline_at, keep)
+
+
+def _play_arrays(world: EpochWorld, decision: Decision, plan: StoppingEpoch, rows: np.ndarray,
+                 nbytes: float, flops: np.ndarray, start: float
+                 ) -> tuple[dict[str, int] | None, list[str], list[str], np.ndarray]:
+    """Book, measure and run the clock to the close of an epoch played in arrays; returns
+    what :func:`_run_guarded` returns (counted updates, None: every participant's; dropped;
+    late; when each dropped participant stopped)."""
+    env, dyn = world.env, world.dynamics
+    book_stopping(world, plan, rows, nbytes, None if dyn.capacity.static else _pieces(world))
+    measure_stopping(world, plan, rows, flops[rows], nbytes, start)
+    if plan.capacity_changes:  # (the links' capacities as the events leave them)
+        world.arm_capacity_ticks()
+    if plan.close_s > env.now:
+        env.run(until=plan.close_s)
+    if plan.capacity_changes:
+        world.end_capacity_ticks()
+    for r, at in zip(rows[plan.battery_out].tolist(), plan.stopped_s[plan.battery_out].tolist(),
+                     strict=True):
+        dyn.timeline.kill(r, at)
+    ids = list(decision.participants)
+    dropped = [ids[k] for k in np.flatnonzero(plan.dropped).tolist()]
+    late = [ids[k] for k in np.flatnonzero(plan.late).tolist()]
+    counted = None
+    if dropped or late:
+        kept = plan.reported & ~plan.late
+        counted = {ids[k]: decision.participants[ids[k]] for k in np.flatnonzero(kept).tolist()}
+    return counted, dropped, late, np.where(plan.dropped, plan.stopped_s, math.nan)
 
 
 def _pieces(world: EpochWorld) -> CapacityPieces:

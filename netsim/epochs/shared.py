@@ -36,6 +36,7 @@ class EpochWorld(Protocol):
     dynamic: bool
     fast_epochs: bool
     epochs_by_path: dict[str, int]
+    events_why: dict[str, int]
     routes_down: Any
     """Each device's route from the aggregator, by device row (routes built when asked)."""
     routes_up: Any
@@ -71,14 +72,15 @@ class EpochWorld(Protocol):
                   play_until: Callable[[float], None] | None = None,
                   devices: Iterable[str] | None = None) -> None: ...
 
-    def measure(self, rows: np.ndarray, flop_per_s: np.ndarray, down_bps: np.ndarray,
-                up_bps: np.ndarray) -> None: ...
+    def measure(self, rows: np.ndarray | list[int], flop_per_s: np.ndarray | list[float],
+                down_bps: np.ndarray | list[float], up_bps: np.ndarray | list[float]) -> None: ...
 
     def take_wait(self) -> tuple[EnergySnapshot | None, float]: ...
 
     def check_batteries_next(self, rows: np.ndarray) -> None: ...
 
-    def battery_left_of(self, rows: np.ndarray, now_s: float) -> np.ndarray: ...
+    def battery_left_of(self, rows: np.ndarray, now_s: float,
+                        node_j: np.ndarray | None = None) -> np.ndarray: ...
 
     def arm_capacity_ticks(self) -> None: ...
 

@@ -110,8 +110,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                         float(world.scenario.training.deadline_s))
     if not closed.triggered:
         env.run(until=closed)
-    taken = cloud.landed[:k_cloud]
     updates = cloud.take()
+    taken = cloud.taken
     world.aggregate(work, len(updates))
     cloud.aggregated()
     end = env.now

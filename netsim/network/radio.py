@@ -170,6 +170,8 @@ class RadioMeter:
         before[1:] = until[:-1]
         before[first] = [states[k].last_end if k in states else _NEVER
                          for k in r[first].tolist()]
+        if np.any(since < before):  # (an arrival booked ahead: the period ends there at least)
+            until, before = _ends_merged(since, until, before, first)
         had = before > _NEVER
         ahead = had & (since < before)  # (an arrival booked ahead of this start: one period)
         since = np.where(ahead, before, since)
@@ -184,3 +186,20 @@ class RadioMeter:
         last[:-1] = r[1:] != r[:-1]
         for k, t in zip(r[last].tolist(), until[last].tolist(), strict=True):
             (states.get(k) or self._new_state(k)).last_end = t
+
+
+def _ends_merged(since: np.ndarray, until: np.ndarray, before: np.ndarray, first: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Busy periods (per radio, in time order; ``first``: a radio's first) that start before
+    the previous period's end, booked ahead (an arrival after a later start): as
+    :meth:`RadioMeter.start` and :meth:`RadioMeter.end` keep them, such a period runs from
+    that end and ends no earlier than it, and the next period's previous end is its own.
+    Returns the periods' ends and previous ends (s)."""
+    until, before = until.copy(), before.copy()
+    for i in range(len(until)):
+        if not first[i]:
+            before[i] = until[i - 1]
+        begin = before[i] if since[i] < before[i] else since[i]
+        if until[i] < begin:
+            until[i] = begin
+    return until, before

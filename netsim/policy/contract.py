@@ -57,11 +57,12 @@ class Observation:
         latency excluded; shared links included); NaN before. Measured in every epoch of a
         changing world and every static epoch played forward in arrays (a static epoch run as
         events, with clusters or on a mesh with two saturated links, leaves them as they were).
-    busy: which devices are still training from an earlier asynchronous decision (read-only
-        bool array over devices; all False in synchronous runs): a device trains one job at
-        a time, so a decision may not start a busy device (docs/async.md).
+    busy: which devices hold an outstanding update from an earlier asynchronous decision
+        (read-only bool array over devices; all False in synchronous runs): still training,
+        or their update waiting in the aggregator's buffer. A device holds one outstanding
+        update at a time, so a decision may not start a busy device (docs/async.md).
     buffered: updates that have arrived and wait in the aggregator's buffer for the next
-        aggregation (asynchronous runs; 0 otherwise).
+        aggregation (asynchronous runs; 0 otherwise); their devices are ``busy``.
     The world's future (traces, sessions, bandwidth to come) is never shown.
     """
 
@@ -85,8 +86,8 @@ class Observation:
     """The edge aggregators and which device reaches which (netsim.tiers.Tiers, read-only;
     None without edges, docs/hierarchical.md)."""
     edges_busy: np.ndarray | None = None
-    """Which edges still work from an earlier asynchronous hierarchical decision (read-only
-    bool array over edges; None without edges)."""
+    """Which edges still work from an earlier asynchronous hierarchical decision, or whose
+    model waits in the cloud's buffer (read-only bool array over edges; None without edges)."""
 
     @property
     def loss(self) -> float:

@@ -60,6 +60,8 @@ def _workload_problems(decision: Decision) -> list[str]:
 
 
 def _in_flight(obs: Observation) -> int:
+    """Devices with an outstanding update: training, or their update waiting in the buffer
+    (``Observation.busy``)."""
     return 0 if obs.busy is None else int(np.count_nonzero(obs.busy))
 
 
@@ -76,16 +78,16 @@ def _async_problems(decision: Decision, obs: Observation, in_flight: int) -> lis
                        "updates are never stale)")
         if in_flight:
             out.append(f"buffer_updates: None (synchronous) while {in_flight} devices still "
-                       "train from earlier asynchronous decisions (keep buffer_updates until "
-                       "they have finished)")
+                       "train or wait to be aggregated from earlier asynchronous decisions "
+                       "(keep buffer_updates until they have finished)")
         return out
     if decision.edge_rounds is not None:  # (asynchronous tiers: netsim.policy.validate_tiers)
         return out
-    can_arrive = len(decision.participants) + in_flight + obs.buffered
+    can_arrive = len(decision.participants) + in_flight  # (busy: buffered ones included)
     if type(k) is not int or not 1 <= k <= max(can_arrive, 1):
         out.append(f"buffer_updates: {k!r} outside 1..{can_arrive} (the concurrency: "
-                   f"{len(decision.participants)} started + {in_flight} still training + "
-                   f"{obs.buffered} buffered)")
+                   f"{len(decision.participants)} started + {in_flight - obs.buffered} still "
+                   f"training + {obs.buffered} buffered)")
     if decision.clusters:
         out.append("clusters: model-parallel clusters are synchronous only (not with "
                    "buffer_updates)")
@@ -94,7 +96,8 @@ def _async_problems(decision: Decision, obs: Observation, in_flight: int) -> lis
                    "epoch's waiting rules)")
     if in_flight and obs.variant is not None and decision.variant != obs.variant:
         out.append(f"variant: {decision.variant} while {in_flight} devices still train "
-                   f"variant {obs.variant} (a variant changes once nobody is in flight)")
+                   f"or wait with variant {obs.variant} (a variant changes once nobody is in "
+                   "flight)")
     return out
 
 
@@ -111,6 +114,10 @@ def _waiting_problems(decision: Decision) -> list[str]:
     return out
 
 
+_FEW = 8
+"""Participants up to which :func:`_participants_ok` checks scalars rather than arrays."""
+
+
 def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     """Whether every participant is valid, checked in bulk (numpy); messages come from
     :func:`_participant_problems` only when something is wrong."""
@@ -121,6 +128,12 @@ def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     samples = list(decision.participants.values())
     if -1 in idx or any(type(x) is not int for x in samples):
         return False
+    if len(idx) <= _FEW:  # (the same checks on scalars: a few participants, as an
+        # asynchronous epoch tops its jobs up with)
+        busy = obs.busy
+        return all(1 <= held <= table.samples.item(i) and obs.available.item(i)
+                   and need <= table.memory_bytes.item(i)
+                   and (busy is None or not busy.item(i)) for i, held in zip(idx, samples, strict=True))
     i, held = np.array(idx), np.array(samples)
     free = True if obs.busy is None else ~obs.busy[i]
     return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
@@ -144,7 +157,8 @@ def _participant_problems(decision: Decision, obs: Observation, need: float,
             out.append(f"{where}: device is not available this epoch")
         if obs.busy is not None and obs.busy[i]:
             out.append(f"{where}: device is busy (still training from an earlier asynchronous "
-                       "decision; a device trains one job at a time)")
+                       "decision, or its update waits to be aggregated; a device holds one "
+                       "outstanding update at a time)")
         if need > table.memory_bytes[i]:
             out.append(f"{where}: the variant needs {need:.3g} bytes (model x memory_overhead), "
                        f"the device has {table.memory_bytes[i]:.3g}")

@@ -79,11 +79,11 @@ def _async_tier_problems(decision: Decision, obs: Observation, busy: int) -> lis
                        "earlier job (edges_busy); start it once that edge is idle")
         starting.add(k)
     k_cloud = decision.buffer_updates
-    can_land = len(starting) + busy + obs.buffered
+    can_land = len(starting) + busy  # (busy: edges whose model waits in the buffer too)
     if type(k_cloud) is not int or not 1 <= k_cloud <= max(can_land, 1):
         out.append(f"buffer_updates: {k_cloud!r} outside 1..{can_land} (edge models that can "
-                   f"land: {len(starting)} started + {busy} still working + {obs.buffered} "
-                   "buffered)")
+                   f"land: {len(starting)} started + {busy - obs.buffered} still working + "
+                   f"{obs.buffered} buffered)")
     if obs.training.backend == "real":
         out.append("buffer_updates: asynchronous tiers run on the surrogate only (the real "
                    "backend trains synchronous hierarchical rounds)")

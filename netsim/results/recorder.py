@@ -239,8 +239,8 @@ def _async_columns(outcome, participants: int) -> dict[str, Any]:
                 "started": participants, "in_flight": 0, "updates_ids": [],
                 "updates_samples": [], "updates_staleness": []}
     stale = [u.staleness for u in updates]
-    return {"updates_aggregated": len(updates),
-            "staleness_mean": float(np.mean(stale)) if stale else math.nan,
+    return {"updates_aggregated": len(updates),  # (integers: their sum exact, as numpy's)
+            "staleness_mean": sum(stale) / len(stale) if stale else math.nan,
             "staleness_max": int(max(stale, default=0)), "started": int(outcome.started),
             "in_flight": int(outcome.in_flight), "updates_ids": [u.device for u in updates],
             "updates_samples": [int(u.samples) for u in updates], "updates_staleness": stale}

@@ -196,15 +196,19 @@ def generate_problems(data: dict[str, Any]) -> list[Problem]:
     return out
 
 
-def explicit_problems(data: dict[str, Any]) -> list[Problem]:
-    """Ids, link ends, the aggregator, routes, and whether any device can ever train."""
+def explicit_problems(data: dict[str, Any], devices: Sequence[DeviceSpec] | None = None
+                      ) -> list[Problem]:
+    """Ids, link ends, the aggregator, routes, and whether any device can ever train.
+    ``devices``: the raw devices already validated, in their order (a valid scenario's),
+    else each is validated here on its own."""
     import networkx as nx
 
     raw_devices, raw_links = _as_list(data.get("devices")), _as_list(data.get("links"))
     if data.get("devices") is None and data.get("links") is None:
         return []
     out: list[Problem] = []
-    specs = [_valid(DeviceSpec, d) for d in raw_devices]
+    specs: Sequence[DeviceSpec | None] = devices if devices is not None \
+        and len(devices) == len(raw_devices) else [_valid(DeviceSpec, d) for d in raw_devices]
     seen: dict[str, int] = {}
     for i, d in enumerate(raw_devices):
         dev_id = _field(d, "id")
@@ -260,7 +264,7 @@ def explicit_problems(data: dict[str, Any]) -> list[Problem]:
         if isinstance(dev_id, str) and dev_id and dev_id not in reach and seen.get(dev_id) == i:
             out.append(Problem(f"devices[{i}].id", f"{dev_id!r} has no route to the aggregator"))
     if all(s is not None for s in specs):
-        out += _can_train_problems(data, specs, agg, reach)
+        out += _can_train_problems(data, [s for s in specs if s is not None], agg, reach)
     return out
 
 
@@ -438,10 +442,13 @@ def media_problems(data: dict[str, Any]) -> list[Problem]:
     return out
 
 
-def cross_problems(data: dict[str, Any]) -> list[Problem]:
-    """Every cross-field problem of a raw scenario mapping (see the module docstring)."""
+def cross_problems(data: dict[str, Any], devices: Sequence[DeviceSpec] | None = None
+                   ) -> list[Problem]:
+    """Every cross-field problem of a raw scenario mapping (see the module docstring);
+    ``devices``: its explicit devices already validated (a valid scenario's), if known."""
     out = model_problems(data)
-    out += generate_problems(data) if data.get("generate") is not None else explicit_problems(data)
+    out += generate_problems(data) if data.get("generate") is not None \
+        else explicit_problems(data, devices)
     out += media_problems(data)
     out += policy_problems(data)
     out += dynamics_problems(data)

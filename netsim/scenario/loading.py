@@ -165,7 +165,9 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
             scenario, problems = None, problems_from_validation(exc) + targeted
         except (OverflowError, RecursionError) as exc:
             scenario, problems = None, [Problem("", f"cannot be read: {exc}")]
-    problems = _unique(problems + cross_problems(raw) + edge_problems(raw))
+    problems = _unique(problems + cross_problems(raw, None if scenario is None
+                                                 else scenario.devices)
+                       + edge_problems(raw))
     warnings = [Problem(path, msg) for path, msg in unit_warnings(
         data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)]
     return Validation(scenario if not problems else None, problems, warnings)

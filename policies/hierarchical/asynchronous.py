@@ -72,7 +72,7 @@ def _idle_edges(obs: Observation, idx: np.ndarray, edge: np.ndarray) -> np.ndarr
 def _cloud_k(obs: Observation, started_edges: int, k: int) -> int:
     """The cloud's K: at most the edge models that can land."""
     busy = 0 if obs.edges_busy is None else int(np.count_nonzero(obs.edges_busy))
-    return max(1, min(k, started_edges + busy + obs.buffered))
+    return max(1, min(k, started_edges + busy))  # (busy: the buffered edge models' too)
 
 
 @register("rfl-ha", "RFL-HA: synchronous edges (edge_rounds per edge model), asynchronous "
