@@ -383,8 +383,9 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
         ids.append(radio_ids[at])
         starts.append(np.repeat(begin, counts))
         arrivals.append(np.repeat(end, counts))
-    if ids:
-        radio.play(np.concatenate(ids), np.concatenate(starts), np.concatenate(arrivals))
+    if ids:  # (two phases: the downloads' entries first, if any)
+        radio.play(np.concatenate(ids), np.concatenate(starts), np.concatenate(arrivals),
+                   first_phase=len(ids[0]) if len(ids) == 2 else None)
 
 
 def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
