@@ -26,7 +26,7 @@ def play(world: EpochWorld, decision: Decision, model_bytes: float,
     False, with nothing changed, when it needs the event path."""
     down, up, capacity, flops = world.static_tables()
     n, index = len(decision.participants), world.devices.index
-    rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
+    rows = np.fromiter(map(index.__getitem__, decision.participants), dtype=np.intp, count=n)
     samples = np.fromiter(decision.participants.values(), dtype=float, count=n)
     compute_s = samples * flop_per_sample / flops[rows]
     now = world.env.now
@@ -76,8 +76,7 @@ def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, model_bytes: flo
             j = max(int(np.searchsorted(start, pieces.next_change_s(at), side="left")), k + 1)
             network.book(ids[k:j].tolist(), [model_bytes] * (j - k), pieces.capacity_at(at))
             k = j
-    world.meter.add_busy_many(rows.tolist(),
-                             (plan.trained_s - plan.download_arrival_s).tolist())
+    world.meter.add_busy_many(rows, plan.trained_s - plan.download_arrival_s)
     if model_bytes > 0.0:
         book_radios(world.network.radio, float(world.env.now), table_rows, down, up, plan)
 

@@ -117,11 +117,15 @@ def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     if not decision.participants:
         return True
     table = obs.devices
-    idx = [table.index.get(dev, -1) for dev in decision.participants]
-    samples = list(decision.participants.values())
-    if -1 in idx or any(type(x) is not int for x in samples):
+    try:
+        i = np.fromiter(map(table.index.__getitem__, decision.participants), dtype=np.intp,
+                        count=len(decision.participants))
+    except KeyError:
         return False
-    i, held = np.array(idx), np.array(samples)
+    samples = list(decision.participants.values())
+    if not set(map(type, samples)) <= {int}:
+        return False
+    held = np.array(samples)
     free = True if obs.busy is None else ~obs.busy[i]
     return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
                        & (need <= table.memory_bytes[i]) & free))
