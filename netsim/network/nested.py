@@ -231,9 +231,10 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
             k = heappop(heap)[1]
 
     def finish_sharing(g: int, reached: float) -> bool:
-        """Sharing group g's members whose targets are reached leave (at least the first);
-        True when g keeps sharing with those left (its level rose: it stays above the share
-        and its entries are renewed), False when it was detached (to be attached again)."""
+        """Sharing group g's members whose targets are reached leave (at least the first;
+        g's entry is the top of sh_due); True when g keeps sharing with those left (its level
+        rose: it stays above the share; its entry in sh_due replaced by its next finish),
+        False when it was detached (to be attached again)."""
         nonlocal w_sharing
         heap = members[g]
         k = heappop(heap)[1]
@@ -250,8 +251,9 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
             count[g] = left
             level[g] = gcap[g] / wsum[g]  # (its entry in sh_level, now below: moved up when
             w_sharing -= gone             # it surfaces)
-            heappush(sh_due, (heap[0][0] - offset[g], dst[g], g))
+            heapreplace(sh_due, (heap[0][0] - offset[g], dst[g], g))
             return True
+        heappop(sh_due)
         detach(g)  # (with its members before they left)
         count[g] = left
         return False
@@ -288,15 +290,18 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
         if finishing:
             if n_sharing:
                 reached = reached_at(outer, share, now)
-                while sh_due and (sh_due[0][1] != dst[sh_due[0][2]]
-                                  or sh_due[0][0] <= reached):
-                    _, st, g = heappop(sh_due)
-                    if st == dst[g]:
-                        # (the group's clock is outer + offset; as the flow network's nests)
-                        c = reached + offset[g]
-                        own = reached_at(outer + offset[g], share, now)
-                        if not finish_sharing(g, c if c > own else own):
-                            touched.append(g)
+                while sh_due:
+                    key, st, g = sh_due[0]
+                    if st != dst[g]:
+                        heappop(sh_due)
+                        continue
+                    if key > reached:
+                        break
+                    # (the group's clock is outer + offset; as the flow network's nests)
+                    c = reached + offset[g]
+                    own = reached_at(outer + offset[g], share, now)
+                    if not finish_sharing(g, c if c > own else own):
+                        touched.append(g)
             limit = due_limit_s(now)
             while cp_due and (cp_due[0][1] != dst[cp_due[0][2]] or cp_due[0][0] <= limit):
                 _, st, g = heappop(cp_due)
