@@ -111,12 +111,17 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
     offset = [0.0] * n_groups  # sharing: the group's clock minus the outer clock
     lst = [0] * n_groups
     dst = [0] * n_groups
+    pushed = [_INF] * n_groups  # sharing: the level of its entry pushed last (at least its
+    # lowest entry's: that entry is still in sh_level while its stamp is current)
+    lowered: list[int] = []  # sharing groups whose level members joining took below pushed[g]
+    # since sh_level was last read: their levels are pushed before it is read again
     members: list[list[tuple[float, int]]] = [[] for _ in range(n_groups)]  # (target, flow)
     # the outer constraint: sharing groups (rate = share) and capped ones (rate = level). A
     # sharing group's entries in sh_level (those of its current stamp) may lie above its
-    # level (pushed before a member joined: the new level was pushed too) or below it (a
-    # member left since: the lowest entry is moved up to the level when it surfaces); the
-    # lowest is never above it, so the heap's top, once moved up, is the lowest level
+    # level or below it (members left since: the lowest entry is moved up to the level when
+    # it surfaces); whenever the heap is read the lowest is not above it (a join that takes
+    # the level below the entry pushed last has the new level pushed first: ``lowered``), so
+    # the heap's top, once moved up, is the lowest level
     sh_level: list[tuple[float, int, int]] = []   # min-heap (level, lst, group)
     cp_level: list[tuple[float, int, int]] = []   # max-heap (-level, lst, group)
     sh_due: list[tuple[float, int, int]] = []     # (next target - offset: outer clock, dst, g)
@@ -164,6 +169,7 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
         n_sharing += 1
         w_sharing += count[g]
         heappush(sh_level, (level[g], lst[g], g))
+        pushed[g] = level[g]
         heappush(sh_due, (members[g][0][0] - offset[g], dst[g], g))
 
     def attach(g: int) -> None:
@@ -187,6 +193,11 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
 
     def rebalance() -> float:
         # (each group moves at most twice: water-filling's moves go one way)
+        for g in lowered:  # (the levels members' joins lowered, pushed before the heap is read)
+            if mode[g] == _SHARING and level[g] < pushed[g]:
+                heappush(sh_level, (level[g], lst[g], g))
+                pushed[g] = level[g]
+        lowered.clear()
         moves = 0
         while True:
             moves += 1
@@ -199,6 +210,7 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
                     heappop(sh_level)
                 elif lv < level[g]:  # (its level rose since: the entry moves up to it)
                     heapreplace(sh_level, (level[g], st, g))
+                    pushed[g] = level[g]
                 else:
                     break
             while cp_level and cp_level[0][1] != lst[cp_level[0][2]]:
@@ -302,7 +314,7 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
                     own = reached_at(outer + offset[g], share, now)
                     if not finish_sharing(g, c if c > own else own):
                         touched.append(g)
-            limit = due_limit_s(now)
+            limit = due_limit_s(now) if cp_due else _INF
             while cp_due and (cp_due[0][1] != dst[cp_due[0][2]] or cp_due[0][0] <= limit):
                 _, st, g = heappop(cp_due)
                 if st == dst[g]:
@@ -325,7 +337,8 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
                 if lvl >= share:
                     level[g] = lvl
                     w_sharing += 1
-                    heappush(sh_level, (lvl, lst[g], g))
+                    if lvl < pushed[g] and (not lowered or lowered[-1] != g):
+                        lowered.append(g)  # (pushed before sh_level is read: rebalance())
                     if heap[0][1] == k:  # (its first target: the group's next finish)
                         dst[g] += 1
                         heappush(sh_due, (t - offset[g], dst[g], g))
@@ -360,6 +373,8 @@ def nested_last_bit_times_until(start_s: np.ndarray, bits: np.ndarray, group: np
             sh_level[:] = [(level[g], lst[g], g) for g in range(n_groups)
                            if mode[g] == _SHARING]
             heapq.heapify(sh_level)
+            for _, _, g in sh_level:
+                pushed[g] = level[g]
         share = rebalance()
     left_bits = [0.0] * m
     if until_s < _INF:  # the flows still moving at until_s: their bits left then
