@@ -392,19 +392,29 @@ class World:
         return out
 
     def _run_star(self, decision: Decision) -> EpochOutcome:
-        """A star epoch (every participant with the cloud aggregator): its kind, below."""
+        """A star epoch (every participant with the cloud aggregator): its kind, below. In a
+        static world, a cut that cuts nothing (``keep_updates`` of every update, no update
+        later than ``epoch_deadline_s``: a Flower round's timeout) leaves the epoch a static
+        one; the arrays find that out before they book anything, else it runs as guarded
+        events."""
         if decision.buffer_updates is not None:
             return buffered.run(self, decision)
-        if self.dynamic or decision.keep_updates is not None \
-                or decision.epoch_deadline_s is not None:
+        keep, deadline = decision.keep_updates, decision.epoch_deadline_s
+        cut = keep is not None or deadline is not None
+        if self.dynamic or (cut and (keep is not None and keep < len(decision.participants)
+                                     or decision.clusters or not self.fast_epochs)):
             return guarded.run(self, decision)
         env = self.env
         start = env.now
         before = self.meter.totals(start)  # (running sums: a static epoch visits no idle node)
         work = self.workload_of(decision)
-        if not (self.fast_epochs and decision.participants and not decision.clusters
-                and self.network.active_flows == 0 and work.symmetric
-                and arrays.play(self, decision, work.download_bytes, work.flop_per_sample)):
+        played = (self.fast_epochs and decision.participants and not decision.clusters
+                  and self.network.active_flows == 0
+                  and arrays.play(self, decision, work,
+                                  math.inf if deadline is None else start + deadline))
+        if not played:
+            if cut:
+                return guarded.run(self, decision)
             events.run(self, decision, work)
         self.aggregate(work, len(decision.participants) + len(decision.clusters),
                        devices=list(decision.participants))

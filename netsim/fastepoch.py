@@ -208,13 +208,14 @@ class PlainEpoch:
     :func:`play_phase`)."""
 
 
-def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
-               capacity_bps: np.ndarray,
+def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable,
+               bits: float | np.ndarray, capacity_bps: np.ndarray,
                owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
                onset_flows: np.ndarray | None = None,
                pieces: CapacityPieces | None = None) -> tuple[np.ndarray, int] | None:
     """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
-    ``rows[j]`` with ``bits`` bits, and how many capacity changes fell inside the phase; None
+    ``rows[j]`` with ``bits`` bits (one size for all, or each flow's), and how many capacity
+    changes fell inside the phase; None
     if some flow crosses two binding constraints or a contended medium could pass its onset
     (its budget would change with its flows: events). ``owner_hops``: ``routes.hops_of(rows)``;
     ``onset_flows``: per constraint, the flows from which a medium's budget shrinks (inf:
@@ -225,12 +226,13 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     have left, under that piece's capacities, caps and coefficients (the flow network
     re-shares them so at each change), each piece meeting the conditions above on its own
     (else None). Without ``pieces``: ``capacity_bps`` and the caps ``routes`` holds."""
-    if pieces is None:
-        played = _play_piece(start_s, routes.cap_bps[rows], np.full(len(rows), float(bits)),
-                             capacity_bps, owner_hops, onset_flows, _INF)
-        return None if played is None else (played[0], 0)
     m = len(rows)
-    last_bit, left = np.full(m, _INF), np.full(m, float(bits))
+    sizes = np.array(np.broadcast_to(np.asarray(bits, dtype=float), (m,)))  # (its own)
+    if pieces is None:
+        played = _play_piece(start_s, routes.cap_bps[rows], sizes, capacity_bps, owner_hops,
+                             onset_flows, _INF)
+        return None if played is None else (played[0], 0)
+    last_bit, left = np.full(m, _INF), sizes.copy()
     waiting = np.ones(m, dtype=bool)  # not done
     t = float(start_s.min()) if m else 0.0
     changes = 0
@@ -242,7 +244,7 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
         until = pieces.next_change_s(t)
         if not until > t or changes >= most:
             loopguard.stuck("netsim.fastepoch.play_phase", most, {
-                "start_s": start_s, "rows": rows, "bits": float(bits), "piece_start_s": t,
+                "start_s": start_s, "rows": rows, "bits": sizes, "piece_start_s": t,
                 "next_change_s": until, "pieces_crossed": changes, "left": left},
                 None if until > t else f"was told the capacities change next at {until!r} s, "
                 "not after the piece's start")
@@ -365,20 +367,26 @@ def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: n
 
 
 def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,
-                up: RouteTable, plan: PlainEpoch) -> None:
+                up: RouteTable, plan: PlainEpoch,
+                moving: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """A plain epoch's radio energy (netsim.network.radio) as the event path drives it: each
     download from ``now_s`` to its arrival, each upload from the end of training to its
-    arrival, on the radios of their routes."""
+    arrival, on the radios of their routes. ``moving``: which participants' downloads and
+    uploads move bytes (a transfer of none wakes no radio: the event path's; None: all)."""
     if not radio:
         return
     ids, starts, arrivals = [], [], []
-    for table, begin, end in ((down, np.full(len(rows), float(now_s)), plan.download_arrival_s),
-                              (up, plan.trained_s, plan.upload_arrival_s)):
+    for k, (table, begin, end) in enumerate((
+            (down, np.full(len(rows), float(now_s)), plan.download_arrival_s),
+            (up, plan.trained_s, plan.upload_arrival_s))):
         radio_start, radio_ids = table.radio_start, table.radio_ids
         if radio_start is None or radio_ids is None or not len(radio_ids):
             continue
-        counts = radio_start[rows + 1] - radio_start[rows]
-        at = np.repeat(radio_start[rows] - (np.cumsum(counts) - counts), counts) \
+        mine = rows
+        if moving is not None and not moving[k].all():
+            mine, begin, end = rows[moving[k]], begin[moving[k]], end[moving[k]]
+        counts = radio_start[mine + 1] - radio_start[mine]
+        at = np.repeat(radio_start[mine] - (np.cumsum(counts) - counts), counts) \
             + np.arange(int(counts.sum()))
         ids.append(radio_ids[at])
         starts.append(np.repeat(begin, counts))
@@ -388,15 +396,18 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
                    first_phase=len(ids[0]) if len(ids) == 2 else None)
 
 
-def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
-                     down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
-                     pieces: CapacityPieces | None = None,
-                     onset_flows: np.ndarray | None = None) -> PlainEpoch | None:
+def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray,
+                     bits: float | np.ndarray, down: RouteTable, up: RouteTable,
+                     capacity_bps: np.ndarray, pieces: CapacityPieces | None = None,
+                     onset_flows: np.ndarray | None = None,
+                     up_bits: float | np.ndarray | None = None) -> PlainEpoch | None:
     """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
     it needs the event engine (see the module's conditions).
 
     ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
-    aggregator); ``compute_s``: its training time (s); ``bits``: the variant's size (bits).
+    aggregator); ``compute_s``: its training time (s); ``bits``: what each download moves
+    (bits; one size for all, the variant's, or each participant's); ``up_bits``: what each
+    upload moves (bits; None: as its download).
     ``pieces``: in a world whose capacities change (netsim.dynamics), the capacities over time
     (``capacity_bps`` and the caps the tables hold are then not read): each phase is played
     piece by piece (:func:`play_phase`). ``onset_flows``: per constraint, where a contended
@@ -427,7 +438,8 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
                       trained[up_hops[0][on_up]])
         if np.any(last_down > first_up):
             return None
-    played = play_phase(trained, rows, up, bits, capacity_bps, up_hops, onset_flows, pieces)
+    played = play_phase(trained, rows, up, bits if up_bits is None else up_bits, capacity_bps,
+                        up_hops, onset_flows, pieces)
     if played is None:
         return None
     last_up, up_changes = played

@@ -99,11 +99,16 @@ def test_a_million_device_fleet_is_arrays_with_the_bytes_per_device_stated():
     assert int((fleet.link_owner > 0).sum()) == 1_000_000
 
 
-@pytest.mark.parametrize("media", [True, False])
-def test_tree_route_books_are_the_routes_books(media):
+@pytest.mark.parametrize(("media", "kept"), [(True, True), (False, True), (True, False)])
+def test_tree_route_books_are_the_routes_books(monkeypatch, media, kept):
     """The ledger's books of a fleet's routes, gathered for the routes asked for (down and up
-    mixed, repeated, in any order), are those the route objects give."""
+    mixed, repeated, in any order), are those the route objects give: kept for every route
+    (a fleet up to BOOKS_KEPT_UP_TO devices) or built for those asked for (above)."""
+    from netsim.network import tree as tree_module
     from netsim.network.tree import route_books_of
+
+    if not kept:
+        monkeypatch.setattr(tree_module, "BOOKS_KEPT_UP_TO", 0)
 
     resolved = _generated(200, shared_media=media)
     from netsim.devices import scenario_topology

@@ -25,6 +25,12 @@ from netsim.network.topology import (
     build_route,
 )
 
+BOOKS_KEPT_UP_TO = 200_000
+"""Up to this many devices a tree keeps every device route's books once one is asked for
+(:meth:`TreeTopology.route_books`: a few arrays of the fleet's size, gathered from at each
+epoch's settling); above, it builds the books of the routes asked for each time (a fleet of
+a million asks for a few hundred an epoch, and its memory is what counts)."""
+
 
 class TreeTopology(Topology):
     """A tree of full-duplex links in arrays (see the module docstring).
@@ -96,6 +102,7 @@ class TreeTopology(Topology):
         self.route_cache: dict[tuple[str, str], Route] = {}
         self.routes = _TreeRoutes(self)  # type: ignore[assignment]
         self._extra: list[Route] = []
+        self._kept_books: dict[str, np.ndarray] | None = None  # (:meth:`route_books`)
         self._depth = _depths(self.parent, root)
         # per (link, sending end) crossed so far: its step (:meth:`_step`)
         self._steps: dict[tuple[int, int], RouteStep] = {}
@@ -324,22 +331,26 @@ class TreeTopology(Topology):
         if not len(rid) or rid.max() >= 2 * self.n_devices:
             return route_books_of([self.routes[i] for i in ids])
         row, up = rid // 2, rid % 2 == 1
-        d, u = self.root_books(row[~up], False), self.root_books(row[up], True)
-        # the books of the down routes, then the up ones; row k of the answer is ids[k]'s
-        at = np.empty(len(rid), dtype=np.intp)
-        at[np.flatnonzero(~up)] = np.arange(int((~up).sum()))
-        at[np.flatnonzero(up)] = int((~up).sum()) + np.arange(int(up.sum()))
-        out = {k: np.concatenate([d[k], u[k]])[at] for k in ("first_sender", "receiver")}
-        for start, a, b in (("charge_start", "charge_node", "charge_j_per_bit"),
-                            ("air_start", "air_station", "air_direction")):
-            starts = np.concatenate([d[start][:-1], len(d[a]) + u[start][:-1]])
-            counts = np.concatenate([np.diff(d[start]), np.diff(u[start])])
-            first, count = starts[at], counts[at]
+        if self.n_devices <= BOOKS_KEPT_UP_TO:  # (every route's books, gathered once)
+            if self._kept_books is None:
+                every = np.arange(self.n_devices)
+                self._kept_books = _joined(self.root_books(every, False),
+                                           self.root_books(every, True))
+            books, at = self._kept_books, np.where(up, self.n_devices + row, row)
+        else:  # (the routes asked for only: a fleet of a million asks for few)
+            books = _joined(self.root_books(row[~up], False), self.root_books(row[up], True))
+            at = np.empty(len(rid), dtype=np.intp)  # (row k of the answer: ids[k]'s)
+            at[np.flatnonzero(~up)] = np.arange(int((~up).sum()))
+            at[np.flatnonzero(up)] = int((~up).sum()) + np.arange(int(up.sum()))
+        out = {k: books[k][at] for k in ("first_sender", "receiver")}
+        for name, a, b in (("charge", "charge_node", "charge_j_per_bit"),
+                           ("air", "air_station", "air_direction")):
+            first, count = books[name + "_first"][at], books[name + "_count"][at]
             take = np.repeat(first - (np.cumsum(count) - count), count) \
                 + np.arange(int(count.sum()))
-            out[start.replace("start", "count")] = count
-            out[a] = np.concatenate([d[a], u[a]])[take]
-            out[b] = np.concatenate([d[b], u[b]])[take]
+            out[name + "_count"] = count
+            out[a] = books[a][take]
+            out[b] = books[b][take]
         return out
 
     def route_by_id(self, rid: int) -> Route:
@@ -413,6 +424,21 @@ def route_books_of(routes: Sequence[Route]) -> dict[str, np.ndarray]:
         "air_count": np.array([len(r.airtime) for r in routes], dtype=np.intp),
         "air_station": np.array([x for r in routes for x, _ in r.airtime], dtype=np.intp),
         "air_direction": np.array([d for r in routes for _, d in r.airtime], dtype=np.intp)}
+
+
+def _joined(down: dict[str, np.ndarray], up: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Two sets of :meth:`TreeTopology.root_books` (rows of down routes, then of up routes)
+    as one: per row its first sender, receiver, and each CSR's first entry and count
+    (``charge_first``/``charge_count``, ``air_first``/``air_count``) into the values joined."""
+    out = {k: np.concatenate([down[k], up[k]]) for k in ("first_sender", "receiver")}
+    for name, a, b in (("charge", "charge_node", "charge_j_per_bit"),
+                       ("air", "air_station", "air_direction")):
+        start_d, start_u = down[name + "_start"], up[name + "_start"]
+        out[name + "_first"] = np.concatenate([start_d[:-1], len(down[a]) + start_u[:-1]])
+        out[name + "_count"] = np.concatenate([np.diff(start_d), np.diff(start_u)])
+        out[a] = np.concatenate([down[a], up[a]])
+        out[b] = np.concatenate([down[b], up[b]])
+    return out
 
 
 def _csr(cols: np.ndarray, refs: np.ndarray | None, start_name: str, values_name: str,
