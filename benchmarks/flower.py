@@ -8,10 +8,11 @@ Run: python benchmarks/flower.py [--quick]          # about 15 s; --quick: about
     on the same scenario, the same epochs, 100 participants an epoch either way. Timed:
     ``netsim.simulate`` end to end, setup plus the first epoch (from the call to the first
     epoch's end), and an epoch (the median wall time between the ends of consecutive epochs,
-    from the ``progress`` callback). Target: flower's epoch <= 2x random-k's. A third row is
-    Flower's FedAvg alone (its ``start`` over a grid that answers at once with replies built
-    beforehand: configure_train, sampling, aggregate_train, its bookkeeping, no netsim), so the
-    remainder, flower's epoch less that, is what netsim's Grid and world add.
+    from the ``progress`` callback). A third row is Flower's FedAvg alone (its ``start`` over
+    a grid that answers at once with replies built beforehand: configure_train, sampling,
+    aggregate_train, its bookkeeping, no netsim), so the remainder, flower's epoch less that,
+    is what netsim's Grid and world add. Targets (issue 47): netsim's share at most 1x
+    random-k's epoch, flower's whole epoch at most 4x.
 (b) Real mode (a ClientApp: a trivial ``@app.train()`` that returns the arrays it was sent and
     ``num-examples`` 10), one array of 1,000,000 float32 parameters, 20 devices (a star),
     every device training every round. netsim's cost per client call: (wall time of the run
@@ -53,7 +54,10 @@ REAL_PARAMS = 1_000_000
 NUM_EXAMPLES = 10
 #: Best of this many runs of everything.
 REPEAT = 5
-#: Both targets: at most this ratio.
+#: (a) Targets: netsim's share of flower's epoch, and flower's whole epoch, against random-k's
+#: epoch; (b) netsim's cost per client call against Flower's own: at most these ratios.
+TARGET_SHARE = 1.0
+TARGET_WHOLE = 4.0
 TARGET = 2.0
 
 #: Seconds spent inside the ClientApp's train handler, and its calls (reset per measurement).
@@ -268,8 +272,8 @@ def real(rounds: int, repeat: int) -> dict[str, float]:
     return {"calls": calls, **{name: min(v) for name, v in out.items()}}
 
 
-def verdict(ratio: float) -> str:
-    return "met" if ratio <= TARGET else "MISSED"
+def verdict(ratio: float, target: float = TARGET) -> str:
+    return "met" if ratio <= target else "MISSED"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -296,11 +300,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['epoch_s'] / ref:7.2f}")
     ratio_a = s["flower"]["epoch_s"] / ref
     netsim_part = s["flower"]["epoch_s"] - s["alone"]["epoch_s"]
-    print(f"  flower / random-k, per epoch: {ratio_a:.2f}x (target <= {TARGET:g}x: "
-          f"{verdict(ratio_a)}); end to end: "
+    print(f"  flower / random-k, per epoch: {ratio_a:.2f}x (target <= {TARGET_WHOLE:g}x: "
+          f"{verdict(ratio_a, TARGET_WHOLE)}); end to end: "
           f"{s['flower']['wall_s'] / s['random-k']['wall_s']:.2f}x")
     print(f"  of flower's epoch: Flower's FedAvg alone {s['alone']['epoch_s'] / ref:.2f}x "
-          f"random-k's epoch, netsim's Grid and world (the rest) {netsim_part / ref:.2f}x")
+          f"random-k's epoch, netsim's Grid and world (the rest) {netsim_part / ref:.2f}x "
+          f"(target <= {TARGET_SHARE:g}x: {verdict(netsim_part / ref, TARGET_SHARE)})")
 
     r = real(rounds, repeat)
     flower_ref = min(r["proto"], r["inflatable"])

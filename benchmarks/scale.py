@@ -18,9 +18,14 @@ return. (Measured before 0.6.0 as the difference of two runs' wall times, E and 
 each in its own process: at 1M devices their setups alone differ by +-0.5 s, as much as 180
 epochs cost, and repeated runs gave -0.2x to 2.3x.)
 
+``--cli``: ``netsim run million`` as a user runs it, under ``/usr/bin/time -v`` (its maximum
+resident set size and wall time; issue 47's target: at most 1.5 GiB), beside ``netsim run
+two-phones`` in the same run (the interpreter, its imports and the tables' writing alone).
+
     python benchmarks/scale.py                  # 10k, 100k, 1M; about 3 minutes
     python benchmarks/scale.py --sizes 10000,100000
     python benchmarks/scale.py --sizes 10000,1000000 --epochs 200 --modes static --marginal
+    python benchmarks/scale.py --cli            # netsim run million's peak memory; 30 s
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -93,6 +99,28 @@ def in_child(n: int, markov: bool | str, epochs: int = EPOCHS) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: ``netsim run million``'s peak memory, at most (bytes; issue 47).
+CLI_TARGET_BYTES = 1.5 * 2**30
+
+
+def cli_peak(scenario: str) -> tuple[int, float]:
+    """``netsim run SCENARIO`` in a fresh folder under ``/usr/bin/time -v``: (its maximum
+    resident set size (bytes), wall time (s))."""
+    import re
+    import shutil
+    import tempfile
+
+    netsim_cli = shutil.which("netsim") or str(Path(sys.executable).parent / "netsim")
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-v", netsim_cli, "run", scenario, "--out",
+                               out], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t0
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    assert peak is not None, done.stderr[-2000:]
+    return int(peak.group(1)) * 1024, wall
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
@@ -101,8 +129,20 @@ def main() -> None:
                     help="worlds to measure (static first)")
     ap.add_argument("--marginal", action="store_true",
                     help="also the whole run's cost of one more epoch (a run of epochs/10)")
+    ap.add_argument("--cli", action="store_true",
+                    help="only netsim run million's peak memory (/usr/bin/time -v)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cli:
+        small, small_s = cli_peak("two-phones")
+        big, big_s = cli_peak("million")
+        print(f"  netsim run two-phones: peak {small / 2**30:.2f} GiB, {small_s:.1f} s "
+              "(the interpreter, its imports, the tables)")
+        print(f"  netsim run million: peak {big / 2**30:.2f} GiB, {big_s:.1f} s (target <= "
+              f"{CLI_TARGET_BYTES / 2**30:g} GiB: "
+              f"{'met' if big <= CLI_TARGET_BYTES else 'MISSED'}); "
+              f"{big / small:.1f}x two-phones' peak")
+        return
     if args.child:
         mode = args.child[1]
         print(json.dumps(measure(int(args.child[0]),

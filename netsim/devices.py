@@ -16,7 +16,7 @@ import numpy as np
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
 from netsim.network.topology import Radio
-from netsim.network.tree import TreeTopology
+from netsim.network.tree import NodeIndex, TreeTopology
 from netsim.scenario.fleet import Fleet, FleetLinks
 from netsim.scenario.network import ResolvedNetwork, network_of
 from netsim.scenario.schema import DeviceSpec, Scenario
@@ -229,20 +229,22 @@ def _fleet_table(fleet: Fleet, topology: TreeTopology) -> DeviceTable:
         tables[name] = RouteTable(r["route_id"], r["cap_bps"], r["latency_s"], r["hop_start"],
                                   r["hops"], r["rate_ref"], (), r["radio_start"],
                                   r["radio_ids"])
-    agg = fleet.ids.index(fleet.aggregator_id)
+    node_index = topology.index
+    assert isinstance(node_index, NodeIndex)  # (devices first: fleet.ids in order)
+    agg = node_index.devices[fleet.aggregator_id]
     cols = {}
     for name in ("down", "up"):
         r = routes[name]
-        cols[f"{name}_bps"] = r["cap_bps"].copy()
-        cols[f"{name}_latency_s"] = r["latency_s"].copy()
-        cols[f"{name}_j_per_bit"] = r["j_per_bit"].copy()
+        cols[f"{name}_bps"] = r["cap_bps"]  # (read-only, shared with the route tables)
+        cols[f"{name}_latency_s"] = r["latency_s"]
+        cols[f"{name}_j_per_bit"] = r["j_per_bit"]
     return DeviceTable(
         ids=tuple(fleet.ids), aggregator=agg,
-        flop_per_s=fleet.flop_per_s.copy(), memory_bytes=fleet.memory_bytes.copy(),
-        power_busy_w=fleet.power_busy_w.copy(), power_idle_w=fleet.power_idle_w.copy(),
-        samples=fleet.samples.copy(), availability=np.ones(fleet.n_devices),
+        flop_per_s=fleet.flop_per_s, memory_bytes=fleet.memory_bytes,  # (the fleet's own,
+        power_busy_w=fleet.power_busy_w, power_idle_w=fleet.power_idle_w,  # read-only from
+        samples=fleet.samples, availability=np.ones(fleet.n_devices),      # now: shared)
         device_class=tuple(fleet.device_class),
-        index={d: i for i, d in enumerate(fleet.ids)},
+        index=MappingProxyType(node_index.devices),  # (the tree's, shared)
         down_routes=tables["down"], up_routes=tables["up"],
         capacity_bps=np.array(topology.constraint_capacity, dtype=float),
         onset_flows=onset_flows(topology), contention_loss=contention_loss(topology),

@@ -228,14 +228,15 @@ class EnergyMeter:
         self._powered_since.pop(node, None)
         self._add_busy(node, now_s - since)
 
-    def add_busy_many(self, nodes: Sequence[int], busy_s: Sequence[float]) -> None:
+    def add_busy_many(self, nodes: Sequence[int] | np.ndarray,
+                      busy_s: Sequence[float] | np.ndarray) -> None:
         """Node ``nodes[k]`` computed for ``busy_s[k]`` seconds (a finished job, booked at once:
         the engine's epoch fast path). None of them may be busy now."""
-        since = self._busy_since
-        for node in nodes:
-            if node in since:
-                raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
         at = np.asarray(nodes, dtype=np.intp)
+        since = self._busy_since
+        if since and not since.keys().isdisjoint(at.tolist()):
+            node = next(n for n in at.tolist() if n in since)
+            raise RuntimeError(f"node {node} is already busy: a device runs one job at a time")
         seconds = np.asarray(busy_s, dtype=float)
         np.add.at(self._busy_up_to_date(), at, seconds)
         self._compute_total_j += float(np.dot(seconds, self.power_busy_w[at]))

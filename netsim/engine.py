@@ -139,7 +139,8 @@ class World:
         self.measured = {k: _read_only_view(v) for k, v in self._measured.items()}
         """Per device, the speed and throughputs measured in the last epoch it took part in
         (FLOP/s, bit/s; NaN before): read-only views of the world's arrays."""
-        self.flops = self.devices.flop_per_s.tolist()
+        self._flops: list[float] | None = None  # (:attr:`flops`, made when first asked for)
+        self._aggregator_flops = float(self.devices.flop_per_s[self.devices.aggregator])
         agg_id = net.aggregator  # each device's routes from and to the aggregator, by index
         self.routes_down = _RoutesByRow(self.topology, agg_id, self.devices.ids, to_device=True)
         self.routes_up = _RoutesByRow(self.topology, agg_id, self.devices.ids, to_device=False)
@@ -192,6 +193,15 @@ class World:
         return {media[k].id: float(used[k]) for k in np.flatnonzero(used).tolist()}
 
     @property
+    def flops(self) -> list[float]:
+        """Each device's FLOP/s as Python floats (the event path's per-participant reads),
+        made when first asked for (a fleet of a million whose epochs play in arrays never
+        asks)."""
+        if self._flops is None:
+            self._flops = self.devices.flop_per_s.tolist()
+        return self._flops
+
+    @property
     def now_s(self) -> float:
         """Simulated time now (s)."""
         return float(self.env.now)
@@ -204,9 +214,9 @@ class World:
     def _own_charges(self) -> np.ndarray:
         """Per device, the J/bit its own upload costs itself (the links it sends on)."""
         n = self.devices.n
-        books = getattr(self.topology, "root_books", None)
-        if books is not None:  # a fleet's routes as arrays (netsim.network.tree)
-            up = books["up"]
+        books_of = getattr(self.topology, "root_books", None)
+        if books_of is not None:  # a fleet's routes as arrays (netsim.network.tree)
+            up = books_of(np.arange(n), upward=True)
             owner = np.repeat(np.arange(n), np.diff(up["charge_start"]))
             own = up["charge_node"] == owner
             return np.bincount(owner[own], weights=up["charge_j_per_bit"][own], minlength=n)
@@ -388,19 +398,29 @@ class World:
         return out
 
     def _run_star(self, decision: Decision) -> EpochOutcome:
-        """A star epoch (every participant with the cloud aggregator): its kind, below."""
+        """A star epoch (every participant with the cloud aggregator): its kind, below. In a
+        static world, a cut that cuts nothing (``keep_updates`` of every update, no update
+        later than ``epoch_deadline_s``: a Flower round's timeout) leaves the epoch a static
+        one; the arrays find that out before they book anything, else it runs as guarded
+        events."""
         if decision.buffer_updates is not None:
             return buffered.run(self, decision)
-        if self.dynamic or decision.keep_updates is not None \
-                or decision.epoch_deadline_s is not None:
+        keep, deadline = decision.keep_updates, decision.epoch_deadline_s
+        cut = keep is not None or deadline is not None
+        if self.dynamic or (cut and (keep is not None and keep < len(decision.participants)
+                                     or decision.clusters or not self.fast_epochs)):
             return guarded.run(self, decision)
         env = self.env
         start = env.now
         before = self.meter.totals(start)  # (running sums: a static epoch visits no idle node)
         work = self.workload_of(decision)
-        if not (self.fast_epochs and decision.participants and not decision.clusters
-                and self.network.active_flows == 0 and work.symmetric
-                and arrays.play(self, decision, work.download_bytes, work.flop_per_sample)):
+        played = (self.fast_epochs and decision.participants and not decision.clusters
+                  and self.network.active_flows == 0
+                  and arrays.play(self, decision, work,
+                                  math.inf if deadline is None else start + deadline))
+        if not played:
+            if cut:
+                return guarded.run(self, decision)
             events.run(self, decision, work)
         self.aggregate(work, len(decision.participants) + len(decision.clusters),
                        devices=list(decision.participants))
@@ -428,7 +448,7 @@ class World:
         whose updates they are (a workload with per-device figures counts theirs)."""
         env = self.env
         self.meter.set_busy(self.aggregator_row, env.now)
-        took_s = work.aggregation_flop(updates, devices) / self.flops[self.aggregator_row]
+        took_s = work.aggregation_flop(updates, devices) / self._aggregator_flops
         if play_until is not None:
             play_until(env.now + took_s)
         env.run(until=env.timeout(took_s))

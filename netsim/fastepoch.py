@@ -208,13 +208,14 @@ class PlainEpoch:
     :func:`play_phase`)."""
 
 
-def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
-               capacity_bps: np.ndarray,
+def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable,
+               bits: float | np.ndarray, capacity_bps: np.ndarray,
                owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
                onset_flows: np.ndarray | None = None,
                pieces: CapacityPieces | None = None) -> tuple[np.ndarray, int] | None:
     """When each flow's last bit leaves (s), flow j starting at ``start_s[j]`` on route
-    ``rows[j]`` with ``bits`` bits, and how many capacity changes fell inside the phase; None
+    ``rows[j]`` with ``bits`` bits (one size for all, or each flow's), and how many capacity
+    changes fell inside the phase; None
     if some flow crosses two binding constraints or a contended medium could pass its onset
     (its budget would change with its flows: events). ``owner_hops``: ``routes.hops_of(rows)``;
     ``onset_flows``: per constraint, the flows from which a medium's budget shrinks (inf:
@@ -225,11 +226,12 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: 
     have left, under that piece's capacities, caps and coefficients (the flow network
     re-shares them so at each change), each piece meeting the conditions above on its own
     (else None). Without ``pieces``: ``capacity_bps`` and the caps ``routes`` holds."""
+    sizes = np.array(np.broadcast_to(np.asarray(bits, dtype=float), (len(rows),)))
     if pieces is None:
-        played = _play_piece(start_s, routes.cap_bps[rows], np.full(len(rows), float(bits)),
-                             capacity_bps, owner_hops, onset_flows, _INF)
+        played = _play_piece(start_s, routes.cap_bps[rows], sizes, capacity_bps, owner_hops,
+                             onset_flows, _INF)
         return None if played is None else (played[0], 0)
-    stopped = play_phase_stopping(start_s, rows, routes, bits, capacity_bps, owner_hops,
+    stopped = play_phase_stopping(start_s, rows, routes, sizes, capacity_bps, owner_hops,
                                   onset_flows, pieces, None)
     return None if stopped is None else (stopped.last_bit_s, stopped.capacity_changes)
 
@@ -245,7 +247,8 @@ class StoppedPhase:
     capacity_changes: int
 
 
-def play_phase_stopping(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable, bits: float,
+def play_phase_stopping(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable,
+                        bits: float | np.ndarray,
                         capacity_bps: np.ndarray,
                         owner_hops: tuple[np.ndarray, np.ndarray, np.ndarray],
                         onset_flows: np.ndarray | None, pieces: CapacityPieces | None,
@@ -260,7 +263,8 @@ def play_phase_stopping(start_s: np.ndarray, rows: np.ndarray, routes: RouteTabl
     own, else None. Without ``pieces`` the capacities are ``capacity_bps`` throughout and the
     caps those ``routes`` holds."""
     m = len(rows)
-    last_bit, left = np.full(m, _INF), np.full(m, float(bits))
+    last_bit = np.full(m, _INF)
+    left = np.array(np.broadcast_to(np.asarray(bits, dtype=float), (m,)))  # (its own)
     cut_bits = np.full(m, np.nan)
     waiting = np.ones(m, dtype=bool)  # not done, not stopped
     t = float(start_s.min()) if m else 0.0
@@ -276,7 +280,7 @@ def play_phase_stopping(start_s: np.ndarray, rows: np.ndarray, routes: RouteTabl
         until = _INF if pieces is None else pieces.next_change_s(t)
         if not until > t or boundaries >= most:
             loopguard.stuck("netsim.fastepoch.play_phase", most, {
-                "start_s": start_s, "rows": rows, "bits": float(bits), "piece_start_s": t,
+                "start_s": start_s, "rows": rows, "bits": bits, "piece_start_s": t,
                 "next_change_s": until, "pieces_crossed": boundaries, "left": left},
                 None if until > t else f"was told the capacities change next at {until!r} s, "
                 "not after the piece's start")
@@ -431,44 +435,54 @@ def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: n
 
 
 def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,
-                up: RouteTable, plan: PlainEpoch, uploading: np.ndarray | None = None) -> None:
+                up: RouteTable, plan: PlainEpoch, uploading: np.ndarray | None = None,
+                moving: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """A plain epoch's radio energy (netsim.network.radio) as the event path drives it: each
     download from ``now_s`` to its arrival, each upload from the end of training to its
     arrival, on the radios of their routes. ``uploading`` (a mask): the participants whose
     upload started (the others' upload times are not read); where a transfer was stopped,
-    ``plan`` holds when (netsim.epochs.stopping)."""
+    ``plan`` holds when (netsim.epochs.stopping). ``moving``: which participants' downloads
+    and uploads move bytes (a transfer of none wakes no radio: the event path's; None:
+    all)."""
     if not radio:
         return
+    down_mask = None if moving is None or moving[0].all() else moving[0]
+    up_mask = uploading
+    if moving is not None and not moving[1].all():
+        up_mask = moving[1] if up_mask is None else up_mask & moving[1]
     ids, starts, arrivals = [], [], []
-    up_rows = rows if uploading is None else rows[uploading]
-    up_plan = plan if uploading is None else PlainEpoch(
-        plan.download_arrival_s[uploading], plan.trained_s[uploading],
-        plan.upload_arrival_s[uploading])
-    for table, begin, end, moved in (
-            (down, np.full(len(rows), float(now_s)), plan.download_arrival_s, rows),
-            (up, up_plan.trained_s, up_plan.upload_arrival_s, up_rows)):
+    for table, begin, end, mask in (
+            (down, np.full(len(rows), float(now_s)), plan.download_arrival_s, down_mask),
+            (up, plan.trained_s, plan.upload_arrival_s, up_mask)):
         radio_start, radio_ids = table.radio_start, table.radio_ids
         if radio_start is None or radio_ids is None or not len(radio_ids):
             continue
+        moved = rows
+        if mask is not None:
+            moved, begin, end = rows[mask], begin[mask], end[mask]
         counts = radio_start[moved + 1] - radio_start[moved]
         at = np.repeat(radio_start[moved] - (np.cumsum(counts) - counts), counts) \
             + np.arange(int(counts.sum()))
         ids.append(radio_ids[at])
         starts.append(np.repeat(begin, counts))
         arrivals.append(np.repeat(end, counts))
-    if ids:
-        radio.play(np.concatenate(ids), np.concatenate(starts), np.concatenate(arrivals))
+    if ids:  # (two phases: the downloads' entries first, if any)
+        radio.play(np.concatenate(ids), np.concatenate(starts), np.concatenate(arrivals),
+                   first_phase=len(ids[0]) if len(ids) == 2 else None)
 
 
-def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
-                     down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
-                     pieces: CapacityPieces | None = None,
-                     onset_flows: np.ndarray | None = None) -> PlainEpoch | None:
+def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray,
+                     bits: float | np.ndarray, down: RouteTable, up: RouteTable,
+                     capacity_bps: np.ndarray, pieces: CapacityPieces | None = None,
+                     onset_flows: np.ndarray | None = None,
+                     up_bits: float | np.ndarray | None = None) -> PlainEpoch | None:
     """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
     it needs the event engine (see the module's conditions).
 
     ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
-    aggregator); ``compute_s``: its training time (s); ``bits``: the variant's size (bits).
+    aggregator); ``compute_s``: its training time (s); ``bits``: what each download moves
+    (bits; one size for all, the variant's, or each participant's); ``up_bits``: what each
+    upload moves (bits; None: as its download).
     ``pieces``: in a world whose capacities change (netsim.dynamics), the capacities over time
     (``capacity_bps`` and the caps the tables hold are then not read): each phase is played
     piece by piece (:func:`play_phase`). ``onset_flows``: per constraint, where a contended
@@ -499,7 +513,8 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits
                       trained[up_hops[0][on_up]])
         if np.any(last_down > first_up):
             return None
-    played = play_phase(trained, rows, up, bits, capacity_bps, up_hops, onset_flows, pieces)
+    played = play_phase(trained, rows, up, bits if up_bits is None else up_bits, capacity_bps,
+                        up_hops, onset_flows, pieces)
     if played is None:
         return None
     last_up, up_changes = played

@@ -33,7 +33,7 @@ from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable
 from netsim.dynamics.world import run_streams
 from netsim.engine import EpochOutcome, World, resolve_scenario
-from netsim.gcpause import frozen_heap, relaxed_gc
+from netsim.gcpause import collect_large_world, frozen_heap, relaxed_gc
 from netsim.policy import Decision, InvalidDecision, Observation, Policy, validate_decision
 from netsim.results.recorder import Recorder
 from netsim.scenario.schema import Scenario
@@ -303,6 +303,9 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         if world is not None:
             world.cut_in_flight()  # asynchronous jobs still running stop with the run
         recorder.finish(status, error, world, time.perf_counter() - wall0)
+        n_devices = world.devices.n if world is not None else 0
+        world = r = None
+        collect_large_world(n_devices)  # (before the caller builds the devices table)
 
 
 def _make_backend(resolved: Scenario, rng: np.random.Generator):

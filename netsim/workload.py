@@ -55,8 +55,10 @@ class Workload:
 
     @property
     def symmetric(self) -> bool:
-        """Whether every upload moves as many bytes as every download (what the array fast
-        path plays: netsim.fastepoch); never with per-device figures."""
+        """Whether every upload moves as many bytes as every download (what the changing
+        world's and the hierarchical array paths play; a static epoch plays any workload in
+        arrays, each transfer its own size: netsim.fastepoch); never with per-device
+        figures."""
         return self.by_device is None and self.download_bytes == self.upload_bytes
 
     def aggregation_flop(self, updates: int | float,

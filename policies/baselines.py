@@ -95,7 +95,9 @@ def at_most(rng: np.random.Generator, idx: np.ndarray, size: int) -> np.ndarray:
 def all_samples(obs: Observation, idx: np.ndarray) -> dict[str, int]:
     """Participants ``idx`` each training on all its samples."""
     ids, samples = obs.devices.ids, obs.devices.samples
-    return {ids[i]: int(samples[i]) for i in idx}
+    rows = np.asarray(idx, dtype=np.intp)
+    return dict(zip(map(ids.__getitem__, rows.tolist()), samples[rows].astype(int).tolist(),
+                    strict=True))
 
 
 @register("fedavg-all", "Federated averaging: every available device that can hold the model, "

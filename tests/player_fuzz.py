@@ -11,7 +11,8 @@ the flow network (SimPy events) and through a player:
   binding constraint, :func:`netsim.network.playback.last_bit_times_until`, or the nested
   cells, :func:`netsim.network.nested.nested_last_bit_times_until`), sizes per transfer;
 - ``pieces``: :func:`netsim.fastepoch.play_phase` across capacity changes
-  (:class:`netsim.fastepoch.CapacityPieces`), one size for every transfer as in an epoch;
+  (:class:`netsim.fastepoch.CapacityPieces`), one size for every transfer as in a model's
+  epoch, or (three cases in ten) each transfer its own, as a Flower round's messages;
 - ``online``: the buffered arrays' core, :class:`netsim.network.online.SharedConstraint`,
   played as :class:`netsim.epochs.buffered_arrays.BufferedPlayer` plays it (starts and
   finishes in time order per binding constraint);
@@ -240,9 +241,10 @@ def draw_case(d: Draws, player: str) -> Case:
                       for _ in range(m)])
     start = np.maximum(start, 0.0)
     size = d.pick((153920.0, 8e6, 1e3, 1.6e7))
-    if player in ("pieces", "stops"):
+    if player == "stops" or (player == "pieces" and d.chance(0.7)):  # (one size for all,
+        # as a model's epoch; a pieces case otherwise as a Flower round's messages)
         bits = np.full(m, size if d.chance(0.95) else d.pick((0.0, 1.0, 1e-3)))
-    else:
+    else:  # (each its own: any player; pieces as a Flower round's messages)
         bits = np.array([size if d.chance(0.6) else
                          d.pick((0.0, 1e-3, 1.0, 8.0, _near(d, size), d.real(1.0, 2.0 * size)))
                          for _ in range(m)])
@@ -415,8 +417,8 @@ def played_times(case: Case) -> np.ndarray | None:
             k = int(np.searchsorted(instants, t, side="right"))
             return instants[k] if k < len(instants) else math.inf
 
-        played = play_phase(case.start_s, rows, table, float(case.bits[0]),
-                            vectors[0], hops, onset, CapacityPieces(capacity_at, next_change_s))
+        played = play_phase(case.start_s, rows, table, case.bits, vectors[0], hops, onset,
+                            CapacityPieces(capacity_at, next_change_s))
         return None if played is None else played[0]
     if case.player == "fluid":
         return fluid_times(case)

@@ -113,6 +113,7 @@ def _replans(run) -> int:
     return max(int(json.loads(i).get("replans", 0)) for i in run.epochs["info"])
 
 
+@pytest.mark.soak  # (a study over 60-200 seeds: python -m pytest -m soak)
 def test_online_depl_follows_its_plan_while_the_world_follows_the_model(small):
     """With the model right, online DepL re-plans only where a run's losses are implausibly
     bad for the model (band_sigmas), and spends less than re-planning whenever losses come
@@ -134,6 +135,7 @@ def test_online_depl_follows_its_plan_while_the_world_follows_the_model(small):
     assert all(r.runs.iloc[0].epochs <= small.training.max_epochs for r in runs + eager_runs)
 
 
+@pytest.mark.soak  # (a study over 60-200 seeds: python -m pytest -m soak)
 def test_online_depl_replans_when_the_world_departs_from_its_model(small):
     """Ground truth learning at 70 % of the model's pace: the offline plan misses the target
     in every run; online DepL sees its losses depart from the model (the run's offset beyond

@@ -97,3 +97,33 @@ def test_a_million_device_fleet_is_arrays_with_the_bytes_per_device_stated():
     assert fleet.nbytes / fleet.n_devices < 300
     assert len(FleetLinks(fleet)) == 1 + 1_000_000 + len(fleet.cell_ids)
     assert int((fleet.link_owner > 0).sum()) == 1_000_000
+
+
+@pytest.mark.parametrize(("media", "kept"), [(True, True), (False, True), (True, False)])
+def test_tree_route_books_are_the_routes_books(monkeypatch, media, kept):
+    """The ledger's books of a fleet's routes, gathered for the routes asked for (down and up
+    mixed, repeated, in any order), are those the route objects give: kept for every route
+    (a fleet up to BOOKS_KEPT_UP_TO devices) or built for those asked for (above)."""
+    from netsim.network import tree as tree_module
+    from netsim.network.tree import route_books_of
+
+    if not kept:
+        monkeypatch.setattr(tree_module, "BOOKS_KEPT_UP_TO", 0)
+
+    resolved = _generated(200, shared_media=media)
+    from netsim.devices import scenario_topology
+
+    tree = scenario_topology(resolved)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 2 * 201, size=60).tolist() + [7, 7, 8]
+    agg = tree.node_ids[tree.root]
+    ids = [i for i in ids if i // 2 != tree.root]
+    got = tree.route_books(ids)
+    want = route_books_of([tree.route(agg, tree.node_ids[i // 2]) if i % 2 == 0
+                           else tree.route(tree.node_ids[i // 2], agg) for i in ids])
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    only_up = [i for i in ids if i % 2 == 1]
+    for k, v in tree.route_books(only_up).items():
+        np.testing.assert_array_equal(v, route_books_of([tree.routes[i] for i in only_up])[k])

@@ -59,3 +59,26 @@ def test_downloads_together_wait_for_the_outer_link_or_their_cell():
     np.testing.assert_allclose(secs, 8e6 / 12e6)  # 5 flows x 12 Mbit/s = 60 Mbit/s
     secs = nested_together(8e6, group, coef, np.ones(3), 200e6)  # the cells bind
     np.testing.assert_allclose(secs, 8e6 / np.array([27e6] * 4 + [24e6]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_crowded_cells_under_a_binding_outer_link_are_the_fluid_replay(seed):
+    """The city's regime (benchmarks/city.py): many members per cell starting one by one, the
+    outer link binding most of the time, so members join and leave groups that keep sharing
+    it (the player's in-place steps, and its level heap rebuilt), some cells dropping below
+    the share and back."""
+    rng = np.random.default_rng(100 + seed)
+    n_cells, per_cell = 8, 30
+    group = np.repeat(np.arange(n_cells), per_cell)
+    rates = rng.choice([6e6, 24e6, 54e6, 80e6], size=len(group))
+    coef = 1.0 / rates
+    gcap = rng.choice([1.0, 0.9, 0.5], size=n_cells)
+    start = np.sort(rng.uniform(0.0, 2.0, len(group)))
+    bits = np.full(len(group), 2e6) if seed < 2 else rng.uniform(1e6, 3e6, len(group))
+    outer = float(rng.uniform(0.05, 0.3)) * float(gcap @ np.bincount(group, weights=rates)
+                                                     / per_cell)
+    got = nested_last_bit_times(start, bits, group, coef, gcap, outer)
+    hops = [[int(g), n_cells] for g in group]
+    coefs = [[float(a), 1.0] for a in coef]
+    want = replay(hops, coefs, bits, start, np.append(gcap, outer))
+    np.testing.assert_allclose(got, want, rtol=1e-9)

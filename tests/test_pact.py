@@ -203,6 +203,7 @@ def test_unprune_option_and_deterministic_runs():
         b.epochs[["variant", "samples", "energy_compute_j"]])
 
 
+@pytest.mark.soak  # (two runs of the experiment, 8 s: python -m pytest -m soak)
 def test_online_pact_runs_close_to_its_first_plan_on_its_own_experiment():
     """experiments/pact/schedule.yaml with the simulator's noise on: online PACT reaches the
     target and spends within 25% of its first plan."""

@@ -72,3 +72,75 @@ def test_figures_must_name_the_participants(star):
         run.execute(Decision(participants={"d1": 500, "d2": 300}, workload=work), "driver")
     with pytest.raises(ValueError, match="workload.by_device.flop"):
         DeviceWork(1.0, 1.0, -1.0, 0.0)
+
+
+def _played(n: int, per_cell: int, media: bool, fast: bool, by_device: bool,
+            deadline_s: float | None = None):
+    """Two epochs of a workload with each participant's own figures (or down and up bytes
+    that differ, one pair for all), on a generated network, with ``deadline_s`` (cutting no
+    update): per epoch its end and energy, then every node's books."""
+    import numpy as np
+
+    from netsim.results.recorder import Recorder
+
+    sc = load_scenario({"name": "own", "seed": 0,
+                        "generate": {"n_devices": n, "devices_per_cell": per_cell, "seed": n,
+                                     "shared_media": media},
+                        "model": "small-cnn",
+                        "training": {"target_loss": 1e-9, "deadline_s": 1e12,
+                                     "max_epochs": 10}})
+    run = Run(sc, 0, Recorder("r", "own", "driver", 0, {}, 1e-9, 1e12), fast_epochs=fast)
+    t = run.world.devices
+    rng = np.random.default_rng(n)
+    devs = [d for i, d in enumerate(t.ids) if i != t.aggregator and t.samples[i] > 0]
+    out = []
+    for _ in range(2):
+        if by_device:  # (downloads of no bytes among them: no radio wakes for those)
+            own = {d: DeviceWork(float(rng.choice([0.0, 2e5, 9e5])),
+                                 float(rng.uniform(1e4, 1.2e6)), float(rng.uniform(2e10, 5e10)),
+                                 float(rng.uniform(0, 1e7))) for d in devs}
+            work = Workload(0.0, 0.0, 0.0, 0.0, by_device=own)
+        else:
+            work = Workload(7e5, 2.5e5, 3e6, 2e6)
+        run.observe()
+        outcome = run.execute(Decision(participants={d: 1 for d in devs}, workload=work,
+                                       epoch_deadline_s=deadline_s), "driver")
+        assert not outcome.late and not outcome.dropped
+        run.close_epoch()
+        out.append([outcome.end_s, outcome.energy.compute_j, outcome.energy.communication_j,
+                    outcome.energy.idle_j])
+    snap = run.world.meter.snapshot(run.world.now_s)
+    net = run.world.network
+    books = np.concatenate([snap.compute_j, snap.communication_j, snap.radio_j,
+                            net.bytes_sent, net.bytes_received, net.ledger.airtime_s])
+    return np.array(out), books
+
+
+@pytest.mark.parametrize(("n", "per_cell", "media", "by_device", "deadline_s"), [
+    (40, 8, True, True, None),       # Wi-Fi and cellular cells, radios
+    (300, 32, False, True, None),    # the aggregator's fibre binds both ways
+    (120, 8, True, False, None),     # one pair of sizes, downloads and uploads of other bytes
+    (40, 8, True, True, 3600.0),     # a Flower round's timeout that cuts nothing: the static
+])                                   # arrays against the guarded events
+def test_own_figures_play_in_arrays_as_on_events(monkeypatch, n, per_cell, media, by_device,
+                                                 deadline_s):
+    """Each participant's own bytes and FLOP (a Flower round's messages) play in arrays
+    (netsim.fastepoch with per-flow sizes) and give the event path's times, energy and books
+    to 1e-9; with a deadline that cuts no update too (the event path: guarded events)."""
+    import numpy as np
+
+    from netsim.epochs import arrays as static_arrays
+    from netsim.fastepoch import play_plain_epoch
+
+    plans = []
+
+    def spy(*args, **kwargs):
+        plans.append(play_plain_epoch(*args, **kwargs))
+        return plans[-1]
+
+    monkeypatch.setattr(static_arrays, "play_plain_epoch", spy)
+    fast = _played(n, per_cell, media, True, by_device, deadline_s)
+    assert len(plans) == 2 and all(p is not None for p in plans)
+    slow = _played(n, per_cell, media, False, by_device, deadline_s)
+    np.testing.assert_allclose(fast[0], slow[0], rtol=1e-9)
+    np.testing.assert_allclose(fast[1], slow[1], rtol=1e-9, atol=1e-9)

@@ -23,6 +23,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -412,8 +413,9 @@ def _run(args: argparse.Namespace) -> int:
                     bar.set_postfix_str(f"{label} epoch {epoch} t={now_s:.0f}s", refresh=False)
 
                 policy = resolve_policy(scenario, name, params.get(name))
-                results.append(simulate(scenario, policy, seed=seed, out=out, progress=progress))
-                bar.update()
+                res = simulate(scenario, policy, seed=seed, out=out, progress=progress)
+                results.append(replace(res, devices=res.devices.iloc[:0]))  # (written: its
+                bar.update()  # rows, a row per device, are not kept for the summary)
     runs = pd.concat([r.runs for r in results], ignore_index=True)
     print(f"scenario {scenario.name}: target loss {scenario.training.target_loss}, "
           f"deadline {scenario.training.deadline_s:g} s")
@@ -427,7 +429,9 @@ def _run(args: argparse.Namespace) -> int:
         from netsim.figures import registered_figures, save
         from netsim.sweep.results import load_results
 
-        stored = load_results(out)  # (as `netsim figures` reads them: points, labels)
+        # (as `netsim figures` reads them: points, labels; the devices table only for the
+        # availability map)
+        stored = load_results(out, devices=scenario.dynamics is not None)
         stored = stored.select(stored.runs["run_id"].isin(runs["run_id"]))
         figures = registered_figures()
         names = ["timeline"]

@@ -41,8 +41,9 @@ class EpochWorld(Protocol):
     """Each device's route from the aggregator, by device row (routes built when asked)."""
     routes_up: Any
     """Each device's route to the aggregator, by device row."""
-    flops: list[float]
-    """Each device's FLOP/s, by row."""
+    @property
+    def flops(self) -> list[float]:
+        """Each device's FLOP/s, by row."""
     aggregator_id: str
     own_up_j_per_bit: np.ndarray
     """Per device, the J/bit its own upload costs itself."""

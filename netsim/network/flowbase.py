@@ -35,6 +35,7 @@ class FlowNetworkBase:
     _link_flows: defaultdict[int, dict[_Flow, None]]
     _empty_slack: list[float]
     _slack: list[float]
+    _slack_made: bool                 # _slack and _empty_slack made (FlowNetwork._make_slack)
     _groups: dict[int, _Group]
     _feeds: dict[tuple[int, int], _Feed]
     _moving: dict[_Flow, None]
@@ -65,6 +66,7 @@ class FlowNetworkBase:
     if TYPE_CHECKING:  # the primitives the parts call in one another
         # netsim.network.flows
         def _active(self) -> list[_Flow]: ...
+        def _make_slack(self) -> None: ...
         def _feed(self, feed: _Feed, medium: int, load: float, ratio: float,
                   joins: bool) -> float: ...
         def _leave(self, flow: _Flow, now: float, arrive: bool = True) -> None: ...

@@ -164,8 +164,11 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         self._link_flows: defaultdict[int, dict[_Flow, None]] = defaultdict(dict)
         # headroom per direction: capacity (with a relative tolerance) minus the caps of the
         # flows crossing it; negative exactly while the direction is unsafe (has a group)
-        self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
-        self._slack = list(self._empty_slack)
+        # (made at the first transfer or capacity change, :meth:`_make_slack`: a fleet of a
+        # million whose epochs all play in arrays never needs its 2 million entries)
+        self._empty_slack: list[float] = []
+        self._slack: list[float] = []
+        self._slack_made = False
         self._groups: dict[int, _Group] = {}
         # (constraint, medium) -> the flows fed to it through the medium (kept once used)
         self._feeds: dict[tuple[int, int], _Feed] = {}
@@ -343,6 +346,8 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
         one crosses a direction changed (a flow's cap, coefficients and shares depend only
         on the constraints it crosses; the others' headroom is reset). The transfers started
         so far are booked first, their air time at the station rates in force until now."""
+        if not self._slack_made:
+            self._make_slack()
         counted = self._never_bind.stop()  # (its bound assumed fixed capacities)
         if counted:
             self._count_again(counted)
@@ -431,10 +436,19 @@ class FlowNetwork(NestedGroups, DecomposedGroups, Resharing, Wakeups):
                 slack[h] -= load if feed is None else self._feed(feed, flow.plan.medium, load,
                                                                   ratio, True)
 
+    def _make_slack(self) -> None:
+        """Every direction's headroom, empty and now (capacity with the tolerance: no flow
+        yet), made when first needed."""
+        self._empty_slack = [c * (1.0 + _TOL) for c in self._cap]
+        self._slack = list(self._empty_slack)
+        self._slack_made = True
+
     def _start(self, route: Route, size_bytes: float, done: simpy.Event | Callable[[float], None],
                plan: _Plan | None = None) -> _Flow | None:
         """Start moving ``size_bytes`` on ``route`` (with hops; ``plan``: its plan now, when
         the caller has it)."""
+        if not self._slack_made:
+            self._make_slack()
         bits = 8.0 * float(size_bytes)
         if bits <= 0.0:
             self._book_route(route.id)  # bytes and energy: booked in bulk (TransferLedger)

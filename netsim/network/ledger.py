@@ -54,7 +54,9 @@ class TransferLedger:
         # transfers started since the last settle(): route ids and sizes (bytes)
         self.booked_routes: list[int] = []
         self.booked_bytes: list[float] = []
-        self._slot: dict[int, int] = {}  # route id -> its row in the arrays below
+        # route id (>= 0) -> its row in the arrays below (-1: not indexed yet)
+        self._slot = np.full(0, -1, dtype=np.int32)
+        self._n_indexed = 0
         self._route_first_sender = self._route_receiver = np.zeros(0, dtype=np.intp)
         self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
         self._charge_sender = np.zeros(0, dtype=np.intp)
@@ -109,9 +111,8 @@ class TransferLedger:
                 capacity: Sequence[float] | np.ndarray) -> None:
         """Add transfers on ``route_ids`` of ``size`` bytes each to the books, in order, their
         air time at the station rates of ``capacity`` (per constraint)."""
-        slot = self._slot
-        self.index(route_ids)
-        r = np.fromiter((slot[rid] for rid in route_ids), dtype=np.intp, count=len(route_ids))
+        ids = self.index(route_ids)
+        r = self._slot[ids]
         np.add.at(self._bytes_sent, self._route_first_sender[r], size)
         np.add.at(self._bytes_received, self._route_receiver[r], size)
         counts = self._route_n_charges[r]
@@ -130,7 +131,8 @@ class TransferLedger:
                 if isinstance(capacity, np.ndarray):
                     rate = capacity[direction].astype(float)
                 else:  # (a list the network changes in place)
-                    rate = np.array([capacity[d] for d in direction.tolist()], dtype=float)
+                    rate = np.fromiter(map(capacity.__getitem__, direction.tolist()),
+                                       dtype=float, count=len(direction))
                 seconds = np.repeat(8.0 * size, counts) / rate
                 np.add.at(self._airtime_s, self._air_station[air], seconds)
                 np.add.at(self._medium_airtime_s, self._direction_medium[direction], seconds)
@@ -149,24 +151,34 @@ class TransferLedger:
                 self._airtime_s[station] += seconds
                 self._medium_airtime_s[self._direction_medium[d]] += seconds
 
-    def index(self, route_ids: Sequence[int]) -> None:
+    def index(self, route_ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Index the routes ``route_ids`` not indexed yet, in one pass (a caller that knows
-        the routes its transfers will take: one call instead of one per settling)."""
-        slot = self._slot
-        new = [rid for rid in dict.fromkeys(route_ids) if rid not in slot]
-        if new:
-            self._index_routes(new)
+        the routes its transfers will take: one call instead of one per settling); returns
+        the ids as an array."""
+        ids = np.asarray(route_ids, dtype=np.intp)
+        if not len(ids):
+            return ids
+        top = int(ids.max())
+        if top >= len(self._slot):  # (grown by a quarter at least: ids arrive in any order)
+            grown = np.full(max(top + 1, len(self._slot) * 5 // 4), -1, dtype=np.int32)
+            grown[:len(self._slot)] = self._slot
+            self._slot = grown
+        missing = self._slot[ids] < 0
+        if missing.any():  # (in the order of their first transfer)
+            fresh, first = np.unique(ids[missing], return_index=True)
+            self._index_routes(fresh[np.argsort(first)])
+        return ids
 
-    def _index_routes(self, ids: list[int]) -> None:
+    def _index_routes(self, ids: np.ndarray) -> None:
         """Add the routes ``ids`` (not indexed yet) to the arrays: first sender, receiver,
         charges and air time (flattened); only routes that carried a transfer are indexed
         (a fleet's topology gives them as arrays, :meth:`TreeTopology.route_books`)."""
         books_of = getattr(self.topology, "route_books", None)
-        books = books_of(ids) if books_of is not None \
-            else route_books_of([self.topology.routes[i] for i in ids])
-        base = len(self._slot)
-        for k, rid in enumerate(ids):
-            self._slot[rid] = base + k
+        books = books_of(ids.tolist()) if books_of is not None \
+            else route_books_of([self.topology.routes[i] for i in ids.tolist()])
+        base = self._n_indexed
+        self._slot[ids] = np.arange(base, base + len(ids), dtype=np.int32)
+        self._n_indexed = base + len(ids)
         n_charges, n_air = books["charge_count"], books["air_count"]
         charge_base, air_base = len(self._charge_sender), len(self._air_station)
         cat = np.concatenate
@@ -187,7 +199,7 @@ class TransferLedger:
         charges summed, as :attr:`netsim.network.topology.Route.total_energy_j_per_bit`, read
         from the books (indexed on first use) without building the route."""
         self.index([route_id])
-        slot = self._slot[route_id]
+        slot = int(self._slot[route_id])
         first = int(self._route_charge_start[slot])
         return float(sum(self._charge_j_per_bit[first:first + int(self._route_n_charges[slot])]
                          .tolist()))

@@ -49,8 +49,9 @@ class NeverBinding:
         # hops left out of earlier plans that count from now on: the network adds their flows
         # present (FlowNetwork._count_again) and empties the list
         self.counted_again: list[int] = []
-        # a medium's largest budget: contention only lowers it (a capacity change ends this)
-        self._budget = [max(float(c), 1.0) for c in constraint_capacity]
+        # a medium's largest budget: contention only lowers it (a capacity change ends this);
+        # media only (after the link directions), by constraint - first_medium
+        self._budget = [max(float(c), 1.0) for c in constraint_capacity[first_medium:]]
         self._feeder: dict[int, int] = {}   # h -> the one medium its planned flows cross
         self._bound: dict[int, float] = {}  # h -> that medium's budget x largest ratio (bit/s)
         self._kept: set[int] = set()        # link directions counted from now on
@@ -63,7 +64,7 @@ class NeverBinding:
         if h in self._kept:
             return False
         if self._feeder.setdefault(h, medium) == medium:
-            limit = self._budget[medium] * ratio
+            limit = self._budget[medium - self.first_medium] * ratio
             bound = self._bound.get(h, 0.0)
             if limit > bound:
                 self._bound[h] = bound = limit

@@ -35,6 +35,8 @@ class Resharing(FlowNetworkBase):
             nest.stamp = -1
             nest.release()
         self._nests, self._cells, self._touched = {}, {}, {}
+        if not self._slack_made:
+            self._make_slack()
         cap, slack = self._cap, list(self._empty_slack)
         for feed in self._feeds.values():
             feed.clear()

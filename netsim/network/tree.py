@@ -11,7 +11,7 @@ Routes are built when first asked for. The route from the root to device row r h
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
 import numpy as np
@@ -24,6 +24,12 @@ from netsim.network.topology import (
     Topology,
     build_route,
 )
+
+BOOKS_KEPT_UP_TO = 200_000
+"""Up to this many devices a tree keeps every device route's books once one is asked for
+(:meth:`TreeTopology.route_books`: a few arrays of the fleet's size, gathered from at each
+epoch's settling); above, it builds the books of the routes asked for each time (a fleet of
+a million asks for a few hundred an epoch, and its memory is what counts)."""
 
 
 class TreeTopology(Topology):
@@ -43,7 +49,7 @@ class TreeTopology(Topology):
                  radio_power_w: np.ndarray, tail_s: np.ndarray, tail_power_w: np.ndarray,
                  link_medium: np.ndarray, media: Sequence[MediumLike], links: Sequence) -> None:
         self.node_ids = node_ids
-        self.index = {v: i for i, v in enumerate(node_ids)}
+        self.index = NodeIndex(node_ids, n_devices)  # type: ignore[assignment]
         self.links = links  # type: ignore[assignment]
         self.media = list(media)
         self.n_devices = n_devices
@@ -78,7 +84,8 @@ class TreeTopology(Topology):
         self._member_station = np.where(member, station, -1)
         self._member_ab = np.where(station_is_a, up, down)   # constraint a -> b
         self._member_ba = np.where(station_is_a, down, up)   # constraint b -> a
-        self.direction_medium = np.repeat(np.where(member, medium, -1), 2).tolist()
+        self.direction_medium = np.repeat(  # type: ignore[assignment]
+            np.where(member, medium, -1), 2)  # (an array: the ledger reads it as one)
         # radios: per link with radio power or a tail, one per device end (a, then b)
         has_radio = (radio_power_w > 0.0) | ((tail_s > 0.0) & (tail_power_w > 0.0))
         a_dev, b_dev = self.link_a < n_devices, self.link_b < n_devices
@@ -94,10 +101,8 @@ class TreeTopology(Topology):
         self.constraint_capacity = self.capacity_bps + [1.0] * len(self.constraint_medium)
         self.route_cache: dict[tuple[str, str], Route] = {}
         self.routes = _TreeRoutes(self)  # type: ignore[assignment]
-        self.root_books: dict | None = None
-        """What :meth:`root_routes` computed (None before): the device table's routes and
-        the ledger's books, as arrays."""
         self._extra: list[Route] = []
+        self._kept_books: dict[str, np.ndarray] | None = None  # (:meth:`route_books`)
         self._depth = _depths(self.parent, root)
         # per (link, sending end) crossed so far: its step (:meth:`_step`)
         self._steps: dict[tuple[int, int], RouteStep] = {}
@@ -227,9 +232,27 @@ class TreeTopology(Topology):
         pass: per direction ``route_id``, ``cap_bps`` (the bottleneck, inf without hops),
         ``latency_s``, ``j_per_bit`` (the route's charges summed), ``hop_start``/``hops``/
         ``rate_ref`` and ``radio_start``/``radio_ids`` (CSR, rows = device rows), the same
-        figures :meth:`route` builds one by one, summed in the same order."""
+        figures :meth:`route` builds one by one, summed in the same order. The ledger's books
+        of these routes are not kept for every device: :meth:`route_books` gathers them for
+        the routes that carry a transfer (:meth:`root_books` for some device rows)."""
+        rows = np.arange(self.n_devices)
+        return {name: self._root_arrays(rows, upward, books=False)
+                for name, upward in (("down", False), ("up", True))}
+
+    def root_books(self, rows: np.ndarray, upward: bool) -> dict[str, np.ndarray]:
+        """What the ledger books for the routes of device ``rows`` from the root (or, with
+        ``upward``, to it): ``first_sender``, ``receiver``, and the charges
+        (``charge_start``/``charge_node``/``charge_j_per_bit``) and air time
+        (``air_start``/``air_station``/``air_direction``) in CSR form, row k for ``rows[k]``:
+        the figures :meth:`route` builds one by one."""
+        return self._root_arrays(np.asarray(rows, dtype=np.intp), upward, books=True)
+
+    def _root_arrays(self, rows: np.ndarray, upward: bool, books: bool
+                     ) -> dict[str, np.ndarray]:
+        """The routes of device ``rows`` from the root (``upward``: to it) as arrays: the
+        route table's columns (:meth:`root_routes`), or the ledger's books (``books``)."""
         n = self.n_devices
-        rows = np.arange(n)
+        m = len(rows)
         chain = [rows]
         while True:  # ancestors, until every chain has reached the root
             nxt = np.where(chain[-1] >= 0, self.parent[np.maximum(chain[-1], 0)], -1)
@@ -243,80 +266,91 @@ class TreeTopology(Topology):
             ok = (child >= 0) & (par >= 0)
             link = np.where(ok, self.parent_link[np.maximum(child, 0)], -1)
             edges.append((child, par, link, ok))
-        out = {}
-        for name, order, upward in (("down", edges[::-1], False), ("up", edges, True)):
-            hop_cols, ref_cols, radio_cols = [], [], []
-            charge_node, charge_j, air_station, air_dir = [], [], [], []
-            cap = np.full(n, np.inf)
-            latency = np.zeros(n)
-            j_per_bit = np.zeros(n)
-            for child, par, link, ok in order:
-                lk = np.maximum(link, 0)
-                sender = child if upward else par
-                receiver = par if upward else child
-                forward = self.link_a[lk] == sender
-                hop = np.where(ok, 2 * lk + np.where(forward, 0, 1), -1)
-                member = ok & (self._member_station[lk] >= 0)
-                med = np.where(member, np.where(forward, self._member_ab[lk],
-                                                self._member_ba[lk]), -1)
-                hop_cols += [hop, med]
-                ref_cols += [np.full(n, -1), np.where(member, hop, -1)]
-                bw = np.where(ok, self.bandwidth_bps[lk], np.inf)
-                cap = np.minimum(cap, bw)
-                latency = np.where(ok, latency + self.latency_s[lk], latency)
-                j_per_bit = np.where(ok, j_per_bit + self.energy_j_per_bit[lk], j_per_bit)
+        order = edges if upward else edges[::-1]
+        hop_cols, ref_cols, radio_cols = [], [], []
+        charge_node, charge_j, air_station, air_dir = [], [], [], []
+        cap = np.full(m, np.inf)
+        latency = np.zeros(m)
+        j_per_bit = np.zeros(m)
+        for child, par, link, ok in order:
+            lk = np.maximum(link, 0)
+            sender = child if upward else par
+            receiver = par if upward else child
+            forward = self.link_a[lk] == sender
+            hop = np.where(ok, 2 * lk + np.where(forward, 0, 1), -1)
+            member = ok & (self._member_station[lk] >= 0)
+            if books:
                 rx = self.rx_energy_j_per_bit[lk]
                 charged = ok & (rx > 0.0) & (receiver < n) & (receiver >= 0)
-                j_per_bit = np.where(charged, j_per_bit + rx, j_per_bit)
                 charge_node += [np.where(ok, sender, -1), np.where(charged, receiver, -1)]
                 charge_j += [self.energy_j_per_bit[lk], rx]
                 air_station += [np.where(member, self._member_station[lk], -1)]
                 air_dir += [hop]
-                first, count = self._radio_first[lk], np.where(ok, self._radio_count[lk], 0)
-                radio_cols += [np.where(count > 0, first, -1), np.where(count > 1, first + 1, -1)]
-            out[name] = {"route_id": 2 * rows + (1 if upward else 0), "cap_bps": cap,
-                         "latency_s": latency, "j_per_bit": j_per_bit,
-                         **_csr(np.stack(hop_cols, axis=1), np.stack(ref_cols, axis=1),
-                                "hop_start", "hops", "rate_ref"),
-                         **_csr(np.stack(radio_cols, axis=1), None, "radio_start",
-                                "radio_ids", ""),
-                         **_csr(np.stack(charge_node, axis=1), np.stack(charge_j, axis=1),
-                                "charge_start", "charge_node", "charge_j_per_bit"),
-                         **_csr(np.stack(air_station, axis=1), np.stack(air_dir, axis=1),
-                                "air_start", "air_station", "air_direction")}
-            first = np.full(n, -1)
+                continue
+            med = np.where(member, np.where(forward, self._member_ab[lk],
+                                            self._member_ba[lk]), -1)
+            hop_cols += [hop, med]
+            ref_cols += [np.full(m, -1), np.where(member, hop, -1)]
+            bw = np.where(ok, self.bandwidth_bps[lk], np.inf)
+            cap = np.minimum(cap, bw)
+            latency = np.where(ok, latency + self.latency_s[lk], latency)
+            j_per_bit = np.where(ok, j_per_bit + self.energy_j_per_bit[lk], j_per_bit)
+            rx = self.rx_energy_j_per_bit[lk]
+            charged = ok & (rx > 0.0) & (receiver < n) & (receiver >= 0)
+            j_per_bit = np.where(charged, j_per_bit + rx, j_per_bit)
+            first, count = self._radio_first[lk], np.where(ok, self._radio_count[lk], 0)
+            radio_cols += [np.where(count > 0, first, -1), np.where(count > 1, first + 1, -1)]
+        if books:
+            first = np.full(m, -1)
             if len(order):
                 first = np.where(order[0][3], order[0][0] if upward else order[0][1], -1)
-            out[name]["first_sender"] = np.where(first >= 0, first, rows)  # (no hop: itself)
-            out[name]["receiver"] = np.full(n, self.root) if upward else rows
-        self.root_books = {**out, "both": {  # down's entries, then up's (gathered by id)
-            k: np.concatenate([out["down"][k], out["up"][k]])
-            for k in ("charge_node", "charge_j_per_bit", "air_station", "air_direction")}}
-        return out
+            empty = np.zeros((m, 0), dtype=np.intp)
+            return {"first_sender": np.where(first >= 0, first, rows),  # (no hop: itself)
+                    "receiver": np.full(m, self.root) if upward else rows.copy(),
+                    **_csr(np.stack(charge_node, axis=1) if charge_node else empty,
+                           np.stack(charge_j, axis=1) if charge_j else empty.astype(float),
+                           "charge_start", "charge_node", "charge_j_per_bit"),
+                    **_csr(np.stack(air_station, axis=1) if air_station else empty,
+                           np.stack(air_dir, axis=1) if air_dir else empty,
+                           "air_start", "air_station", "air_direction")}
+        empty = np.zeros((m, 0), dtype=np.intp)
+        return {"route_id": 2 * rows + (1 if upward else 0), "cap_bps": cap,
+                "latency_s": latency, "j_per_bit": j_per_bit,
+                **_csr(np.stack(hop_cols, axis=1) if hop_cols else empty,
+                       np.stack(ref_cols, axis=1) if ref_cols else empty,
+                       "hop_start", "hops", "rate_ref"),
+                **_csr(np.stack(radio_cols, axis=1) if radio_cols else empty, None,
+                       "radio_start", "radio_ids", "")}
 
     def route_books(self, ids: list[int]) -> dict[str, np.ndarray]:
         """What the ledger books per route, for routes ``ids`` (in order): first sender,
         receiver, charges (node, J/bit) and air time (station, link direction) in CSR form
-        (``*_count`` per route): gathered from :meth:`root_routes`' arrays, or built from the
-        routes themselves where one is not a device's route to or from the root."""
-        books = self.root_books
+        (``*_count`` per route): gathered from :meth:`root_books`' arrays for the devices'
+        routes to and from the root, or built from the routes themselves where one is not."""
         rid = np.asarray(ids, dtype=np.intp)
-        if books is None or not len(rid) or rid.max() >= 2 * self.n_devices:
+        if not len(rid) or rid.max() >= 2 * self.n_devices:
             return route_books_of([self.routes[i] for i in ids])
         row, up = rid // 2, rid % 2 == 1
-        d, u = books["down"], books["up"]
-        out = {"first_sender": np.where(up, u["first_sender"][row], d["first_sender"][row]),
-               "receiver": np.where(up, u["receiver"][row], d["receiver"][row])}
-        for start, a, b in (("charge_start", "charge_node", "charge_j_per_bit"),
-                            ("air_start", "air_station", "air_direction")):
-            offset = len(d[a])
-            first = np.where(up, offset + u[start][row], d[start][row])
-            count = np.where(up, u[start][row + 1] - u[start][row],
-                             d[start][row + 1] - d[start][row])
-            at = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(count.sum())
-            out[start.replace("start", "count")] = count
-            out[a] = books["both"][a][at]
-            out[b] = books["both"][b][at]
+        if self.n_devices <= BOOKS_KEPT_UP_TO:  # (every route's books, gathered once)
+            if self._kept_books is None:
+                every = np.arange(self.n_devices)
+                self._kept_books = _joined(self.root_books(every, False),
+                                           self.root_books(every, True))
+            books, at = self._kept_books, np.where(up, self.n_devices + row, row)
+        else:  # (the routes asked for only: a fleet of a million asks for few)
+            books = _joined(self.root_books(row[~up], False), self.root_books(row[up], True))
+            at = np.empty(len(rid), dtype=np.intp)  # (row k of the answer: ids[k]'s)
+            at[np.flatnonzero(~up)] = np.arange(int((~up).sum()))
+            at[np.flatnonzero(up)] = int((~up).sum()) + np.arange(int(up.sum()))
+        out = {k: books[k][at] for k in ("first_sender", "receiver")}
+        for name, a, b in (("charge", "charge_node", "charge_j_per_bit"),
+                           ("air", "air_station", "air_direction")):
+            first, count = books[name + "_first"][at], books[name + "_count"][at]
+            take = np.repeat(first - (np.cumsum(count) - count), count) \
+                + np.arange(int(count.sum()))
+            out[name + "_count"] = count
+            out[a] = books[a][take]
+            out[b] = books[b][take]
         return out
 
     def route_by_id(self, rid: int) -> Route:
@@ -326,6 +360,34 @@ class TreeTopology(Topology):
         row, back = divmod(rid, 2)
         root, dev = self.node_ids[self.root], self.node_ids[row]
         return self.route(dev, root) if back else self.route(root, dev)
+
+
+class NodeIndex(Mapping[str, int]):
+    """Node id -> index in a tree topology: the devices' dict (:attr:`devices`, which the
+    device table shares, read-only) and the other nodes' (a fleet's million ids are indexed
+    once, not once per table)."""
+
+    __slots__ = ("devices", "_others")
+
+    def __init__(self, node_ids: Sequence[str], n_devices: int) -> None:
+        self.devices: dict[str, int] = dict(zip(node_ids[:n_devices], range(n_devices),
+                                                strict=True))
+        self._others = dict(zip(node_ids[n_devices:], range(n_devices, len(node_ids)),
+                                strict=True))
+
+    def __getitem__(self, key: str) -> int:
+        i = self.devices.get(key)
+        return self._others[key] if i is None else i
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.devices or key in self._others
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.devices
+        yield from self._others
+
+    def __len__(self) -> int:
+        return len(self.devices) + len(self._others)
 
 
 class _TreeRoutes(Sequence[Route]):
@@ -362,6 +424,21 @@ def route_books_of(routes: Sequence[Route]) -> dict[str, np.ndarray]:
         "air_count": np.array([len(r.airtime) for r in routes], dtype=np.intp),
         "air_station": np.array([x for r in routes for x, _ in r.airtime], dtype=np.intp),
         "air_direction": np.array([d for r in routes for _, d in r.airtime], dtype=np.intp)}
+
+
+def _joined(down: dict[str, np.ndarray], up: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Two sets of :meth:`TreeTopology.root_books` (rows of down routes, then of up routes)
+    as one: per row its first sender, receiver, and each CSR's first entry and count
+    (``charge_first``/``charge_count``, ``air_first``/``air_count``) into the values joined."""
+    out = {k: np.concatenate([down[k], up[k]]) for k in ("first_sender", "receiver")}
+    for name, a, b in (("charge", "charge_node", "charge_j_per_bit"),
+                       ("air", "air_station", "air_direction")):
+        start_d, start_u = down[name + "_start"], up[name + "_start"]
+        out[name + "_first"] = np.concatenate([start_d[:-1], len(down[a]) + start_u[:-1]])
+        out[name + "_count"] = np.concatenate([np.diff(start_d), np.diff(start_u)])
+        out[a] = np.concatenate([down[a], up[a]])
+        out[b] = np.concatenate([down[b], up[b]])
+    return out
 
 
 def _csr(cols: np.ndarray, refs: np.ndarray | None, start_name: str, values_name: str,

@@ -124,17 +124,22 @@ def _participants_ok(decision: Decision, obs: Observation, need: float) -> bool:
     if not decision.participants:
         return True
     table = obs.devices
-    idx = [table.index.get(dev, -1) for dev in decision.participants]
-    samples = list(decision.participants.values())
-    if -1 in idx or any(type(x) is not int for x in samples):
+    try:
+        i = np.fromiter(map(table.index.__getitem__, decision.participants), dtype=np.intp,
+                        count=len(decision.participants))
+    except KeyError:
         return False
-    if len(idx) <= _FEW:  # (the same checks on scalars: a few participants, as an
+    samples = list(decision.participants.values())
+    if not set(map(type, samples)) <= {int}:
+        return False
+    if len(samples) <= _FEW:  # (the same checks on scalars: a few participants, as an
         # asynchronous epoch tops its jobs up with)
         busy = obs.busy
-        return all(1 <= held <= table.samples.item(i) and obs.available.item(i)
-                   and need <= table.memory_bytes.item(i)
-                   and (busy is None or not busy.item(i)) for i, held in zip(idx, samples, strict=True))
-    i, held = np.array(idx), np.array(samples)
+        return all(1 <= held <= table.samples.item(k) and obs.available.item(k)
+                   and need <= table.memory_bytes.item(k)
+                   and (busy is None or not busy.item(k))
+                   for k, held in zip(i.tolist(), samples, strict=True))
+    held = np.array(samples)
     free = True if obs.busy is None else ~obs.busy[i]
     return bool(np.all((held >= 1) & (held <= table.samples[i]) & obs.available[i]
                        & (need <= table.memory_bytes[i]) & free))

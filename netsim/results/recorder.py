@@ -83,6 +83,7 @@ class Recorder:
         self._epochs: list[dict[str, Any]] = []
         self._run: dict[str, Any] = {}
         self._devices: pd.DataFrame | None = None
+        self._device_columns: dict[str, Any] | None = None  # (finish: the devices table's)
         self._node_ids: list[str] = []
         self._row: dict[str, int] = {}
         self._classes: list[str | None] = []
@@ -177,7 +178,8 @@ class Recorder:
             if world.tracks_online:
                 online[:nd] = timeline.online_time_s(world.now_s)
                 intervals = timeline.intervals_s(world.now_s) + intervals[nd:]
-            self._devices = pd.DataFrame({
+            self._device_columns = {  # (the table itself is built when asked for: by then a
+                # large world has been freed, netsim.runloop.run)
                 "run_id": [self.run_id] * n, "device": self._node_ids,
                 "energy_compute_j": snap.compute_j, "energy_comm_j": snap.communication_j,
                 "energy_idle_j": snap.idle_j, "busy_s": snap.busy_s,
@@ -189,7 +191,7 @@ class Recorder:
                 "energy_wasted_j": _filled(n, self._wasted, 0.0),
                 "energy_sleep_j": snap.sleep_j, "online_s": online,
                 "battery_end_j": battery, "online_intervals_s": intervals,
-            })
+            }
             if self._asynchronous and self._epochs:
                 # an asynchronous epoch is charged the bits sent in it; what the jobs cut at
                 # the stop book then (their radios' periods and tails) goes to the last epoch,
@@ -215,6 +217,9 @@ class Recorder:
         epochs = pd.DataFrame([{**row, "airtime_by_medium_s": json.dumps(
             row["airtime_by_medium_s"], sort_keys=True)} for row in self._epochs]) if self._epochs \
             else _empty_epochs()
+        if self._device_columns is not None:
+            self._devices = pd.DataFrame(self._device_columns)
+            self._device_columns = None
         devices = self._devices if self._devices is not None else pd.DataFrame(columns=DEVICE_COLUMNS)
         return runs, epochs, devices
 

@@ -88,8 +88,9 @@ def stored_status(out_dir: str | Path, run_ids: list[str]) -> pd.DataFrame:
         columns=["run_id", "status", "error"]).to_pandas()
 
 
-def load_results(out_dir: str | Path) -> Results:
-    """The results under ``out_dir`` (every complete run), runs joined with their manifests.
+def load_results(out_dir: str | Path, devices: bool = True) -> Results:
+    """The results under ``out_dir`` (every complete run), runs joined with their manifests;
+    ``devices=False`` leaves the devices table (a row per device and run) empty.
 
     Raises
     ------
@@ -114,7 +115,8 @@ def load_results(out_dir: str | Path) -> Results:
     runs = runs.drop(columns=["axes_json"])
     order = ["sweep", "point", "policy_label", "seed"]
     runs = runs.sort_values(order, kind="stable").reset_index(drop=True)
-    return Results(runs, read_table(out_dir, "epochs"), read_table(out_dir, "devices"), axes)
+    return Results(runs, read_table(out_dir, "epochs"),
+                   read_table(out_dir, "devices") if devices else pd.DataFrame(), axes)
 
 
 def _group_points(runs: pd.DataFrame) -> None:

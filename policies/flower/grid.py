@@ -62,11 +62,13 @@ from policies.baselines import FitMemo
 from policies.flower.loading import RunConfig
 from policies.flower.records import (
     NUMBER_BYTES,
+    array_bytes,
     array_elements,
     message_bytes,
     metric_names,
     node_id,
     reply_bytes,
+    value_bytes,
 )
 
 #: How many get_node_ids calls in a row, with no push between, mean that a strategy waits
@@ -120,8 +122,9 @@ def round_key(msgs: list[Any]) -> str | None:
     groups = {m.metadata.group_id for m in msgs}
     if len(groups) == 1 and (group := groups.pop()):
         return f"group {group}"
-    rounds = {rec["server-round"] for m in msgs for rec in m.content.config_records.values()
-              if "server-round" in rec}
+    contents = {id(m.content): m.content for m in msgs}  # (strategies send one to all)
+    rounds = {rec["server-round"] for c in contents.values()
+              for rec in c.config_records.values() if "server-round" in rec}
     if len(rounds) == 1 and len(groups) <= 1:
         return f"server-round {rounds.pop()}"
     return None
@@ -167,6 +170,9 @@ class NetsimGrid(Grid):
         self._nodes_now: list[int] | None = None
         self._calls = 0
         self._replies: dict[str, Any] = {}
+        # per going message of the phase under way whose reply netsim built (surrogate): its
+        # reply's bytes, array elements and example count (records.py's counts of it)
+        self._known: dict[int, tuple[int, int, int]] = {}
         self._contexts: dict[int, Any] = {}
         self._pushes = 0
         self._errors_seen: set[str] = set()
@@ -449,9 +455,14 @@ class NetsimGrid(Grid):
             down.append(float(down_of[id(content)]))
             samples = float(t.samples[rows[k]])
             reply = answers.get(k)
+            facts = self._known.get(k)
             if reply is None:
                 up.append(float(NUMBER_BYTES + len((errors[k][1] or "").encode())))
                 agg.append(0.0)
+            elif facts is not None:  # (a reply netsim built: its figures noted then)
+                up.append(float(facts[0]))
+                agg.append(2.0 * facts[1] if kind == "train" else 0.0)
+                examples[k] = facts[2]
             else:
                 up.append(float(reply_bytes(reply)))
                 agg.append(2.0 * array_elements(reply.content) if kind == "train" else 0.0)
@@ -483,7 +494,8 @@ class NetsimGrid(Grid):
                  host_s: dict[int, float], key: str | None) -> dict[int, Any]:
         """Each going message's reply: the ClientApp's (real mode; one that raises is an
         error of that client, ``failed``, its seconds in ``host_s``), or netsim's for the
-        client (surrogate)."""
+        client (surrogate: what each reply moves and holds noted in ``_known``)."""
+        self._known.clear()
         if self._client_app is None:
             return self._surrogate_replies(kind, msgs, rows, going)
         t = self._devices
@@ -558,19 +570,27 @@ class NetsimGrid(Grid):
         samples = self._devices.samples
         loss = self._current_loss()
         arrays: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+        sizes: dict[int, tuple[int, int]] = {}  # per content sent: its arrays' bytes, elements
         out: dict[int, Any] = {}
+        known = self._known
         for k in going:
             msg = msgs[k]
             n = int(samples[rows[k]])
             if kind != "train":
                 metrics = app.MetricRecord({self._weight_key: n, self._loss_metric: loss})
                 out[k] = app.Message(app.RecordDict({"metrics": metrics}), reply_to=msg)
+                known[k] = (value_bytes(n) + value_bytes(loss), 0, n)
                 continue
             decoded = arrays.get(id(msg.content))
             if decoded is None:
                 decoded = [(key, {name: DecodedArray.of(a) for name, a in rec.items()})
                            for key, rec in msg.content.array_records.items()]
                 arrays[id(msg.content)] = decoded
+                every = [a for _, items in decoded for a in items.values()]
+                sizes[id(msg.content)] = (sum(array_bytes(a) for a in every),
+                                          sum(int(math.prod(a.shape)) for a in every))
+            nbytes, elements = sizes[id(msg.content)]
+            known[k] = (nbytes + value_bytes(n) + value_bytes(loss), elements, n)
             content = app.RecordDict()
             for key, items in decoded:
                 record = app.ArrayRecord()  # (its constructor would copy the arrays)
