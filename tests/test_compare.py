@@ -11,7 +11,7 @@ from scipy import stats
 
 from netsim.cli import main
 from netsim.sweep.compare import compare_table, format_compare
-from netsim.sweep.stats import t_interval, wilson_interval
+from netsim.sweep.stats import ratio_of_means, t_interval, wilson_interval
 
 
 def test_t_interval_matches_the_textbook_formula():
@@ -53,6 +53,21 @@ def _runs() -> pd.DataFrame:
                  "policy_label": "a", "policy": "a", "seed": 9, "status": "failed",
                  "energy_j": 1e9, "time_s": 1e9, "final_loss": math.nan, "target_reached": False})
     return pd.DataFrame(rows)
+
+
+def test_ratio_of_means_is_the_ratio_with_a_bootstrap_interval_around_it():
+    rng = np.random.default_rng(0)
+    # constant sides: every resample has the same means, so the interval is the point
+    assert ratio_of_means(np.full(5, 3.0), np.full(4, 2.0), rng) == (1.5, 1.5, 1.5)
+    num, den = rng.lognormal(1.0, 0.3, 10), rng.lognormal(0.5, 0.3, 8)
+    r, lo, hi = ratio_of_means(num, den, np.random.default_rng(1))
+    assert r == pytest.approx(num.mean() / den.mean(), rel=1e-15)
+    assert lo < r < hi
+    # the bounds are ratios of resampled means: within the extreme ratios of the values
+    assert num.min() / den.max() <= lo and hi <= num.max() / den.min()
+    # seeded: the same generator state gives the same interval
+    assert ratio_of_means(num, den, np.random.default_rng(1)) == (r, lo, hi)
+    assert all(math.isnan(x) for x in ratio_of_means(num, den[:0], rng))
 
 
 def test_compare_table_success_first_means_both_ways_and_best_among_those_that_meet():

@@ -41,6 +41,7 @@ import yaml
 import netsim
 from experiments.report import draw_figures, interval_text
 from netsim.sweep.results import Results
+from netsim.sweep.stats import ratio_of_means
 from plots import dynamics as figs
 
 HERE = Path(__file__).parent
@@ -139,18 +140,6 @@ def table(results: Results) -> pd.DataFrame:
     return _order(summary.merge(extra.reset_index(), on=["point_key", "policy"], how="left"))
 
 
-def _ratio_interval(num: np.ndarray, den: np.ndarray, rng: np.random.Generator,
-                    draws: int = 4000) -> tuple[float, float, float]:
-    """mean(num) / mean(den) with a 95 % percentile-bootstrap interval (runs resampled
-    independently within each policy)."""
-    if not len(num) or not len(den):
-        return (np.nan, np.nan, np.nan)
-    a = rng.choice(num, size=(draws, len(num))).mean(axis=1)
-    b = rng.choice(den, size=(draws, len(den))).mean(axis=1)
-    lo, hi = np.percentile(a / b, [2.5, 97.5])
-    return float(num.mean() / den.mean()), float(lo), float(hi)
-
-
 def claim(results: Results) -> pd.DataFrame:
     """FedBuff's claim per scenario (module docstring): ratios to random-k of the mean time
     and energy to the target over the runs that reached it, and the success rates."""
@@ -169,7 +158,7 @@ def claim(results: Results) -> pd.DataFrame:
                                                        == SYNCHRONOUS_REFERENCE,
                                                        "target_reached"].mean())}
             for metric in ("time_s", "energy_j"):
-                r, lo, hi = _ratio_interval(mine[metric].to_numpy(float),
+                r, lo, hi = ratio_of_means(mine[metric].to_numpy(float),
                                             ref[metric].to_numpy(float), rng)
                 row |= {f"{metric}_ratio": r, f"{metric}_ratio_lo": lo,
                         f"{metric}_ratio_hi": hi}

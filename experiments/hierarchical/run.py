@@ -33,6 +33,7 @@ import pandas as pd
 import netsim
 from experiments.report import draw_figures, interval_text
 from netsim.sweep.results import Results
+from netsim.sweep.stats import ratio_of_means
 
 SCENARIOS = ["nycmesh", "city-edge"]
 KAPPAS = (1, 2, 4, 8)
@@ -80,17 +81,6 @@ def table(results: Results) -> pd.DataFrame:
     return compared.merge(extra.reset_index(), on=["point_label", "policy"], how="left")
 
 
-def _ratio(num: np.ndarray, den: np.ndarray, rng: np.random.Generator,
-           draws: int = 4000) -> tuple[float, float, float]:
-    """mean(num) / mean(den) with a 95 % percentile-bootstrap interval."""
-    if not len(num) or not len(den):
-        return (np.nan, np.nan, np.nan)
-    a = rng.choice(num, size=(draws, len(num))).mean(axis=1)
-    b = rng.choice(den, size=(draws, len(den))).mean(axis=1)
-    lo, hi = np.percentile(a / b, [2.5, 97.5])
-    return float(num.mean() / den.mean()), float(lo), float(hi)
-
-
 def claims(results: Results) -> pd.DataFrame:
     """The published claims' ratios per scenario (module docstring)."""
     runs = results.runs.merge(_per_run(results), on="run_id", how="left")
@@ -104,7 +94,7 @@ def claims(results: Results) -> pd.DataFrame:
             if num not in by or den not in by:
                 return {"point_label": label, "claim": f"{num} / {den}", "metric": metric,
                         "ratio": np.nan, "lo": np.nan, "hi": np.nan}
-            r, lo, hi = _ratio(by[num][metric].to_numpy(float),
+            r, lo, hi = ratio_of_means(by[num][metric].to_numpy(float),
                                by[den][metric].to_numpy(float), rng)
             return {"point_label": label, "claim": f"{num} / {den}", "metric": metric,
                     "ratio": r, "lo": lo, "hi": hi}

@@ -111,3 +111,17 @@ def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[f
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
     return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def ratio_of_means(num: np.ndarray, den: np.ndarray, rng: np.random.Generator,
+                   draws: int = 4000) -> tuple[float, float, float]:
+    """(mean(num) / mean(den), low, high): the ratio of two policies' means (of any one unit:
+    s over s, J over J) with its 95 % percentile-bootstrap interval, the runs of each side
+    resampled independently (``draws`` resamples from ``rng``). NaN throughout where a side
+    has no run."""
+    if not len(num) or not len(den):
+        return (math.nan, math.nan, math.nan)
+    a = rng.choice(num, size=(draws, len(num))).mean(axis=1)
+    b = rng.choice(den, size=(draws, len(den))).mean(axis=1)
+    lo, hi = np.percentile(a / b, [2.5, 97.5])
+    return float(num.mean() / den.mean()), float(lo), float(hi)

@@ -136,6 +136,21 @@ def _train_size(config: RealTrainingConfig) -> int:
     return len(stratified_split(y, config.test_fraction, np.random.default_rng(0))[0])
 
 
+def even_backend(n_nodes: int, dirichlet_alpha: float | None, config: RealTrainingConfig,
+                 seed: int) -> tuple[RealBackend, list[str], list[int]]:
+    """The digits MLP's real backend over ``n_nodes`` nodes ``n0``, ``n1``, ... that share the
+    training split as evenly as it divides (the first ``n_train % n_nodes`` one sample more),
+    their shards drawn with ``dirichlet_alpha`` (None: IID) from ``seed``. Returns the backend,
+    the node ids and each node's declared samples (the asynchronous and the hierarchical
+    calibrations' runs)."""
+    n_train = _train_size(config)
+    declared = [n_train // n_nodes + (1 if i < n_train % n_nodes else 0) for i in range(n_nodes)]
+    ids = [f"n{i}" for i in range(n_nodes)]
+    model = {"name": MODEL_NAME, "variants": [{"params_fraction": 1.0}]}
+    training = {"dirichlet_alpha": dirichlet_alpha, "real": config}
+    return RealBackend(model, ids, declared, training, np.random.default_rng(seed)), ids, declared
+
+
 def run_tasks(run: Callable[[T], list[dict]], tasks: Sequence[T], jobs: int, desc: str,
               progress: bool, chunksize: int = 2) -> list[dict]:
     """The rows of ``run(task)`` for every task, in the tasks' order, on ``jobs`` processes

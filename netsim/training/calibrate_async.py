@@ -34,9 +34,9 @@ import pandas as pd
 
 from netsim.dynamics.buffered import Update
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
-from netsim.training.calibrate import FIT_SEEDS, MODEL_NAME, _train_size, run_tasks
+from netsim.training.calibrate import FIT_SEEDS, MODEL_NAME, even_backend, run_tasks
 from netsim.training.loss import LossPredictor
-from netsim.training.real import RealBackend, RealTrainingConfig
+from netsim.training.real import RealTrainingConfig
 
 #: Updates every run delivers in total (aggregations = this / buffer_updates).
 UPDATES_PER_RUN = 240
@@ -85,13 +85,8 @@ def run_async_point(point: AsyncPoint, seed: int, updates_total: int = UPDATES_P
     ``update_staleness`` (lists, in arrival order).
     """
     config = config or RealTrainingConfig()
-    n_train = _train_size(config)
+    backend, ids, declared = even_backend(point.n_nodes, point.dirichlet_alpha, config, seed)
     n = point.n_nodes
-    declared = [n_train // n + (1 if i < n_train % n else 0) for i in range(n)]
-    ids = [f"n{i}" for i in range(n)]
-    model = {"name": MODEL_NAME, "variants": [{"params_fraction": 1.0}]}
-    training = {"dirichlet_alpha": point.dirichlet_alpha, "real": config}
-    backend = RealBackend(model, ids, declared, training, np.random.default_rng(seed))
     timing = np.random.default_rng([seed, 1])
     mean_s = timing.lognormal(0.0, point.spread_sigma, n)
     base = asdict(point)

@@ -35,9 +35,9 @@ import pandas as pd
 
 from netsim.epochs.outcome import EdgeUpdate, RoundUpdates
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
-from netsim.training.calibrate import MODEL_NAME, _train_size, run_tasks
+from netsim.training.calibrate import MODEL_NAME, even_backend, run_tasks
 from netsim.training.loss import LossPredictor
-from netsim.training.real import RealBackend, RealTrainingConfig
+from netsim.training.real import RealTrainingConfig
 
 EDGE_ROUND_BUDGET = 48
 """Edge rounds every run trains (cloud rounds = this / kappa_2)."""
@@ -93,13 +93,7 @@ def run_tier_point(point: TierPoint, seed: int, config: RealTrainingConfig | Non
     point's fields, ``seed``, ``epoch``, ``edge_rounds_done``, ``loss``, ``accuracy``,
     ``samples`` (per edge round), ``groups`` (the edges' device indices)."""
     config = config or RealTrainingConfig()
-    n_train = _train_size(config)
-    n = point.n_nodes
-    declared = [n_train // n + (1 if i < n_train % n else 0) for i in range(n)]
-    ids = [f"n{i}" for i in range(n)]
-    model = {"name": MODEL_NAME, "variants": [{"params_fraction": 1.0}]}
-    training = {"dirichlet_alpha": point.dirichlet_alpha, "real": config}
-    backend = RealBackend(model, ids, declared, training, np.random.default_rng(seed))
+    backend, ids, declared = even_backend(point.n_nodes, point.dirichlet_alpha, config, seed)
     groups = edge_groups(backend.shards, backend._y_train, point.n_edges)
     updates = [EdgeUpdate(f"e{k}", (RoundUpdates(
         tuple(ids[i] for i in g), np.array([declared[i] for i in g], dtype=np.int64),
