@@ -77,3 +77,20 @@ def add_entry_point(monkeypatch):
     yield add
     _load.cache_clear()
     registered_figures.cache_clear()
+
+
+@pytest.fixture
+def built_worlds(monkeypatch) -> list:
+    """Every :class:`netsim.engine.World` built while the test runs, in order (to ask a run's
+    world afterwards which path its epochs took: its buffered player, ``events_why``)."""
+    from netsim import engine
+
+    built: list = []
+    original = engine.World.__init__
+
+    def keep(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(engine.World, "__init__", keep)
+    return built

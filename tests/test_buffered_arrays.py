@@ -77,17 +77,9 @@ def test_list_water_filling_is_the_array_one(seed):
 
 # -- whole runs: arrays against events --------------------------------------------------------
 @pytest.fixture
-def players(monkeypatch):
+def players(built_worlds):
     """Per world built while the test runs, its buffered player (None: events)."""
-    built: list = []
-    original = engine.World.__init__
-
-    def keep(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        built.append(self)
-
-    monkeypatch.setattr(engine.World, "__init__", keep)
-    return built
+    return built_worlds
 
 
 def heavy(n: int = 40, shared_media: bool = True, deadline_s: float = 1e6,

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import netsim
-from netsim import engine
 from netsim.dynamics.epoch import stop_instant, stop_instants
 from tests.test_dynamics_engine import FixedPolicy, _dropout_star
 from tests.test_dynamics_fuzz import worlds
@@ -30,17 +29,9 @@ DEVICE_COLUMNS = [*CATEGORIES, "energy_radio_j", "busy_s", "online_s", "bytes_se
 
 
 @pytest.fixture
-def paths(monkeypatch):
+def paths(built_worlds):
     """Per world built while the test runs: its epochs by path and why events."""
-    built: list = []
-    original = engine.World.__init__
-
-    def keep(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        built.append(self)
-
-    monkeypatch.setattr(engine.World, "__init__", keep)
-    return built
+    return built_worlds
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> None:
