@@ -23,6 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 CATEGORIES = ("compute", "communication", "idle", "sleep")
+FEW_IN_ORDER = 8
+"""numpy's sum adds fewer numbers than this one after another, in order (its pairwise sum's
+blocks are 8 wide; tests/test_energy.py checks it): a sum of so few in a Python loop is the
+same float."""
 
 
 @dataclass(frozen=True)
@@ -247,8 +251,19 @@ class EnergyMeter:
         self._communication_j[node] += energy_j
         self._communication_total_j += energy_j
 
-    def add_communication_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
-        """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up)."""
+    def add_communication_many(self, nodes: np.ndarray | list[int],
+                               energy_j: np.ndarray | list[float]) -> None:
+        """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up);
+        the total grows by their sum as numpy sums them. A few charges as lists (an
+        asynchronous epoch's one or two transfers) are added one at a time: the same sums,
+        numpy adding fewer than :data:`FEW_IN_ORDER` numbers in order."""
+        if type(energy_j) is list and len(energy_j) < FEW_IN_ORDER:
+            comm, total = self._communication_j, 0.0
+            for node, joules in zip(nodes, energy_j, strict=True):
+                comm[node] += joules
+                total += joules
+            self._communication_total_j += total
+            return
         np.add.at(self._communication_j, nodes, energy_j)
         self._communication_total_j += float(np.sum(energy_j))
 

@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.energy import EnergyMeter
+from netsim.energy import FEW_IN_ORDER, EnergyMeter
 from netsim.network.tree import route_books_of
 
 if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
+
+_FEW_TRANSFERS = 4
+"""Transfers up to which :meth:`TransferLedger._settle` books one at a time in Python."""
 
 
 class TransferLedger:
@@ -61,6 +64,9 @@ class TransferLedger:
         self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
         self._charge_sender = np.zeros(0, dtype=np.intp)
         self._charge_j_per_bit = np.zeros(0)
+        # route id -> its books as Python numbers (:meth:`_books_of_slot`), for _settle_few
+        self._few_books: dict[int, tuple[int, int, tuple[tuple[int, float], ...],
+                                         tuple[tuple[int, int], ...]]] = {}
         meter.settle_with(self.settle)
         # called first by every settle (the radios' energy booked in bulk: its order per node
         # is then the order of the events, radio energy of arrivals before the transfers' own)
@@ -111,6 +117,8 @@ class TransferLedger:
                 capacity: Sequence[float] | np.ndarray) -> None:
         """Add transfers on ``route_ids`` of ``size`` bytes each to the books, in order, their
         air time at the station rates of ``capacity`` (per constraint)."""
+        if len(route_ids) <= _FEW_TRANSFERS and self._settle_few(route_ids, size, capacity):
+            return
         ids = self.index(route_ids)
         r = self._slot[ids]
         np.add.at(self._bytes_sent, self._route_first_sender[r], size)
@@ -136,6 +144,61 @@ class TransferLedger:
                 seconds = np.repeat(8.0 * size, counts) / rate
                 np.add.at(self._airtime_s, self._air_station[air], seconds)
                 np.add.at(self._medium_airtime_s, self._direction_medium[direction], seconds)
+
+    def _settle_few(self, route_ids: Sequence[int], size: np.ndarray,
+                    capacity: Sequence[float] | np.ndarray) -> bool:
+        """:meth:`_settle` of a few transfers on routes indexed already, one at a time in
+        Python (an asynchronous epoch books one or two: numpy's fixed cost per call was most
+        of it): the same additions in the same order per node, each route's books read once
+        from the arrays. False (nothing booked) where a route is not indexed yet or the
+        charges are too many for the meter's sum in order."""
+        slot, books = self._slot, self._few_books
+        found = []
+        charges = 0
+        for rid in route_ids:
+            entry = books.get(rid)
+            if entry is None:
+                if rid >= len(slot) or slot[rid] < 0:
+                    return False
+                entry = books[rid] = self._books_of_slot(int(slot[rid]))
+            found.append(entry)
+            charges += len(entry[2])
+        if charges >= FEW_IN_ORDER:
+            return False
+        sent, received = self._bytes_sent, self._bytes_received
+        nodes: list[int] = []
+        joules: list[float] = []
+        sizes = size.tolist()
+        for (first_sender, receiver, charged, aired), nbytes in zip(found, sizes, strict=True):
+            sent[first_sender] += nbytes
+            received[receiver] += nbytes
+            bits = 8.0 * nbytes
+            for node, j_per_bit in charged:
+                nodes.append(node)
+                joules.append(bits * j_per_bit)
+        self.meter.add_communication_many(nodes, joules)
+        if self._media:
+            airtime, medium_airtime, media = (self._airtime_s, self._medium_airtime_s,
+                                              self._direction_medium)
+            for (_, _, _, aired), nbytes in zip(found, sizes, strict=True):
+                bits = 8.0 * nbytes
+                for station, direction in aired:
+                    seconds = bits / float(capacity[direction])
+                    airtime[station] += seconds
+                    medium_airtime[media[direction]] += seconds
+        return True
+
+    def _books_of_slot(self, r: int) -> tuple[int, int, tuple[tuple[int, float], ...],
+                                              tuple[tuple[int, int], ...]]:
+        """The books of the route in slot ``r`` as Python numbers: first sender, receiver,
+        (sender, J/bit) per charge, (station, constraint) per medium crossed."""
+        c0, nc = int(self._route_charge_start[r]), int(self._route_n_charges[r])
+        a0, na = int(self._route_air_start[r]), int(self._route_n_air[r])
+        charged = tuple(zip(self._charge_sender[c0:c0 + nc].tolist(),
+                            self._charge_j_per_bit[c0:c0 + nc].tolist(), strict=True))
+        aired = tuple(zip(self._air_station[a0:a0 + na].tolist(),
+                          self._air_direction[a0:a0 + na].tolist(), strict=True))
+        return (int(self._route_first_sender[r]), int(self._route_receiver[r]), charged, aired)
 
     def rebook_airtime(self, route: Route, bits: float, start_rates: Sequence[float]) -> None:
         """Move the air time of ``bits`` bits on ``route`` booked (or to be booked) at the
