@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 import netsim.runloop as runloop
+from netsim.gcpause import relaxed_gc
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
 from netsim.results.store import write_run
@@ -149,6 +150,7 @@ def resolve_policy(scenario: Scenario, policy: str | Policy,
     return make_policy(policy, merged)
 
 
+@relaxed_gc()  # (reading and validating a large scenario allocates as much as a run)
 def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fedavg-all",
              seed: int | None = None, params: Mapping[str, Any] | None = None,
              out: str | Path | None = None, progress: Any = None,

@@ -169,7 +169,7 @@ class TransferLedger:
         nodes: list[int] = []
         joules: list[float] = []
         sizes = size.tolist()
-        for (first_sender, receiver, charged, aired), nbytes in zip(found, sizes, strict=True):
+        for (first_sender, receiver, charged, _), nbytes in zip(found, sizes, strict=True):
             sent[first_sender] += nbytes
             received[receiver] += nbytes
             bits = 8.0 * nbytes
