@@ -22,11 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.smallsum import FEW_IN_ORDER
+
 CATEGORIES = ("compute", "communication", "idle", "sleep")
-FEW_IN_ORDER = 8
-"""numpy's sum adds fewer numbers than this one after another, in order (its pairwise sum's
-blocks are 8 wide; tests/test_energy.py checks it): a sum of so few in a Python loop is the
-same float."""
 
 
 @dataclass(frozen=True)
@@ -255,8 +253,8 @@ class EnergyMeter:
                                energy_j: np.ndarray | list[float]) -> None:
         """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up);
         the total grows by their sum as numpy sums them. A few charges as lists (an
-        asynchronous epoch's one or two transfers) are added one at a time: the same sums,
-        numpy adding fewer than :data:`FEW_IN_ORDER` numbers in order."""
+        asynchronous epoch's one or two transfers) are added one at a time: the same sums
+        (netsim.smallsum)."""
         if type(energy_j) is list and len(energy_j) < FEW_IN_ORDER:
             comm, total = self._communication_j, 0.0
             for node, joules in zip(nodes, energy_j, strict=True):

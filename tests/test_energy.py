@@ -83,7 +83,7 @@ def test_a_few_charges_as_lists_sum_as_numpy_does():
     """add_communication_many's loop for fewer than FEW_IN_ORDER charges (lists) gives the
     floats numpy's arrays give: per node and in total, bit for bit (numpy adds so few in
     order; a numpy that changed that would fail here)."""
-    from netsim.energy import FEW_IN_ORDER
+    from netsim.smallsum import FEW_IN_ORDER, sum_in_order
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -97,3 +97,5 @@ def test_a_few_charges_as_lists_sum_as_numpy_does():
         b.add_communication_many(nodes.tolist(), joules.tolist())
         assert a.communication_j.tolist() == b.communication_j.tolist()
         assert a.totals(0.0).communication_j == b.totals(0.0).communication_j
+        assert sum_in_order(joules.tolist()) == float(np.sum(joules))
+        assert sum_in_order(joules.tolist()) / n == float(np.mean(joules))

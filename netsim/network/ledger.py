@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.energy import FEW_IN_ORDER, EnergyMeter
+from netsim.energy import EnergyMeter
 from netsim.network.tree import route_books_of
+from netsim.smallsum import FEW_IN_ORDER
 
 if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
@@ -261,11 +262,11 @@ class TransferLedger:
         """Energy of one bit over route ``route_id`` (J/bit, receivers' costs included): its
         charges summed, as :attr:`netsim.network.topology.Route.total_energy_j_per_bit`, read
         from the books (indexed on first use) without building the route."""
-        self.index([route_id])
-        slot = int(self._slot[route_id])
-        first = int(self._route_charge_start[slot])
-        return float(sum(self._charge_j_per_bit[first:first + int(self._route_n_charges[slot])]
-                         .tolist()))
+        books = self._few_books.get(route_id)
+        if books is None:  # (the books a few transfers' settling reads too: _settle_few)
+            self.index([route_id])
+            books = self._few_books[route_id] = self._books_of_slot(int(self._slot[route_id]))
+        return float(sum(j_per_bit for _, j_per_bit in books[2]))
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],
              capacity: np.ndarray | None = None) -> None:

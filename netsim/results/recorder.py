@@ -215,8 +215,8 @@ class Recorder:
         """(runs, epochs, devices) DataFrames of this run."""
         runs = pd.DataFrame([self._run])
         epochs = pd.DataFrame([{**row, "airtime_by_medium_s": json.dumps(
-            row["airtime_by_medium_s"], sort_keys=True)} for row in self._epochs]) if self._epochs \
-            else _empty_epochs()
+            row["airtime_by_medium_s"], sort_keys=True) if row["airtime_by_medium_s"] else "{}"}
+            for row in self._epochs]) if self._epochs else _empty_epochs()
         if self._device_columns is not None:
             self._devices = pd.DataFrame(self._device_columns)
             self._device_columns = None
