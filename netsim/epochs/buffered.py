@@ -8,7 +8,6 @@ point :func:`run`."""
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -132,7 +131,7 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
     own = world.own_up_j_per_bit[rows].tolist()
     jobs = []
-    with world.network.batch() if player is None else nullcontext():
+    with world.network.batch() if player is None else player.starting():
         for k, (dev, r) in enumerate(zip(decision.participants, row_list, strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])

@@ -49,6 +49,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -221,6 +222,9 @@ class BufferedPlayer:
         self._tick_token = 0  # an epoch's capacity ticks (arm_ticks); earlier ones are void
         self.capacity_changes = 0
         """Capacity changes played (the flows present re-shared at each)."""
+        self._starting: dict[int, int] | None = None
+        """Inside :meth:`starting`: per constraint a job's transfer joined, the heap order its
+        next finish takes (reserved at the join, as :meth:`_schedule` would take it)."""
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -381,6 +385,26 @@ class BufferedPlayer:
         if self.guarded:
             self._arm_stop(p)
         return p
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Start several jobs at this instant (:meth:`start`) with one re-share per
+        constraint their downloads join, after the last (an epoch's start: at a run's first,
+        every client's download joins its node's link). Each constraint's next finish enters
+        the heap with the order its last join took, so the heap plays what it would have
+        played had each join re-shared (the earlier finishes it skips were void: a later join
+        moved the constraint's version on). No time passes inside the block."""
+        self._starting = {}
+        try:
+            yield
+        finally:
+            joined, self._starting = self._starting, None
+            for b, order in joined.items():
+                c = self.constraints[b]
+                c.reshare()
+                at = c.next_finish_s()
+                if at < _INF:
+                    heapq.heappush(self.heap, (at, order, _DUE, b, c.version))
 
     def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
         """Play until the buffer can close the epoch (:attr:`UpdateBuffer.closable`: K
@@ -575,9 +599,13 @@ class BufferedPlayer:
         c = self.constraints.get(b)
         if c is None:
             c = self.constraints[b] = SharedConstraint(float(self.capacity[b]))
-        c.add(p, bits, way.cap_bps, way.coef, now_s)
+        starting = self._starting
+        c.add(p, bits, way.cap_bps, way.coef, now_s, reshare=starting is None)
         p.transfer = b
-        self._schedule(b, c)
+        if starting is None:
+            self._schedule(b, c)
+        else:  # (the order _schedule would take now: re-shared and pushed as the block ends)
+            starting[b] = next(self.order)
 
     def _last_bit(self, p: ArrayParticipant, t: float) -> None:
         """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s): it arrives
