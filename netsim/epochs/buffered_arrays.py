@@ -223,8 +223,12 @@ class BufferedPlayer:
         self.capacity_changes = 0
         """Capacity changes played (the flows present re-shared at each)."""
         self._starting: dict[int, int] | None = None
-        """Inside :meth:`starting`: per constraint a job's transfer joined, the heap order its
-        next finish takes (reserved at the join, as :meth:`_schedule` would take it)."""
+        """Inside :meth:`starting` or :meth:`_play`: per constraint a transfer joined without
+        a re-share yet, the heap order its next finish takes (reserved at the join, as
+        :meth:`_schedule` would take it); None: each join re-shares at once."""
+        self._joined_at = (-_INF, 0)
+        """When the joins waiting in :attr:`_starting` began: the instant (s) and the first
+        order they reserved (entries ordered before were in the heap already)."""
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -398,13 +402,23 @@ class BufferedPlayer:
         try:
             yield
         finally:
-            joined, self._starting = self._starting, None
-            for b, order in joined.items():
-                c = self.constraints[b]
-                c.reshare()
-                at = c.next_finish_s()
-                if at < _INF:
-                    heapq.heappush(self.heap, (at, order, _DUE, b, c.version))
+            self._flush_joined()
+            self._starting = None
+
+    def _flush_joined(self) -> None:
+        """Re-share each constraint transfers joined without it and push its next finish
+        with the order its last join reserved (:meth:`starting`)."""
+        joined = self._starting
+        if not joined:
+            return
+        pending = list(joined.items())
+        joined.clear()
+        for b, order in pending:
+            c = self.constraints[b]
+            c.reshare()
+            at = c.next_finish_s()
+            if at < _INF:
+                heapq.heappush(self.heap, (at, order, _DUE, b, c.version))
 
     def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
         """Play until the buffer can close the epoch (:attr:`UpdateBuffer.closable`: K
@@ -477,12 +491,40 @@ class BufferedPlayer:
         ``before``, in time order; ``closing``: stop once the buffer can close the epoch,
         after the instants due at that time before it could (an event path's ``closed``
         event comes after them), and return that time."""
+        if self._starting is not None:  # (_close_at's, inside a play)
+            return self._play_loop(until_s, before, closing)
+        self._starting = {}
+        try:
+            return self._play_loop(until_s, before, closing)
+        finally:
+            self._flush_joined()
+            self._starting = None
+
+    def _play_loop(self, until_s: float, before: int, closing: bool) -> float | None:
+        """:meth:`_play`'s loop. Uploads that start at one instant (jobs that trained
+        together: at a run's first epoch, every client's) join their constraints without a
+        re-share each (:meth:`starting`'s way); the re-shares and next finishes are made
+        before the next entry unless that entry is another job's end of training or
+        arrival at the same instant that was in the heap before the joins (it comes before
+        any finish they could push: an earlier order at a time no later), so the play is
+        the one each join re-sharing at once would give."""
         heap, pop, buf = self.heap, heapq.heappop, self.buffer
         constraints, guarded = self.constraints, self.guarded
+        joined = self._starting
+        assert joined is not None
         t = -_INF
         ended = False  # (a job ended since the buffer was last asked whether it can close)
-        while heap and (heap[0][0] < until_s or (heap[0][0] == until_s
-                                                  and heap[0][1] < before)):
+        while True:
+            if joined:
+                at, first = self._joined_at
+                top = heap[0] if heap else None
+                if top is None or top[0] != at or top[1] >= first \
+                        or (top[2] != _TRAINED and top[2] != _ARRIVED) \
+                        or not (at < until_s or (at == until_s and top[1] < before)):
+                    self._flush_joined()
+            if not (heap and (heap[0][0] < until_s or (heap[0][0] == until_s
+                                                       and heap[0][1] < before))):
+                break
             if ended and closing and buf.closable:
                 return self._close_at(t)
             t, _, kind, subject, token = pop(heap)
@@ -567,6 +609,8 @@ class BufferedPlayer:
         heapq.heappush(self.heap, (at_s, next(self.order), kind, subject, token))
 
     def _schedule(self, b: int, c: SharedConstraint) -> None:
+        if self._starting:  # (re-shared now: a join waiting is overtaken)
+            self._starting.pop(b, None)
         at = c.next_finish_s()
         if at < _INF:
             heapq.heappush(self.heap, (at, next(self.order), _DUE, b, c.version))
@@ -604,8 +648,11 @@ class BufferedPlayer:
         p.transfer = b
         if starting is None:
             self._schedule(b, c)
-        else:  # (the order _schedule would take now: re-shared and pushed as the block ends)
-            starting[b] = next(self.order)
+        else:  # (the order _schedule would take now: re-shared and pushed later)
+            order = next(self.order)
+            if not starting:
+                self._joined_at = (now_s, order)
+            starting[b] = order
 
     def _last_bit(self, p: ArrayParticipant, t: float) -> None:
         """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s): it arrives

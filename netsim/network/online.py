@@ -68,6 +68,8 @@ class SharedConstraint:
         self.flows[key] = [bits, cap_bps, coef, 0.0, max(bits, 1.0) * CAPACITY_TOLERANCE]
         if reshare:
             self._reshare()
+        else:
+            self.version += 1  # (a finish computed before is stale, as after a re-share)
 
     def reshare(self) -> None:
         """Re-share the flows present (after :meth:`add` without it)."""
