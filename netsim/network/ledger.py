@@ -159,9 +159,9 @@ class TransferLedger:
         for rid in route_ids:
             entry = books.get(rid)
             if entry is None:
-                if rid >= len(slot) or slot[rid] < 0:
+                if rid >= len(slot) or slot.item(rid) < 0:
                     return False
-                entry = books[rid] = self._books_of_slot(int(slot[rid]))
+                entry = books[rid] = self._books_of_slot(slot.item(rid))
             found.append(entry)
             charges += len(entry[2])
         if charges >= FEW_IN_ORDER:
@@ -193,13 +193,13 @@ class TransferLedger:
                                               tuple[tuple[int, int], ...]]:
         """The books of the route in slot ``r`` as Python numbers: first sender, receiver,
         (sender, J/bit) per charge, (station, constraint) per medium crossed."""
-        c0, nc = int(self._route_charge_start[r]), int(self._route_n_charges[r])
-        a0, na = int(self._route_air_start[r]), int(self._route_n_air[r])
-        charged = tuple(zip(self._charge_sender[c0:c0 + nc].tolist(),
-                            self._charge_j_per_bit[c0:c0 + nc].tolist(), strict=True))
-        aired = tuple(zip(self._air_station[a0:a0 + na].tolist(),
-                          self._air_direction[a0:a0 + na].tolist(), strict=True))
-        return (int(self._route_first_sender[r]), int(self._route_receiver[r]), charged, aired)
+        c0, nc = self._route_charge_start.item(r), self._route_n_charges.item(r)
+        a0, na = self._route_air_start.item(r), self._route_n_air.item(r)
+        sender, j_per_bit = self._charge_sender, self._charge_j_per_bit
+        station, direction = self._air_station, self._air_direction
+        charged = tuple((sender.item(c), j_per_bit.item(c)) for c in range(c0, c0 + nc))
+        aired = tuple((station.item(a), direction.item(a)) for a in range(a0, a0 + na))
+        return (self._route_first_sender.item(r), self._route_receiver.item(r), charged, aired)
 
     def rebook_airtime(self, route: Route, bits: float, start_rates: Sequence[float]) -> None:
         """Move the air time of ``bits`` bits on ``route`` booked (or to be booked) at the
@@ -264,8 +264,9 @@ class TransferLedger:
         from the books (indexed on first use) without building the route."""
         books = self._few_books.get(route_id)
         if books is None:  # (the books a few transfers' settling reads too: _settle_few)
-            self.index([route_id])
-            books = self._few_books[route_id] = self._books_of_slot(int(self._slot[route_id]))
+            if route_id >= len(self._slot) or self._slot.item(route_id) < 0:
+                self.index([route_id])
+            books = self._few_books[route_id] = self._books_of_slot(self._slot.item(route_id))
         return float(sum(j_per_bit for _, j_per_bit in books[2]))
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],

@@ -67,6 +67,9 @@ STATUSES = ("ok", "target_missed", "deadline", "oom", "failed", "completed")
 DRIVER_COLUMNS = frozenset({"samples", "updates_aggregated", "dropped", "late", "dropped_ids",
                             "late_ids", "failed", "phases"})
 PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
+_INFO_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(info, sort_keys=True, default=str)``'s encoder, made once (dumps makes one
+per call when given options)."""
 
 
 class Recorder:
@@ -148,7 +151,7 @@ class Recorder:
             "variant_name": model.variants[decision.variant].name,
             "accuracy": math.nan if step.accuracy is None else float(step.accuracy),
             "participant_ids": ids,
-            "info": json.dumps(dict(decision.info), sort_keys=True, default=str),
+            "info": _INFO_JSON.encode(dict(decision.info)),
             "dropped": len(outcome.dropped), "late": len(outcome.late),
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),

@@ -436,10 +436,12 @@ class SurrogateLoss:
         return self._step(gain, variant_index)
 
     def _step(self, gain: float, variant_index: int) -> EpochProgress:
-        self.state = self._predictor.step_gain(self.state, gain, variant_index)
-        run = self._predictor.run_sigma(self.state) * self._z_run
+        predictor = self._predictor
+        self.state = state = predictor.step_gain(self.state, gain, variant_index)
+        mean = predictor.mean(state)  # (once: run_sigma's mean and the loss's)
+        run = float(predictor.run_sigma_at(mean, state.variant or 0)) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
-        loss = self._predictor.mean(self.state) * math.exp(noise)
+        loss = mean * math.exp(noise)
         return EpochProgress(loss=loss, accuracy=self._accuracy(loss))
 
     def _accuracy(self, loss: float) -> float | None:
