@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.smallsum import FEW_IN_ORDER
+
 CATEGORIES = ("compute", "communication", "idle", "sleep")
 
 
@@ -247,8 +249,19 @@ class EnergyMeter:
         self._communication_j[node] += energy_j
         self._communication_total_j += energy_j
 
-    def add_communication_many(self, nodes: np.ndarray, energy_j: np.ndarray) -> None:
-        """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up)."""
+    def add_communication_many(self, nodes: np.ndarray | list[int],
+                               energy_j: np.ndarray | list[float]) -> None:
+        """Charge ``energy_j[k]`` (J) to ``nodes[k]`` for every k, in order (repeats add up);
+        the total grows by their sum as numpy sums them. A few charges as lists (an
+        asynchronous epoch's one or two transfers) are added one at a time: the same sums
+        (netsim.smallsum)."""
+        if type(energy_j) is list and len(energy_j) < FEW_IN_ORDER:
+            comm, total = self._communication_j, 0.0
+            for node, joules in zip(nodes, energy_j, strict=True):
+                comm[node] += joules
+                total += joules
+            self._communication_total_j += total
+            return
         np.add.at(self._communication_j, nodes, energy_j)
         self._communication_total_j += float(np.sum(energy_j))
 

@@ -56,7 +56,8 @@ def _buffered(obs: Observation, fits: FitMemo, rng: np.random.Generator, concurr
     idx = fits(obs)
     busy = obs.busy
     in_flight = 0 if busy is None else int(np.count_nonzero(busy))
-    free = idx if busy is None or not in_flight else idx[~busy[idx]]
+    # (the idle ones of idx, ascending: a mask over the fleet, cheaper than indexing idx)
+    free = idx if busy is None or not in_flight else np.flatnonzero(fits.mask(obs) & ~busy)
     start = at_most(rng, free, max(concurrency - in_flight, 0))
     can_arrive = len(start) + in_flight  # (busy devices: the buffered updates' included)
     if not can_arrive:

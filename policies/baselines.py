@@ -38,18 +38,26 @@ class FitMemo:
     def __init__(self) -> None:
         self._available: np.ndarray | None = None
         self._fits: dict[int, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}  # per variant: the fits as a mask over devices
         self._can_hold: dict[int, np.ndarray] = {}  # per variant: mask of trainers with memory
 
     def __call__(self, obs: Observation, variant: int = 0) -> np.ndarray:
         if obs.available is not self._available or obs.available.flags.writeable:
-            self._available, self._fits = obs.available, {}
+            self._available, self._fits, self._masks = obs.available, {}, {}
         if variant not in self._fits:
             if variant not in self._can_hold:  # (the devices' memory does not change)
                 self._can_hold[variant] = can_hold(obs, variant)
-            fits = np.flatnonzero(self._can_hold[variant] & obs.available)  # trainers_that_fit
+            mask = self._can_hold[variant] & obs.available
+            mask.setflags(write=False)
+            fits = np.flatnonzero(mask)  # trainers_that_fit
             fits.setflags(write=False)
-            self._fits[variant] = fits
+            self._fits[variant], self._masks[variant] = fits, mask
         return self._fits[variant]
+
+    def mask(self, obs: Observation, variant: int = 0) -> np.ndarray:
+        """:meth:`__call__`'s devices as a read-only mask over devices."""
+        self(obs, variant)
+        return self._masks[variant]
 
 
 class FleetPolicy:

@@ -77,3 +77,25 @@ def test_bulk_communication_charges_add_up_in_order():
         np.array([2, 0, 2]), np.array([0.5, 1.0, 0.25])) if not settled else None)
     snap = meter.snapshot(1.0)
     assert list(snap.communication_j) == [1.0, 0.0, 0.75] and settled == [True]
+
+
+def test_a_few_charges_as_lists_sum_as_numpy_does():
+    """add_communication_many's loop for fewer than FEW_IN_ORDER charges (lists) gives the
+    floats numpy's arrays give: per node and in total, bit for bit (numpy adds so few in
+    order; a numpy that changed that would fail here)."""
+    from netsim.smallsum import FEW_IN_ORDER, sum_in_order
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, FEW_IN_ORDER))
+        nodes = rng.integers(0, 3, n)
+        joules = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)
+        a, b = EnergyMeter([1.0] * 3, [0.5] * 3), EnergyMeter([1.0] * 3, [0.5] * 3)
+        for meter in (a, b):
+            meter.add_communication(1, 0.1)
+        a.add_communication_many(nodes, joules)
+        b.add_communication_many(nodes.tolist(), joules.tolist())
+        assert a.communication_j.tolist() == b.communication_j.tolist()
+        assert a.totals(0.0).communication_j == b.totals(0.0).communication_j
+        assert sum_in_order(joules.tolist()) == float(np.sum(joules))
+        assert sum_in_order(joules.tolist()) / n == float(np.mean(joules))

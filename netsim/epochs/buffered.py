@@ -8,7 +8,6 @@ point :func:`run`."""
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -102,6 +101,10 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                         buf.in_flight)
 
 
+_FEW_ROWS = 8
+"""Participants up to which :func:`_start_jobs` reads their figures one by one."""
+
+
 def _player(world: EpochWorld) -> BufferedPlayer | None:
     """The run's array player (built at its first buffered epoch), or None: events."""
     if world.buffered_player is None:
@@ -120,19 +123,23 @@ def _start_jobs(world: EpochWorld, decision: Decision, start: float,
     n, index = len(decision.participants), t.index
     row_list = [index[d] for d in decision.participants]
     rows = np.array(row_list, dtype=np.intp)
+
+    def pick(values: np.ndarray) -> list[float]:  # (a few rows: read one by one, cheaper)
+        return [values.item(r) for r in row_list] if n <= _FEW_ROWS else values[rows].tolist()
+
     samples = list(decision.participants.values())
-    job_flops = flops[rows].tolist()
+    job_flops = pick(flops)
     compute = [float(s) * fps / f for s, f in zip(samples, job_flops, strict=True)]
     node_j = world.meter.node_j_of(rows, start)
     node_before = node_j.tolist()
-    off = dyn.timeline.next_change_s[rows].tolist()
+    off = pick(dyn.timeline.next_change_s)
     full = [math.inf] * n
     if dyn.batteries.any:
         full = np.nan_to_num(world.battery_left_of(rows, start, node_j), nan=math.inf).tolist()
-    idle_w, busy_w = t.power_idle_w[rows].tolist(), t.power_busy_w[rows].tolist()
-    own = world.own_up_j_per_bit[rows].tolist()
+    idle_w, busy_w = pick(t.power_idle_w), pick(t.power_busy_w)
+    own = pick(world.own_up_j_per_bit)
     jobs = []
-    with world.network.batch() if player is None else nullcontext():
+    with world.network.batch() if player is None else player.starting():
         for k, (dev, r) in enumerate(zip(decision.participants, row_list, strict=True)):
             job = Job(buf.new_key(), dev, r, int(samples[k]), buf.version, start,
                       node_before[k], job_flops[k])

@@ -49,6 +49,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -221,6 +222,13 @@ class BufferedPlayer:
         self._tick_token = 0  # an epoch's capacity ticks (arm_ticks); earlier ones are void
         self.capacity_changes = 0
         """Capacity changes played (the flows present re-shared at each)."""
+        self._starting: dict[int, int] | None = None
+        """Inside :meth:`starting` or :meth:`_play`: per constraint a transfer joined without
+        a re-share yet, the heap order its next finish takes (reserved at the join, as
+        :meth:`_schedule` would take it); None: each join re-shares at once."""
+        self._joined_at = (-_INF, 0)
+        """When the joins waiting in :attr:`_starting` began: the instant (s) and the first
+        order they reserved (entries ordered before were in the heap already)."""
 
     @classmethod
     def of(cls, world: Any) -> BufferedPlayer | None:
@@ -382,6 +390,36 @@ class BufferedPlayer:
             self._arm_stop(p)
         return p
 
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Start several jobs at this instant (:meth:`start`) with one re-share per
+        constraint their downloads join, after the last (an epoch's start: at a run's first,
+        every client's download joins its node's link). Each constraint's next finish enters
+        the heap with the order its last join took, so the heap plays what it would have
+        played had each join re-shared (the earlier finishes it skips were void: a later join
+        moved the constraint's version on). No time passes inside the block."""
+        self._starting = {}
+        try:
+            yield
+        finally:
+            self._flush_joined()
+            self._starting = None
+
+    def _flush_joined(self) -> None:
+        """Re-share each constraint transfers joined without it and push its next finish
+        with the order its last join reserved (:meth:`starting`)."""
+        joined = self._starting
+        if not joined:
+            return
+        pending = list(joined.items())
+        joined.clear()
+        for b, order in pending:
+            c = self.constraints[b]
+            c.reshare()
+            at = c.next_finish_s()
+            if at < _INF:
+                heapq.heappush(self.heap, (at, order, _DUE, b, c.version))
+
     def play_to_close(self, start_s: float, deadline_at_s: float) -> float:
         """Play until the buffer can close the epoch (:attr:`UpdateBuffer.closable`: K
         updates, or nothing in flight), else to the deadline (s); returns that instant
@@ -453,12 +491,40 @@ class BufferedPlayer:
         ``before``, in time order; ``closing``: stop once the buffer can close the epoch,
         after the instants due at that time before it could (an event path's ``closed``
         event comes after them), and return that time."""
+        if self._starting is not None:  # (_close_at's, inside a play)
+            return self._play_loop(until_s, before, closing)
+        self._starting = {}
+        try:
+            return self._play_loop(until_s, before, closing)
+        finally:
+            self._flush_joined()
+            self._starting = None
+
+    def _play_loop(self, until_s: float, before: int, closing: bool) -> float | None:
+        """:meth:`_play`'s loop. Uploads that start at one instant (jobs that trained
+        together: at a run's first epoch, every client's) join their constraints without a
+        re-share each (:meth:`starting`'s way); the re-shares and next finishes are made
+        before the next entry unless that entry is another job's end of training or
+        arrival at the same instant that was in the heap before the joins (it comes before
+        any finish they could push: an earlier order at a time no later), so the play is
+        the one each join re-sharing at once would give."""
         heap, pop, buf = self.heap, heapq.heappop, self.buffer
         constraints, guarded = self.constraints, self.guarded
+        joined = self._starting
+        assert joined is not None
         t = -_INF
         ended = False  # (a job ended since the buffer was last asked whether it can close)
-        while heap and (heap[0][0] < until_s or (heap[0][0] == until_s
-                                                  and heap[0][1] < before)):
+        while True:
+            if joined:
+                at, first = self._joined_at
+                top = heap[0] if heap else None
+                if top is None or top[0] != at or top[1] >= first \
+                        or (top[2] != _TRAINED and top[2] != _ARRIVED) \
+                        or not (at < until_s or (at == until_s and top[1] < before)):
+                    self._flush_joined()
+            if not (heap and (heap[0][0] < until_s or (heap[0][0] == until_s
+                                                       and heap[0][1] < before))):
+                break
             if ended and closing and buf.closable:
                 return self._close_at(t)
             t, _, kind, subject, token = pop(heap)
@@ -543,6 +609,8 @@ class BufferedPlayer:
         heapq.heappush(self.heap, (at_s, next(self.order), kind, subject, token))
 
     def _schedule(self, b: int, c: SharedConstraint) -> None:
+        if self._starting:  # (re-shared now: a join waiting is overtaken)
+            self._starting.pop(b, None)
         at = c.next_finish_s()
         if at < _INF:
             heapq.heappush(self.heap, (at, next(self.order), _DUE, b, c.version))
@@ -575,9 +643,16 @@ class BufferedPlayer:
         c = self.constraints.get(b)
         if c is None:
             c = self.constraints[b] = SharedConstraint(float(self.capacity[b]))
-        c.add(p, bits, way.cap_bps, way.coef, now_s)
+        starting = self._starting
+        c.add(p, bits, way.cap_bps, way.coef, now_s, reshare=starting is None)
         p.transfer = b
-        self._schedule(b, c)
+        if starting is None:
+            self._schedule(b, c)
+        else:  # (the order _schedule would take now: re-shared and pushed later)
+            order = next(self.order)
+            if not starting:
+                self._joined_at = (now_s, order)
+            starting[b] = order
 
     def _last_bit(self, p: ArrayParticipant, t: float) -> None:
         """Job ``p``'s transfer in progress has sent its last bit at ``t`` (s): it arrives

@@ -28,9 +28,13 @@ import numpy as np
 
 from netsim.energy import EnergyMeter
 from netsim.network.tree import route_books_of
+from netsim.smallsum import FEW_IN_ORDER
 
 if TYPE_CHECKING:
     from netsim.network.topology import Route, Topology
+
+_FEW_TRANSFERS = 4
+"""Transfers up to which :meth:`TransferLedger._settle` books one at a time in Python."""
 
 
 class TransferLedger:
@@ -61,6 +65,9 @@ class TransferLedger:
         self._route_charge_start = self._route_n_charges = np.zeros(0, dtype=np.intp)
         self._charge_sender = np.zeros(0, dtype=np.intp)
         self._charge_j_per_bit = np.zeros(0)
+        # route id -> its books as Python numbers (:meth:`_books_of_slot`), for _settle_few
+        self._few_books: dict[int, tuple[int, int, tuple[tuple[int, float], ...],
+                                         tuple[tuple[int, int], ...]]] = {}
         meter.settle_with(self.settle)
         # called first by every settle (the radios' energy booked in bulk: its order per node
         # is then the order of the events, radio energy of arrivals before the transfers' own)
@@ -111,6 +118,8 @@ class TransferLedger:
                 capacity: Sequence[float] | np.ndarray) -> None:
         """Add transfers on ``route_ids`` of ``size`` bytes each to the books, in order, their
         air time at the station rates of ``capacity`` (per constraint)."""
+        if len(route_ids) <= _FEW_TRANSFERS and self._settle_few(route_ids, size, capacity):
+            return
         ids = self.index(route_ids)
         r = self._slot[ids]
         np.add.at(self._bytes_sent, self._route_first_sender[r], size)
@@ -136,6 +145,61 @@ class TransferLedger:
                 seconds = np.repeat(8.0 * size, counts) / rate
                 np.add.at(self._airtime_s, self._air_station[air], seconds)
                 np.add.at(self._medium_airtime_s, self._direction_medium[direction], seconds)
+
+    def _settle_few(self, route_ids: Sequence[int], size: np.ndarray,
+                    capacity: Sequence[float] | np.ndarray) -> bool:
+        """:meth:`_settle` of a few transfers on routes indexed already, one at a time in
+        Python (an asynchronous epoch books one or two: numpy's fixed cost per call was most
+        of it): the same additions in the same order per node, each route's books read once
+        from the arrays. False (nothing booked) where a route is not indexed yet or the
+        charges are too many for the meter's sum in order."""
+        slot, books = self._slot, self._few_books
+        found = []
+        charges = 0
+        for rid in route_ids:
+            entry = books.get(rid)
+            if entry is None:
+                if rid >= len(slot) or slot.item(rid) < 0:
+                    return False
+                entry = books[rid] = self._books_of_slot(slot.item(rid))
+            found.append(entry)
+            charges += len(entry[2])
+        if charges >= FEW_IN_ORDER:
+            return False
+        sent, received = self._bytes_sent, self._bytes_received
+        nodes: list[int] = []
+        joules: list[float] = []
+        sizes = size.tolist()
+        for (first_sender, receiver, charged, _), nbytes in zip(found, sizes, strict=True):
+            sent[first_sender] += nbytes
+            received[receiver] += nbytes
+            bits = 8.0 * nbytes
+            for node, j_per_bit in charged:
+                nodes.append(node)
+                joules.append(bits * j_per_bit)
+        self.meter.add_communication_many(nodes, joules)
+        if self._media:
+            airtime, medium_airtime, media = (self._airtime_s, self._medium_airtime_s,
+                                              self._direction_medium)
+            for (_, _, _, aired), nbytes in zip(found, sizes, strict=True):
+                bits = 8.0 * nbytes
+                for station, direction in aired:
+                    seconds = bits / float(capacity[direction])
+                    airtime[station] += seconds
+                    medium_airtime[media[direction]] += seconds
+        return True
+
+    def _books_of_slot(self, r: int) -> tuple[int, int, tuple[tuple[int, float], ...],
+                                              tuple[tuple[int, int], ...]]:
+        """The books of the route in slot ``r`` as Python numbers: first sender, receiver,
+        (sender, J/bit) per charge, (station, constraint) per medium crossed."""
+        c0, nc = self._route_charge_start.item(r), self._route_n_charges.item(r)
+        a0, na = self._route_air_start.item(r), self._route_n_air.item(r)
+        sender, j_per_bit = self._charge_sender, self._charge_j_per_bit
+        station, direction = self._air_station, self._air_direction
+        charged = tuple((sender.item(c), j_per_bit.item(c)) for c in range(c0, c0 + nc))
+        aired = tuple((station.item(a), direction.item(a)) for a in range(a0, a0 + na))
+        return (self._route_first_sender.item(r), self._route_receiver.item(r), charged, aired)
 
     def rebook_airtime(self, route: Route, bits: float, start_rates: Sequence[float]) -> None:
         """Move the air time of ``bits`` bits on ``route`` booked (or to be booked) at the
@@ -198,11 +262,12 @@ class TransferLedger:
         """Energy of one bit over route ``route_id`` (J/bit, receivers' costs included): its
         charges summed, as :attr:`netsim.network.topology.Route.total_energy_j_per_bit`, read
         from the books (indexed on first use) without building the route."""
-        self.index([route_id])
-        slot = int(self._slot[route_id])
-        first = int(self._route_charge_start[slot])
-        return float(sum(self._charge_j_per_bit[first:first + int(self._route_n_charges[slot])]
-                         .tolist()))
+        books = self._few_books.get(route_id)
+        if books is None:  # (the books a few transfers' settling reads too: _settle_few)
+            if route_id >= len(self._slot) or self._slot.item(route_id) < 0:
+                self.index([route_id])
+            books = self._few_books[route_id] = self._books_of_slot(self._slot.item(route_id))
+        return float(sum(j_per_bit for _, j_per_bit in books[2]))
 
     def book(self, route_ids: Sequence[int], sizes_bytes: Sequence[float],
              capacity: np.ndarray | None = None) -> None:

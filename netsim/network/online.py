@@ -57,12 +57,22 @@ class SharedConstraint:
                 f[0] -= f[3] * dt
             self.since_s = now_s
 
-    def add(self, key: Any, bits: float, cap_bps: float, coef: float, now_s: float) -> None:
+    def add(self, key: Any, bits: float, cap_bps: float, coef: float, now_s: float,
+            reshare: bool = True) -> None:
         """A flow of ``bits`` bits, standalone rate ``cap_bps`` and coefficient ``coef`` on
-        this constraint starts at ``now_s`` (s)."""
+        this constraint starts at ``now_s`` (s). ``reshare`` False: the rates are left as they
+        were until :meth:`reshare` (several flows starting at once: one re-share for all, the
+        rates the last one's would give; nothing may read the constraint meanwhile)."""
         self.advance(now_s)
         self.since_s = now_s
         self.flows[key] = [bits, cap_bps, coef, 0.0, max(bits, 1.0) * CAPACITY_TOLERANCE]
+        if reshare:
+            self._reshare()
+        else:
+            self.version += 1  # (a finish computed before is stale, as after a re-share)
+
+    def reshare(self) -> None:
+        """Re-share the flows present (after :meth:`add` without it)."""
         self._reshare()
 
     def remove(self, key: Any, now_s: float) -> float:

@@ -339,6 +339,7 @@ class Topology:
         budgets, 1 without contention)."""
         self.n_devices = n_dev
         self._paths: dict[str, dict[str, list[str]]] = {}
+        self._step_of: dict[tuple[str, str], RouteStep] = {}  # per directed edge (route)
         self.route_cache: dict[tuple[str, str], Route] = {}
         """Routes computed so far, by (src, dst); read-only for callers (use :meth:`route`)."""
         self.routes: list[Route] = []
@@ -375,17 +376,20 @@ class Topology:
             if dst not in paths:
                 raise ValueError(f"no route from {src!r} to {dst!r}")
             nodes = paths[dst]
-        edge, index = self._edge, self.index
+        edge, index, step_of = self._edge, self.index, self._step_of
         steps = []
         for u, v in itertools.pairwise(nodes):
-            hop, sender, j_per_bit, bps, lat = edge[(u, v)]
-            link = hop >> 1
-            member = self._member.get(link)
-            medium = (-1, -1) if member is None else (
-                member[0], member[1] if hop == 2 * link else member[2])
-            steps.append(RouteStep(hop, sender, j_per_bit, bps, lat, *medium,
-                                   self._rx.get(link, 0.0), index[v],
-                                   self._radios_of.get(link, ())))
+            step = step_of.get((u, v))
+            if step is None:  # (a directed edge's step is the same in every route)
+                hop, sender, j_per_bit, bps, lat = edge[(u, v)]
+                link = hop >> 1
+                member = self._member.get(link)
+                medium = (-1, -1) if member is None else (
+                    member[0], member[1] if hop == 2 * link else member[2])
+                step = step_of[(u, v)] = RouteStep(
+                    hop, sender, j_per_bit, bps, lat, *medium, self._rx.get(link, 0.0),
+                    index[v], self._radios_of.get(link, ()))
+            steps.append(step)
         route = build_route(tuple(nodes), steps, index[dst], len(self.routes), self.n_devices)
         self.route_cache[key] = route
         self.routes.append(route)

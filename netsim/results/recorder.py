@@ -67,6 +67,9 @@ STATUSES = ("ok", "target_missed", "deadline", "oom", "failed", "completed")
 DRIVER_COLUMNS = frozenset({"samples", "updates_aggregated", "dropped", "late", "dropped_ids",
                             "late_ids", "failed", "phases"})
 PLAN_KEYS = ("planned_epochs", "planned_energy_j", "planned_time_s", "plan_gap")
+_INFO_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(info, sort_keys=True, default=str)``'s encoder, made once (dumps makes one
+per call when given options)."""
 
 
 class Recorder:
@@ -148,7 +151,7 @@ class Recorder:
             "variant_name": model.variants[decision.variant].name,
             "accuracy": math.nan if step.accuracy is None else float(step.accuracy),
             "participant_ids": ids,
-            "info": json.dumps(dict(decision.info), sort_keys=True, default=str),
+            "info": _INFO_JSON.encode(dict(decision.info)),
             "dropped": len(outcome.dropped), "late": len(outcome.late),
             "energy_wasted_j": outcome.wasted_j, "energy_sleep_j": sleep,
             "dropped_ids": list(outcome.dropped), "late_ids": list(outcome.late),
@@ -215,8 +218,8 @@ class Recorder:
         """(runs, epochs, devices) DataFrames of this run."""
         runs = pd.DataFrame([self._run])
         epochs = pd.DataFrame([{**row, "airtime_by_medium_s": json.dumps(
-            row["airtime_by_medium_s"], sort_keys=True)} for row in self._epochs]) if self._epochs \
-            else _empty_epochs()
+            row["airtime_by_medium_s"], sort_keys=True) if row["airtime_by_medium_s"] else "{}"}
+            for row in self._epochs]) if self._epochs else _empty_epochs()
         if self._device_columns is not None:
             self._devices = pd.DataFrame(self._device_columns)
             self._device_columns = None

@@ -49,6 +49,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
+from netsim.smallsum import FEW_IN_ORDER, sum_in_order
 from netsim.training.progress import EpochProgress
 from netsim.workload import LocalTraining
 
@@ -228,9 +229,13 @@ class LossPredictor:
         raw = np.asarray(samples, dtype=float)
         if raw.size == 0:
             return 0.0
-        weighted = float(np.sum(self.stale_samples(raw, staleness))) * sample_scale
-        return float(self.gain(weighted, raw.size, local,
-                               samples_per_participant=float(raw.mean())))
+        stale = self.stale_samples(raw, staleness)
+        if raw.size < FEW_IN_ORDER:  # (numpy's sums of so few, in Python: netsim.smallsum)
+            weighted, mean = sum_in_order(stale.tolist()), sum_in_order(raw.tolist()) / raw.size
+        else:
+            weighted, mean = float(np.sum(stale)), float(raw.mean())
+        return float(self.gain(weighted * sample_scale, raw.size, local,
+                               samples_per_participant=mean))
 
     def tiers_gain(self, edge_updates, local: LocalTraining | None = None,
                    sample_scale: float = 1.0) -> float:
@@ -431,10 +436,12 @@ class SurrogateLoss:
         return self._step(gain, variant_index)
 
     def _step(self, gain: float, variant_index: int) -> EpochProgress:
-        self.state = self._predictor.step_gain(self.state, gain, variant_index)
-        run = self._predictor.run_sigma(self.state) * self._z_run
+        predictor = self._predictor
+        self.state = state = predictor.step_gain(self.state, gain, variant_index)
+        mean = predictor.mean(state)  # (once: run_sigma's mean and the loss's)
+        run = float(predictor.run_sigma_at(mean, state.variant or 0)) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
-        loss = self._predictor.mean(self.state) * math.exp(noise)
+        loss = mean * math.exp(noise)
         return EpochProgress(loss=loss, accuracy=self._accuracy(loss))
 
     def _accuracy(self, loss: float) -> float | None:
