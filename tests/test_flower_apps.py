@@ -138,6 +138,44 @@ def test_quickstart_numpy_runs_from_its_folder_on_the_command_line(scenario_file
     assert Path("final_model.npz").is_file()  # (the ServerApp's own code ran to its end)
 
 
+def test_a_sweep_runs_the_app_folder_as_run_does(scenario_file, capsys):
+    """``netsim sweep FILE --app FOLDER --run-config ...``: every flower entry of the sweep
+    runs the app (its modules allowed, nothing else from the file), with the tables ``netsim
+    run --app`` gives for the same seed; the other policies run as they are."""
+    sweep = scenario_file.parent / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"base": scenario_file.name, "seeds": [0, 1],
+                                     "policies": ["flower", {"name": "random-k",
+                                                             "params": {"k": 2}}]}))
+    code = main(["sweep", str(sweep), "--out", "swept", "--workers", "1", "--no-progress",
+                 "--app", str(NUMPY), "--run-config", "num-server-rounds=2"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    swept = netsim.load_results(Path("swept"))
+    runs = swept.runs.set_index(["policy", "seed"]).sort_index()
+    assert runs.loc[("flower", 0), "status"] == runs.loc[("flower", 1), "status"] == "completed"
+    assert runs.loc[("flower", 0), "epochs"] == 2
+    assert set(runs.loc["random-k", "status"]) <= {"ok", "target_missed"}
+    assert main(["run", str(scenario_file), "--app", str(NUMPY), "--run-config",
+                 "num-server-rounds=2", "--out", "single", "--no-figure", "--quiet"]) == 0
+    _, single, _ = _tables(Path("single"))
+    mine = swept.epochs[swept.epochs["run_id"] == runs.loc[("flower", 0), "run_id"]]
+    mine = mine.sort_values("epoch").reset_index(drop=True)
+    for column in ("start_s", "end_s", "energy_comm_j", "energy_compute_j", "phases"):
+        assert list(mine[column]) == list(single[column]), column
+
+
+def test_a_sweep_given_an_app_without_a_policy_that_takes_one_is_refused(scenario_file,
+                                                                          capsys):
+    sweep = scenario_file.parent / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"base": scenario_file.name, "seeds": 1,
+                                     "policies": ["random-k"]}))
+    code = main(["sweep", str(sweep), "--out", "swept", "--workers", "1", "--app", str(NUMPY)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--app" in err and "flower" in err
+    assert not Path("swept", "runs").exists()
+
+
 def test_quickstart_numpy_aggregate_is_an_in_process_loops(scenario_file):
     """The final model the unchanged ServerApp saves equals FedAvg by hand over the same
     ClientApp calls in the same node order, the global generators seeded as netsim seeds

@@ -63,17 +63,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_command)
 
 
+def add_app_folder_arguments(p: argparse._ActionsContainer) -> None:
+    """``--app`` and ``--run-config`` (run, sweep, calibrate)."""
+    p.add_argument("--app", default=None, metavar="PATH",
+                   help="a Flower app folder (its pyproject.toml names the ServerApp and "
+                        "ClientApp), run as `flwr run` runs it by the policies that take "
+                        "one (flower; the default policy with --app); PATH goes on the "
+                        "Python path, and names of modules in it may be imported")
+    p.add_argument("--run-config", action="append", default=None, metavar="'K=V ...'",
+                   help="the app's run config overrides, as `flwr run --run-config` takes "
+                        "them ('num-server-rounds=5 lr=0.1', or a .toml file; repeatable)")
+
+
 def add_app_arguments(p: argparse._ActionsContainer, app: bool = True) -> None:
     """``--app``, ``--run-config``, ``--allow-imports`` and ``--quiet`` (run, calibrate)."""
     if app:
-        p.add_argument("--app", default=None, metavar="PATH",
-                       help="a Flower app folder (its pyproject.toml names the ServerApp and "
-                            "ClientApp), run as `flwr run` runs it by the policies that take "
-                            "one (flower; the default policy with --app); PATH goes on the "
-                            "Python path, and names of modules in it may be imported")
-        p.add_argument("--run-config", action="append", default=None, metavar="'K=V ...'",
-                       help="the app's run config overrides, as `flwr run --run-config` takes "
-                            "them ('num-server-rounds=5 lr=0.1', or a .toml file; repeatable)")
+        add_app_folder_arguments(p)
     p.add_argument(ALLOW_FLAG, action="store_true",
                    help="import the module:attr names the scenario (or sweep) file gives: a "
                         "file is data, and without this flag netsim refuses to run its code")

@@ -7,7 +7,9 @@ recomputing a finished run. A run that fails is stored as ``failed`` with its er
 summary lists the failures. Exit code 0 even when runs failed (see ``--strict``, which also
 makes scenario warnings errors). The ``module:attr`` names the sweep file (or its scenarios)
 gives are imported only with ``--allow-imports`` (netsim.scenario.trust); the workers must
-find them on their Python path (PYTHONPATH).
+find them on their Python path (PYTHONPATH). ``--app PATH`` (and ``--run-config``) give a
+Flower app folder to every entry of a policy that takes one (flower), as ``netsim run --app``
+does: its modules may be imported, and each worker puts PATH on its Python path.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from netsim.commands.info import print_warnings
+from netsim.commands.run import add_app_folder_arguments, policies_taking
 from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.trust import ALLOW_FLAG, import_gate
@@ -41,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(ALLOW_FLAG, action="store_true",
                    help="import the module:attr names the sweep file gives: a file is data, "
                         "and without this flag netsim refuses to run its code")
+    add_app_folder_arguments(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="hide Flower's and the app's log lines in the workers (the flower "
+                        "policy's quiet; ClientApp failures still show)")
     p.set_defaults(func=sweep_command)
 
 
@@ -57,8 +65,23 @@ def _arg_problems(args: argparse.Namespace) -> list[Problem]:
 def sweep_command(args: argparse.Namespace) -> int:
     """Validate, run what is missing, print the summary (under the command's import gate);
     returns the exit code."""
-    with import_gate(allow_all=bool(getattr(args, "allow_imports", False))):
+    app = getattr(args, "app", None)
+    with import_gate(allow_all=bool(getattr(args, "allow_imports", False)),
+                     roots=(app,) if app else ()):
         return _sweep(args)
+
+
+def _app_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--app`` / ``--run-config`` / ``--quiet`` as parameters of every policy that takes
+    them."""
+    out: dict[str, dict[str, Any]] = {}
+    for field, value in (("app", getattr(args, "app", None)),
+                         ("run_config", getattr(args, "run_config", None)),
+                         ("quiet", True if getattr(args, "quiet", False) else None)):
+        if value is not None:
+            for name in policies_taking(field):
+                out.setdefault(name, {})[field] = value
+    return out
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -68,12 +91,20 @@ def _sweep(args: argparse.Namespace) -> int:
 
     problems = _arg_problems(args)
     warnings: list[Problem] = []
+    extra = _app_params(args)
+    plan = None
     try:
-        plan = load_plan(args.file, strict=args.strict, warnings=warnings)
+        plan = load_plan(args.file, strict=args.strict, warnings=warnings, extra_params=extra)
     except ScenarioError as exc:
         problems += exc.problems
+    given = [f for f, field in (("--app", "app"), ("--run-config", "run_config"))
+             if getattr(args, field, None) is not None]
+    if plan is not None and given and not any(t.policy in extra for t in plan.tasks):
+        flag = given[0]
+        problems.append(Problem(flag, "none of the sweep's policies takes a Flower app (the "
+                                      "flower policy does: add it to the sweep's policies)"))
     print_warnings(warnings)
-    if problems:
+    if problems or plan is None:
         raise ScenarioError(problems, "sweep or command line")
     print(f"sweep {plan.name}: {plan.n_points} point(s), {len(plan.tasks)} runs"
           + (f" ({plan.duplicates} duplicate runs merged)" if plan.duplicates else ""))

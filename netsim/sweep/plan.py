@@ -185,10 +185,13 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
 
 
 def load_plan(path: str | Path, strict: bool = False,
-              warnings: list[Problem] | None = None) -> SweepPlan:
+              warnings: list[Problem] | None = None,
+              extra_params: dict[str, dict[str, Any]] | None = None) -> SweepPlan:
     """Read, validate and expand a sweep file (see :func:`build_plan`): the file's fields,
     every point's scenario and every policy entry are checked in one pass. Warnings are
-    appended to ``warnings`` if given; ``strict`` makes them problems.
+    appended to ``warnings`` if given; ``strict`` makes them problems. ``extra_params``: per
+    policy name, parameters set over each of its entries' own (the command line's
+    ``--app`` / ``--run-config`` for the policies that take them).
 
     Raises
     ------
@@ -196,6 +199,10 @@ def load_plan(path: str | Path, strict: bool = False,
         (source ``sweep``) listing every problem found.
     """
     spec, folder, problems = inspect_sweep(path)
+    if extra_params and spec.model_fields_set & {"policies"}:
+        spec = spec.model_copy(update={"policies": [
+            entry.model_copy(update={"params": {**entry.params, **extra_params[entry.name]}})
+            if entry.name in extra_params else entry for entry in spec.policy_entries()]})
     plan, more, found = plan_and_problems(spec, folder)
     problems += [p for p in more if p not in problems]
     problems += found if strict else []
