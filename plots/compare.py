@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+from matplotlib import pyplot as plt
 
 from netsim.sweep.results import Results
 from plots.common import axis_label, band, curves_on_grid, mean_band_by, numeric_axes, still_running
@@ -131,7 +132,8 @@ def loss_vs_time(results: Results):
     """Loss (nats) vs simulated time (s) at each point, a line per policy: mean and 95 % band
     over seeds on a common time grid, each run held at its final loss after it ends; a marker
     where the policy's last run ends, the legend giving its run count. One figure per point,
-    keyed ``point<N>``."""
+    keyed ``point<N>``; runs that record no loss (a query-only Flower app) are left out, and
+    a point with none that does has no figure."""
     runs = results.runs[results.runs["status"] != "failed"]
     epochs = results.epochs
     if runs.empty or epochs.empty:
@@ -141,12 +143,13 @@ def loss_vs_time(results: Results):
     out = {}
     for (point, label), part in runs.groupby(["point", "point_label"], sort=True):
         fig, ax = figure()
+        drawn = False
         for policy, grp in part.groupby("policy_label", sort=True):
             curves = []
             for run in grp.itertuples():
                 ep = by_run.get(run.run_id)
-                if ep is None or ep.empty:
-                    continue
+                if ep is None or not np.isfinite(ep["loss"].to_numpy(float)).any():
+                    continue  # (no epoch, or no loss recorded: a query-only Flower app)
                 curves.append((np.concatenate([[0.0], ep["end_s"].to_numpy()]),
                                np.concatenate([[run.initial_loss], ep["loss"].to_numpy()])))
             if not curves:
@@ -158,6 +161,10 @@ def loss_vs_time(results: Results):
             ax.plot(grid[: last + 1], mean[: last + 1], label=f"{policy} (n={len(curves)})",
                     marker=st["marker"], markevery=[last], markersize=4, **line_style(st))
             ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.15, linewidth=0)
+            drawn = True
+        if not drawn:
+            plt.close(fig)
+            continue
         target = part["target_loss"].dropna()
         if len(target):
             ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,

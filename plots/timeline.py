@@ -38,7 +38,9 @@ def timeline_figure(results: Results) -> Any:  # a figure, or a mapping for seve
     several seeds a line is the mean over seeds, each run held at its final value after it
     ends (so the mean never falls when a run stops), its band the 95 % interval (energy's
     clipped at 0 J); a marker shows where the policy's last run ends. The energy axis is
-    logarithmic when the policies' final energies span more than a factor of 20. A caption line
+    logarithmic when the policies' final energies span more than a factor of 20. Runs that
+    record no loss (a query-only Flower app) leave the loss panel empty, saying so, on the
+    energy panel's time axis. A caption line
     names the scenario, seeds and netsim version. Results of several scenario points (a
     sweep) give one figure per point, keyed ``point<N>``."""
     from netsim.figures import annotate
@@ -69,9 +71,18 @@ def _timeline(runs: pd.DataFrame, epochs: pd.DataFrame, target_loss: float | Non
                                 color=st["color"], alpha=0.15, linewidth=0)
             if column == "energy":
                 finals.append(float(mean[-1]))
-    if target_loss is not None:
-        ax_loss.axhline(target_loss, color="grey", linewidth=0.8, linestyle=":", label="target")
-    ax_loss.set(xlabel="simulated time (s)", ylabel="test loss (nats)", yscale="log")
+    ran = epochs[epochs["run_id"].isin(runs["run_id"])]
+    if np.isfinite(pd.to_numeric(ran["loss"], errors="coerce").to_numpy(float)).any():
+        if target_loss is not None:
+            ax_loss.axhline(target_loss, color="grey", linewidth=0.8, linestyle=":",
+                            label="target")
+        ax_loss.set(yscale="log")
+    else:  # (a query-only Flower app, or a loss metric no reply carries: nothing to draw)
+        ax_loss.set_xlim(ax_energy.get_xlim())
+        ax_loss.set_yticks([])
+        ax_loss.text(0.5, 0.5, "no loss recorded\n(the runs report none)", ha="center",
+                     va="center", transform=ax_loss.transAxes, fontsize=8, color="grey")
+    ax_loss.set(xlabel="simulated time (s)", ylabel="test loss (nats)")
     ax_energy.set(xlabel="simulated time (s)", ylabel="cumulative energy (J)")
     positive = [f for f in finals if f > 0]
     if len(positive) > 1 and max(positive) / min(positive) > 20:

@@ -433,6 +433,28 @@ def test_timeline_mean_energy_never_falls_when_runs_of_different_lengths_end(res
     assert figs["point0"].get_suptitle().startswith("n_devices=10: seeds 0, 1, 2")
 
 
+def test_timeline_of_runs_without_a_loss_says_so_on_the_energy_panels_time_axis(results):
+    import dataclasses
+
+    from plots.timeline import timeline_figure
+
+    one = results.select(results.runs["point"] == 0)
+    lossless = dataclasses.replace(one, runs=one.runs.assign(initial_loss=np.nan),
+                                   epochs=one.epochs.assign(loss=np.nan))
+    fig = timeline_figure(lossless)
+    ax_loss, ax_energy = fig.axes[:2]
+    assert [t.get_text() for t in ax_loss.texts] == ["no loss recorded\n(the runs report none)"]
+    assert ax_loss.get_xlim() == ax_energy.get_xlim() and ax_energy.get_xlim()[1] > 0
+    assert ax_loss.get_yscale() == "linear"
+    drawn = timeline_figure(one)
+    assert not drawn.axes[0].texts and drawn.axes[0].get_yscale() == "log"
+    from plots.compare import loss_vs_time
+
+    assert loss_vs_time(lossless) is None  # (no figure of nothing)
+    assert sorted(loss_vs_time(one)) == ["point0"]
+    matplotlib.pyplot.close("all")
+
+
 def test_baechi_figures_show_what_the_policy_placed(stored):
     from matplotlib.container import BarContainer
 
