@@ -566,38 +566,27 @@ class NetsimGrid(Grid):
         """netsim's replies for the clients: a training reply carries the arrays it was sent
         (the model's size; its own ArrayRecord, since strategies pop what they aggregate, of
         arrays decoded once per phase: :class:`DecodedArray`) with its samples as the example
-        count and the loss as ``train_loss``; an evaluate reply the progress model's loss."""
+        count and the loss as ``train_loss``; an evaluate reply the progress model's loss.
+
+        Each reply's records are shallow copies (Flower's public ``copy``, which validates
+        nothing again) of records built and validated once per phase (:class:`_ReplyForm`):
+        only the example count is set per reply."""
         samples = self._devices.samples
         loss = self._current_loss()
-        arrays: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-        sizes: dict[int, tuple[int, int]] = {}  # per content sent: its arrays' bytes, elements
+        forms: dict[int, _ReplyForm] = {}  # per content sent (strategies send one to all)
         out: dict[int, Any] = {}
         known = self._known
+        loss_key = "train_loss" if kind == "train" else self._loss_metric
         for k in going:
             msg = msgs[k]
             n = int(samples[rows[k]])
-            if kind != "train":
-                metrics = app.MetricRecord({self._weight_key: n, self._loss_metric: loss})
-                out[k] = app.Message(app.RecordDict({"metrics": metrics}), reply_to=msg)
-                known[k] = (value_bytes(n) + value_bytes(loss), 0, n)
-                continue
-            decoded = arrays.get(id(msg.content))
-            if decoded is None:
-                decoded = [(key, {name: DecodedArray.of(a) for name, a in rec.items()})
-                           for key, rec in msg.content.array_records.items()]
-                arrays[id(msg.content)] = decoded
-                every = [a for _, items in decoded for a in items.values()]
-                sizes[id(msg.content)] = (sum(array_bytes(a) for a in every),
-                                          sum(int(math.prod(a.shape)) for a in every))
-            nbytes, elements = sizes[id(msg.content)]
+            form = forms.get(id(msg.content))
+            if form is None:
+                form = _ReplyForm(msg.content if kind == "train" else None, self._weight_key,
+                                  loss_key, loss)
+                forms[id(msg.content)] = form
+            content, (nbytes, elements) = form.content(n), form.sizes
             known[k] = (nbytes + value_bytes(n) + value_bytes(loss), elements, n)
-            content = app.RecordDict()
-            for key, items in decoded:
-                record = app.ArrayRecord()  # (its constructor would copy the arrays)
-                for name, a in items.items():
-                    record[name] = a
-                content[key] = record
-            content["metrics"] = app.MetricRecord({self._weight_key: n, "train_loss": loss})
             out[k] = app.Message(content, reply_to=msg)
         return out
 
@@ -648,6 +637,44 @@ class NetsimGrid(Grid):
                 state=app.RecordDict(), run_config=RunConfig(self._run_config))
             self._contexts[row] = ctx
         return ctx
+
+
+class _ReplyForm:
+    """The records of a phase's surrogate replies to one content sent, built once: the
+    arrays it carries (training: :class:`DecodedArray` of the content's, one ArrayRecord per
+    record) and the metrics (``weight_key``: the example count, set per reply; ``loss_key``:
+    ``loss``). :meth:`content` gives each reply its own RecordDict, ArrayRecords and
+    MetricRecord (strategies may change what they get), as shallow copies."""
+
+    def __init__(self, sent: Any, weight_key: str, loss_key: str, loss: float) -> None:
+        self.metrics = app.MetricRecord({weight_key: 0, loss_key: loss})
+        self.weight_key = weight_key if weight_key != loss_key else None
+        form = app.RecordDict()
+        every: list[Array] = []
+        if sent is not None:
+            for key, rec in sent.array_records.items():
+                record = app.ArrayRecord()  # (its constructor would copy the arrays)
+                for name, a in rec.items():
+                    record[name] = DecodedArray.of(a)
+                    every.append(record[name])
+                form[key] = record
+        form["metrics"] = self.metrics
+        self.form = form
+        self.array_keys = [key for key, rec in form.items() if isinstance(rec, app.ArrayRecord)]
+        self.sizes = (sum(array_bytes(a) for a in every),
+                      sum(int(math.prod(a.shape)) for a in every))
+        """The arrays' bytes and elements (:mod:`.records`' counts)."""
+
+    def content(self, n: int) -> Any:
+        """A reply's own content: the arrays, ``n`` examples, the loss."""
+        content = self.form.copy()
+        for key in self.array_keys:
+            content[key] = self.form[key].copy()
+        metrics = self.metrics.copy()
+        if self.weight_key is not None:  # (None: it is the loss's key, and the loss wins)
+            metrics[self.weight_key] = n
+        content["metrics"] = metrics
+        return content
 
 
 def _raised_at(exc: BaseException) -> str:
