@@ -168,6 +168,9 @@ class NetsimGrid(Grid):
         self._fits = FitMemo()
         self._obs: Observation | None = None
         self._nodes_now: list[int] | None = None
+        # the node ids of the last trainers that fit the memo handed (the same read-only
+        # array while the world's availability is the same one: a static world's)
+        self._listed: tuple[np.ndarray | None, list[int]] = (None, [])
         self._calls = 0
         self._replies: dict[str, Any] = {}
         # per going message of the phase under way whose reply netsim built (surrogate): its
@@ -205,7 +208,9 @@ class NetsimGrid(Grid):
         if self._nodes_now is None:
             self._obs = self._run.observe()
             fits = self._fits(self._obs)
-            self._nodes_now = self._node_ids[fits].tolist()
+            if fits is not self._listed[0]:
+                self._listed = (fits, self._node_ids[fits].tolist())
+            self._nodes_now = list(self._listed[1])  # (its own: a strategy may change it)
             self._check_enough(len(self._nodes_now))
         self._calls += 1
         if self._calls >= WAITING_CALLS:
@@ -222,7 +227,7 @@ class NetsimGrid(Grid):
         msgs = list(messages)
         if not msgs:
             return []
-        kinds = {m.metadata.message_type.split(".")[0] for m in msgs}
+        kinds = {t.split(".")[0] for t in {m.metadata.message_type for m in msgs}}
         if len(kinds) != 1:
             raise ValueError(f"{self._name}: one push mixes message types {sorted(kinds)} "
                              "(a phase of an epoch is one kind of message)")
@@ -235,10 +240,10 @@ class NetsimGrid(Grid):
         obs = self._obs if self._obs is not None else self._run.observe()
         self._obs, self._nodes_now, self._calls = None, None, 0
         rows = self._rows_of(msgs)
-        ids = []
-        for k, m in enumerate(msgs):
-            m.metadata.__dict__["_message_id"] = f"{self._run.epoch}.{self._pushes}.{k}"
-            ids.append(m.metadata.message_id)
+        prefix = f"{self._run.epoch}.{self._pushes}."
+        ids = [f"{prefix}{k}" for k in range(len(msgs))]
+        for m, message_id in zip(msgs, ids, strict=True):
+            m.metadata.__dict__["_message_id"] = message_id
         self._pushes += 1
         self.epoch.key = key
         self._phase(kind, msgs, rows, obs, key)
@@ -354,24 +359,24 @@ class NetsimGrid(Grid):
                key: str | None) -> None:
         """One phase in the world and its replies."""
         t, run = self._devices, self._run
-        can = np.zeros(t.n, dtype=bool)
-        can[self._fits(obs)] = True
-        order = np.argsort(rows, kind="stable")  # concurrent: netsim runs them in row order
+        can = self._fits.mask(obs)[rows].tolist()  # per message: its node fits now
+        dev = [t.ids[r] for r in rows.tolist()]  # per message: its device
+        order = np.argsort(rows, kind="stable").tolist()  # concurrent: run in row order
         errors: dict[int, tuple[int, str | None]] = {}
-        for k in order.tolist():
-            if not can[rows[k]]:
+        for k in order:
+            if not can[k]:
                 errors[k] = (ErrorCode.NODE_UNAVAILABLE,
-                             f"device {t.ids[rows[k]]!r} is not available in epoch "
+                             f"device {dev[k]!r} is not available in epoch "
                              f"{run.epoch} (offline, low battery, or its memory cannot hold "
                              "the model)")
         unavailable = list(errors)
-        going = [k for k in order.tolist() if k not in errors]
+        going = [k for k in order if k not in errors]
         failed: set[int] = set()
         host_s: dict[int, float] = {}
         answers = self._answers(kind, msgs, rows, going, errors, failed, host_s, key)
         record: dict[str, Any] = {
-            "type": kind, "round": key, "nodes": [t.ids[rows[k]] for k in order.tolist()],
-            "unavailable": [t.ids[rows[k]] for k in unavailable]}
+            "type": kind, "round": key, "nodes": [dev[k] for k in order],
+            "unavailable": [dev[k] for k in unavailable]}
         if not going:
             self._reply_all(msgs, answers, errors)
             self._add_phase(kind, {**record, "replied": [], "failed": [], "dropped": [],
@@ -379,45 +384,44 @@ class NetsimGrid(Grid):
                                    "bytes_up": {}})
             return
         work, examples = self._workload(kind, msgs, rows, going, answers, errors, host_s)
-        decision = Decision(participants={t.ids[rows[k]]: int(t.samples[rows[k]])
-                                          for k in going},
+        samples = t.samples[rows].tolist()
+        decision = Decision(participants={dev[k]: int(samples[k]) for k in going},
                             variant=0, workload=work, epoch_deadline_s=self._timeout_s,
                             info=self.epoch.info)
         outcome = run.execute(decision, self._name, trains=kind == "train")
-        arrived = None if outcome.counted is None else set(outcome.counted)
-        dropped, late = set(outcome.dropped), set(outcome.late)
-        for k in going:
-            dev = t.ids[rows[k]]
-            if arrived is not None and dev not in arrived and k not in failed:
-                why = "dropped out (offline or battery)" if dev in dropped else \
-                    "late (after the round's timeout)" if dev in late else "did not arrive"
-                errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
-                             f"device {dev!r}'s reply {why} in epoch {run.epoch}")
+        if outcome.counted is not None:
+            arrived = set(outcome.counted)
+            dropped, late = set(outcome.dropped), set(outcome.late)
+            for k in going:
+                if dev[k] not in arrived and k not in failed:
+                    why = "dropped out (offline or battery)" if dev[k] in dropped else \
+                        "late (after the round's timeout)" if dev[k] in late else \
+                        "did not arrive"
+                    errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
+                                 f"device {dev[k]!r}'s reply {why} in epoch {run.epoch}")
         if kind == "train":
             self.epoch.trained = True
             if self._client_app is None:
                 self.epoch.progress = run.advance(decision, outcome)
         self._reply_all(msgs, answers, errors)
-        devices = [t.ids[rows[k]] for k in going]
+        devices = [dev[k] for k in going]
+        moved = [work.bytes_of(d) for d in devices]
         record.update({
             "start_s": outcome.start_s, "end_s": outcome.end_s,
-            "replied": [t.ids[rows[k]] for k in going if k not in errors],
-            "failed": [t.ids[rows[k]] for k in going if k in failed],
+            "replied": [dev[k] for k in going if k not in errors],
+            "failed": [dev[k] for k in going if k in failed],
             "dropped": list(outcome.dropped), "late": list(outcome.late),
-            "examples": {t.ids[rows[k]]: n for k, n in examples.items() if k not in errors},
-            "bytes_down": dict(zip(devices, (work.bytes_of(d)[0] for d in devices),
-                                   strict=True)),
-            "bytes_up": dict(zip(devices, (work.bytes_of(d)[1] for d in devices),
-                                 strict=True))})
+            "examples": {dev[k]: n for k, n in examples.items() if k not in errors},
+            "bytes_down": {d: m[0] for d, m in zip(devices, moved, strict=True)},
+            "bytes_up": {d: m[1] for d, m in zip(devices, moved, strict=True)}})
         if self._host_flops is not None:
-            record["host_s"] = {t.ids[rows[k]]: s for k, s in host_s.items()}
+            record["host_s"] = {dev[k]: s for k, s in host_s.items()}
         self._add_phase(kind, record)
         if kind == "evaluate" and self._client_app is not None:
             self.epoch.evaluated = self._evaluated(
                 [answers[k] for k in going if k in answers and k not in errors])
         if failed and len(failed) == len(going):
-            self._every_call_failed(kind, key, [t.ids[rows[k]] for k in going], errors,
-                                    sorted(failed))
+            self._every_call_failed(kind, key, devices, errors, sorted(failed))
 
     def _add_phase(self, kind: str, record: dict[str, Any]) -> None:
         """Keep the phase's record; the main phase (the round's training, else its first)
@@ -448,12 +452,13 @@ class NetsimGrid(Grid):
         fps = model.flop_per_sample(0) * KIND_COMPUTE.get(kind, self._eval_fraction)
         down_of: dict[int, int] = {}
         down, up, flop, agg, examples = [], [], [], [], {}
+        samples_of = t.samples[rows].astype(float).tolist()
         for k in going:
             content = msgs[k].content
             if id(content) not in down_of:  # (strategies send one content to all)
                 down_of[id(content)] = message_bytes(content)
             down.append(float(down_of[id(content)]))
-            samples = float(t.samples[rows[k]])
+            samples = samples_of[k]
             reply = answers.get(k)
             facts = self._known.get(k)
             if reply is None:
@@ -476,10 +481,10 @@ class NetsimGrid(Grid):
             else:
                 flop.append(float(examples.get(k, 0)) * fps)
         same = len(set(down)) == 1 and len(set(up)) == 1 and len(set(agg)) == 1 and all(
-            f == float(t.samples[rows[k]]) * fps for f, k in zip(flop, going, strict=True))
+            f == samples_of[k] * fps for f, k in zip(flop, going, strict=True))
         if same:
             return Workload(down[0], up[0], fps, agg[0]), examples
-        own = {t.ids[rows[k]]: DeviceWork(d, u, f, a)
+        own = {t.ids[int(rows[k])]: DeviceWork(d, u, f, a)
                for k, d, u, f, a in zip(going, down, up, flop, agg, strict=True)}
         return Workload(0.0, 0.0, fps, 0.0, by_device=own), examples
 
