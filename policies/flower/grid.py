@@ -583,6 +583,7 @@ class NetsimGrid(Grid):
         out: dict[int, Any] = {}
         known = self._known
         loss_key = "train_loss" if kind == "train" else self._loss_metric
+        replies = _Replies()
         for k in going:
             msg = msgs[k]
             n = int(samples[k])
@@ -593,7 +594,7 @@ class NetsimGrid(Grid):
                 forms[id(msg.content)] = form
             content, (nbytes, elements) = form.content(n), form.sizes
             known[k] = (nbytes + value_bytes(n) + value_bytes(loss), elements, n)
-            out[k] = app.Message(content, reply_to=msg)
+            out[k] = replies(content, msg)
         return out
 
     def _current_loss(self) -> float:
@@ -675,6 +676,86 @@ def _records_laid_out_as_known() -> bool:
                 and list(copied.array_records) == ["a"])
     except Exception:  # noqa: BLE001 (any other layout: the public path)
         return False
+
+
+#: A Flower 1.x Metadata's fields (its ``__dict__``) and a Message's.
+METADATA_FIELDS = frozenset({
+    "_run_id", "_message_id", "_src_node_id", "_dst_node_id", "_src_task_id", "_dst_task_id",
+    "_reply_to_message_id", "_group_id", "_created_at", "_ttl", "_message_type",
+    "_delivered_at"})
+MESSAGE_FIELDS = frozenset({"_metadata", "_content", "_error"})
+#: The fields a reply takes from its message as they are (its phase's first reply's, checked
+#: per message: :class:`_Replies`).
+_SHARED_FIELDS = ("_run_id", "_group_id", "_message_type", "_src_task_id", "_dst_task_id")
+
+
+def _messages_laid_out_as_known() -> bool:
+    """Whether this Flower's messages hold what 1.x's do (checked once: a major version 1,
+    and a reply's Message and Metadata whose ``__dict__`` holds exactly
+    :data:`MESSAGE_FIELDS` and :data:`METADATA_FIELDS`)."""
+    try:
+        if int(importlib.metadata.version("flwr").split(".")[0]) != 1:
+            return False
+        msg = app.Message(content=app.RecordDict(),  # type: ignore[call-overload]
+                          metadata=app.Metadata(
+                              run_id=1, message_id="1", src_node_id=1, dst_node_id=2,
+                              reply_to_message_id="", group_id="", created_at=time.time(),
+                              ttl=3600.0, message_type="train"))
+        reply = app.Message(app.RecordDict(), reply_to=msg)
+        return (set(reply.__dict__) == MESSAGE_FIELDS
+                and set(reply.metadata.__dict__) == METADATA_FIELDS)
+    except Exception:  # noqa: BLE001 (any other layout: the public path)
+        return False
+
+
+#: Whether a phase's surrogate replies after its first are made from the first (checked
+#: against Flower's own reply to that message, :class:`_Replies`) rather than by Flower's
+#: reply constructor, which checks its arguments and builds metadata each time (half a
+#: reply's cost); False: Flower's constructor for every reply. The same tables either way.
+MESSAGE_LAYOUT = _messages_laid_out_as_known()
+
+
+class _Replies:
+    """Flower reply messages to one phase's messages, all stamped at its first reply's
+    creation time (Flower stamps each; a reply's TTL is what its message has left then, as
+    Flower's). The first is Flower's own ``Message(content, reply_to=msg)``; the others are
+    copies of its metadata with what differs per message (the node ids swapped, the id
+    replied to, the TTL left) where :data:`MESSAGE_LAYOUT` holds, the first's made so equals
+    Flower's, and the message shares the first's run, group, type and tasks; else Flower's
+    constructor."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, Any] | None = None  # (the first message's metadata fields)
+        self._base: dict[str, Any] = {}  # (the first reply's metadata fields)
+        self._copies = MESSAGE_LAYOUT
+
+    def __call__(self, content: Any, msg: Any) -> Any:
+        """The reply carrying ``content`` to ``msg``."""
+        sent = msg.metadata.__dict__
+        if self._first is None:
+            reply = app.Message(content, reply_to=msg)
+            if self._copies:
+                self._first, self._base = sent, reply.metadata.__dict__
+                made = self._copy(content, sent)
+                self._copies = (made.__dict__.keys() == reply.__dict__.keys()
+                                and made.metadata.__dict__ == reply.metadata.__dict__)
+            return reply
+        first = self._first
+        if self._copies and all(sent[f] == first[f] for f in _SHARED_FIELDS):
+            return self._copy(content, sent)
+        return app.Message(content, reply_to=msg)
+
+    def _copy(self, content: Any, sent: dict[str, Any]) -> Any:
+        meta = object.__new__(app.Metadata)
+        fields = meta.__dict__
+        fields.update(self._base)
+        fields["_src_node_id"] = sent["_dst_node_id"]
+        fields["_dst_node_id"] = sent["_src_node_id"]
+        fields["_reply_to_message_id"] = sent["_message_id"]
+        fields["_ttl"] = sent["_created_at"] + sent["_ttl"] - self._base["_created_at"]
+        reply = object.__new__(app.Message)
+        reply.__dict__.update(_metadata=meta, _content=content, _error=None)
+        return reply
 
 
 #: Whether surrogate replies fill their copied records' storage directly (values of the
