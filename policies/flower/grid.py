@@ -343,7 +343,8 @@ class NetsimGrid(Grid):
 
     def _rows_of(self, msgs: list[Any]) -> np.ndarray:
         """Each message's destination device row; an unknown node id is an error."""
-        dst = np.array([m.metadata.dst_node_id for m in msgs], dtype=np.int64)
+        dst = np.fromiter((m.metadata.dst_node_id for m in msgs), dtype=np.int64,
+                          count=len(msgs))
         pos = np.searchsorted(self._sorted_ids, dst)
         pos = np.minimum(pos, len(self._sorted_ids) - 1)
         bad = self._sorted_ids[pos] != dst
@@ -583,7 +584,7 @@ class NetsimGrid(Grid):
         out: dict[int, Any] = {}
         known = self._known
         loss_key = "train_loss" if kind == "train" else self._loss_metric
-        replies = _Replies()
+        replies, loss_bytes = _Replies(), value_bytes(loss)
         for k in going:
             msg = msgs[k]
             n = int(samples[k])
@@ -593,7 +594,7 @@ class NetsimGrid(Grid):
                                   loss_key, loss)
                 forms[id(msg.content)] = form
             content, (nbytes, elements) = form.content(n), form.sizes
-            known[k] = (nbytes + value_bytes(n) + value_bytes(loss), elements, n)
+            known[k] = (nbytes + value_bytes(n) + loss_bytes, elements, n)
             out[k] = replies(content, msg)
         return out
 
@@ -604,13 +605,14 @@ class NetsimGrid(Grid):
     def _reply_all(self, msgs: list[Any], answers: dict[int, Any],
                    errors: dict[int, tuple[int, str | None]]) -> None:
         for k, msg in enumerate(msgs):
+            message_id = msg.metadata.message_id
             if k in errors:
                 code, reason = errors[k]
                 reply = app.Message(app.Error(code=code, reason=reason), reply_to=msg)
             else:
                 reply = answers[k]
-                reply.metadata.__dict__["_reply_to_message_id"] = msg.metadata.message_id
-            self._replies[msg.metadata.message_id] = reply
+                reply.metadata.__dict__["_reply_to_message_id"] = message_id
+            self._replies[message_id] = reply
 
     def _evaluated(self, replies: list[Any]) -> EpochProgress | None:
         """The example-weighted means of the loss metric and of ``accuracy`` over evaluate
