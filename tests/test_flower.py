@@ -488,3 +488,99 @@ SERVER_APP = flwr.serverapp.ServerApp()
 @SERVER_APP.main()
 def _server_main(grid, context) -> None:  # (a ServerApp for the refusal test)
     return None
+
+
+@pytest.mark.parametrize("strategy", ["FedAvg", "FedMedian"])
+def test_surrogate_replies_are_the_same_through_flowers_constructors(monkeypatch, strategy):
+    """Surrogate replies fill their copied records' storage directly and copy their phase's
+    first reply's metadata where this Flower lays its records and messages out as 1.x does
+    (grid.RECORD_STORAGE, grid.MESSAGE_LAYOUT: true on the Flower the project pins); Flower's
+    public constructors and ``__setitem__`` give the same tables bit for bit, and each reply
+    its own records (FedMedian pops the arrays it aggregates, FedAvg evaluates too)."""
+    from flwr.serverapp import strategy as strategies
+
+    from policies.flower import grid
+
+    assert grid.RECORD_STORAGE and grid.MESSAGE_LAYOUT
+    sc = {"name": "replies", "seed": 0, "model": "mlp-digits",
+          "generate": {"n_devices": 200, "devices_per_cell": 32, "seed": 1},
+          "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": 4}}
+    tables = []
+    for direct in (True, False):
+        monkeypatch.setattr(grid, "RECORD_STORAGE", direct)
+        monkeypatch.setattr(grid, "MESSAGE_LAYOUT", direct)
+        policy = FlowerPolicy(strategy=getattr(strategies, strategy)(
+            fraction_train=0.1, fraction_evaluate=0.05, min_available_nodes=2))
+        r = netsim.simulate(sc, policy=policy, seed=3, raise_errors=True)
+        tables.append((r.runs.drop(columns=["wall_s"]), r.epochs, r.devices,
+                       {k: a.numpy() for k, a in policy.result.arrays.items()}))
+    (runs_a, epochs_a, devices_a, arrays_a), (runs_b, epochs_b, devices_b, arrays_b) = tables
+    pd.testing.assert_frame_equal(runs_a, runs_b)
+    pd.testing.assert_frame_equal(epochs_a, epochs_b)
+    pd.testing.assert_frame_equal(devices_a, devices_b)
+    assert arrays_a.keys() == arrays_b.keys()
+    for k in arrays_a:
+        np.testing.assert_array_equal(arrays_a[k], arrays_b[k])
+    assert all(json.loads(p)[0]["replied"] for p in epochs_a["phases"])
+
+
+def test_a_surrogate_replys_records_are_its_own_and_what_the_public_path_builds():
+    """A reply's content (grid._ReplyForm) holds the records Flower's constructors build:
+    the same arrays, the example count and loss, its own RecordDict, ArrayRecord and
+    MetricRecord; with and without filling the records directly."""
+    from policies.flower import grid
+
+    sent = RecordDict({"arrays": ArrayRecord([np.arange(6, dtype=np.float32)])})
+    for direct in (True, False):
+        old, grid.RECORD_STORAGE = grid.RECORD_STORAGE, direct
+        try:
+            form = grid._ReplyForm(sent, "num-examples", "train_loss", 0.25)
+            a, b = form.content(7), form.content(9)
+        finally:
+            grid.RECORD_STORAGE = old
+        assert list(a.keys()) == ["arrays", "metrics"]
+        assert dict(a.metric_records["metrics"]) == {"num-examples": 7, "train_loss": 0.25}
+        assert dict(b.metric_records["metrics"]) == {"num-examples": 9, "train_loss": 0.25}
+        assert a["arrays"] is not b["arrays"] and a["metrics"] is not b["metrics"]
+        np.testing.assert_array_equal(a["arrays"]["0"].numpy(), np.arange(6))
+        a["arrays"].pop("0")
+        assert "0" in b["arrays"] and "0" in form.form["arrays"]
+        same_key = grid._ReplyForm(None, "loss", "loss", 0.5)  # (the loss wins)
+        assert dict(same_key.content(3)["metrics"]) == {"loss": 0.5}
+
+
+def test_a_phases_replies_copied_from_its_first_are_flowers_replies():
+    """grid._Replies: each reply's metadata is what Flower's ``Message(content,
+    reply_to=msg)`` makes (node ids swapped, the id replied to, run, group, type, tasks), all
+    stamped at the first reply's time, its TTL what its message has left then; a message of
+    another group gets Flower's constructor."""
+    import time
+
+    from flwr.app import Metadata
+
+    from policies.flower import grid
+
+    def sent(i: int, group: str = "g") -> Message:
+        return Message(content=RecordDict(), metadata=Metadata(
+            run_id=7, message_id=f"m{i}", src_node_id=1, dst_node_id=100 + i,
+            reply_to_message_id="", group_id=group, created_at=time.time() - i,
+            ttl=3600.0 - i, message_type="train"))
+
+    assert grid.MESSAGE_LAYOUT
+    replies = grid._Replies()
+    msgs = [sent(i) for i in range(4)] + [sent(4, group="other")]
+    made = [replies(RecordDict(), m) for m in msgs]
+    assert replies._copies
+    now = made[0].metadata.created_at
+    for m, r in zip(msgs, made, strict=True):
+        flowers = Message(RecordDict(), reply_to=m)
+        for field in ("run_id", "message_id", "src_node_id", "dst_node_id", "src_task_id",
+                      "dst_task_id", "reply_to_message_id", "group_id", "message_type",
+                      "delivered_at"):
+            assert getattr(r.metadata, field) == getattr(flowers.metadata, field), field
+        assert r.metadata.src_node_id == m.metadata.dst_node_id
+        assert r.metadata.reply_to_message_id == m.metadata.message_id
+        assert not r.has_error() and isinstance(r.content, RecordDict)
+        if m.metadata.group_id == "g":
+            assert r.metadata.created_at == now
+            assert r.metadata.ttl == m.metadata.created_at + m.metadata.ttl - now

@@ -38,6 +38,7 @@ clear error in the run (Flower's own ``sample_nodes`` would sleep until they con
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import json
 import logging
 import math
@@ -168,6 +169,9 @@ class NetsimGrid(Grid):
         self._fits = FitMemo()
         self._obs: Observation | None = None
         self._nodes_now: list[int] | None = None
+        # the node ids of the last trainers that fit the memo handed (the same read-only
+        # array while the world's availability is the same one: a static world's)
+        self._listed: tuple[np.ndarray | None, list[int]] = (None, [])
         self._calls = 0
         self._replies: dict[str, Any] = {}
         # per going message of the phase under way whose reply netsim built (surrogate): its
@@ -205,7 +209,9 @@ class NetsimGrid(Grid):
         if self._nodes_now is None:
             self._obs = self._run.observe()
             fits = self._fits(self._obs)
-            self._nodes_now = self._node_ids[fits].tolist()
+            if fits is not self._listed[0]:
+                self._listed = (fits, self._node_ids[fits].tolist())
+            self._nodes_now = list(self._listed[1])  # (its own: a strategy may change it)
             self._check_enough(len(self._nodes_now))
         self._calls += 1
         if self._calls >= WAITING_CALLS:
@@ -222,7 +228,7 @@ class NetsimGrid(Grid):
         msgs = list(messages)
         if not msgs:
             return []
-        kinds = {m.metadata.message_type.split(".")[0] for m in msgs}
+        kinds = {t.split(".")[0] for t in {m.metadata.message_type for m in msgs}}
         if len(kinds) != 1:
             raise ValueError(f"{self._name}: one push mixes message types {sorted(kinds)} "
                              "(a phase of an epoch is one kind of message)")
@@ -235,10 +241,10 @@ class NetsimGrid(Grid):
         obs = self._obs if self._obs is not None else self._run.observe()
         self._obs, self._nodes_now, self._calls = None, None, 0
         rows = self._rows_of(msgs)
-        ids = []
-        for k, m in enumerate(msgs):
-            m.metadata.__dict__["_message_id"] = f"{self._run.epoch}.{self._pushes}.{k}"
-            ids.append(m.metadata.message_id)
+        prefix = f"{self._run.epoch}.{self._pushes}."
+        ids = [f"{prefix}{k}" for k in range(len(msgs))]
+        for m, message_id in zip(msgs, ids, strict=True):
+            m.metadata.__dict__["_message_id"] = message_id
         self._pushes += 1
         self.epoch.key = key
         self._phase(kind, msgs, rows, obs, key)
@@ -337,7 +343,8 @@ class NetsimGrid(Grid):
 
     def _rows_of(self, msgs: list[Any]) -> np.ndarray:
         """Each message's destination device row; an unknown node id is an error."""
-        dst = np.array([m.metadata.dst_node_id for m in msgs], dtype=np.int64)
+        dst = np.fromiter((m.metadata.dst_node_id for m in msgs), dtype=np.int64,
+                          count=len(msgs))
         pos = np.searchsorted(self._sorted_ids, dst)
         pos = np.minimum(pos, len(self._sorted_ids) - 1)
         bad = self._sorted_ids[pos] != dst
@@ -354,24 +361,24 @@ class NetsimGrid(Grid):
                key: str | None) -> None:
         """One phase in the world and its replies."""
         t, run = self._devices, self._run
-        can = np.zeros(t.n, dtype=bool)
-        can[self._fits(obs)] = True
-        order = np.argsort(rows, kind="stable")  # concurrent: netsim runs them in row order
+        can = self._fits.mask(obs)[rows].tolist()  # per message: its node fits now
+        dev = [t.ids[r] for r in rows.tolist()]  # per message: its device
+        order = np.argsort(rows, kind="stable").tolist()  # concurrent: run in row order
         errors: dict[int, tuple[int, str | None]] = {}
-        for k in order.tolist():
-            if not can[rows[k]]:
+        for k in order:
+            if not can[k]:
                 errors[k] = (ErrorCode.NODE_UNAVAILABLE,
-                             f"device {t.ids[rows[k]]!r} is not available in epoch "
+                             f"device {dev[k]!r} is not available in epoch "
                              f"{run.epoch} (offline, low battery, or its memory cannot hold "
                              "the model)")
         unavailable = list(errors)
-        going = [k for k in order.tolist() if k not in errors]
+        going = [k for k in order if k not in errors]
         failed: set[int] = set()
         host_s: dict[int, float] = {}
         answers = self._answers(kind, msgs, rows, going, errors, failed, host_s, key)
         record: dict[str, Any] = {
-            "type": kind, "round": key, "nodes": [t.ids[rows[k]] for k in order.tolist()],
-            "unavailable": [t.ids[rows[k]] for k in unavailable]}
+            "type": kind, "round": key, "nodes": [dev[k] for k in order],
+            "unavailable": [dev[k] for k in unavailable]}
         if not going:
             self._reply_all(msgs, answers, errors)
             self._add_phase(kind, {**record, "replied": [], "failed": [], "dropped": [],
@@ -379,45 +386,44 @@ class NetsimGrid(Grid):
                                    "bytes_up": {}})
             return
         work, examples = self._workload(kind, msgs, rows, going, answers, errors, host_s)
-        decision = Decision(participants={t.ids[rows[k]]: int(t.samples[rows[k]])
-                                          for k in going},
+        samples = t.samples[rows].tolist()
+        decision = Decision(participants={dev[k]: int(samples[k]) for k in going},
                             variant=0, workload=work, epoch_deadline_s=self._timeout_s,
                             info=self.epoch.info)
         outcome = run.execute(decision, self._name, trains=kind == "train")
-        arrived = None if outcome.counted is None else set(outcome.counted)
-        dropped, late = set(outcome.dropped), set(outcome.late)
-        for k in going:
-            dev = t.ids[rows[k]]
-            if arrived is not None and dev not in arrived and k not in failed:
-                why = "dropped out (offline or battery)" if dev in dropped else \
-                    "late (after the round's timeout)" if dev in late else "did not arrive"
-                errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
-                             f"device {dev!r}'s reply {why} in epoch {run.epoch}")
+        if outcome.counted is not None:
+            arrived = set(outcome.counted)
+            dropped, late = set(outcome.dropped), set(outcome.late)
+            for k in going:
+                if dev[k] not in arrived and k not in failed:
+                    why = "dropped out (offline or battery)" if dev[k] in dropped else \
+                        "late (after the round's timeout)" if dev[k] in late else \
+                        "did not arrive"
+                    errors[k] = (ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
+                                 f"device {dev[k]!r}'s reply {why} in epoch {run.epoch}")
         if kind == "train":
             self.epoch.trained = True
             if self._client_app is None:
                 self.epoch.progress = run.advance(decision, outcome)
         self._reply_all(msgs, answers, errors)
-        devices = [t.ids[rows[k]] for k in going]
+        devices = [dev[k] for k in going]
+        moved = [work.bytes_of(d) for d in devices]
         record.update({
             "start_s": outcome.start_s, "end_s": outcome.end_s,
-            "replied": [t.ids[rows[k]] for k in going if k not in errors],
-            "failed": [t.ids[rows[k]] for k in going if k in failed],
+            "replied": [dev[k] for k in going if k not in errors],
+            "failed": [dev[k] for k in going if k in failed],
             "dropped": list(outcome.dropped), "late": list(outcome.late),
-            "examples": {t.ids[rows[k]]: n for k, n in examples.items() if k not in errors},
-            "bytes_down": dict(zip(devices, (work.bytes_of(d)[0] for d in devices),
-                                   strict=True)),
-            "bytes_up": dict(zip(devices, (work.bytes_of(d)[1] for d in devices),
-                                 strict=True))})
+            "examples": {dev[k]: n for k, n in examples.items() if k not in errors},
+            "bytes_down": {d: m[0] for d, m in zip(devices, moved, strict=True)},
+            "bytes_up": {d: m[1] for d, m in zip(devices, moved, strict=True)}})
         if self._host_flops is not None:
-            record["host_s"] = {t.ids[rows[k]]: s for k, s in host_s.items()}
+            record["host_s"] = {dev[k]: s for k, s in host_s.items()}
         self._add_phase(kind, record)
         if kind == "evaluate" and self._client_app is not None:
             self.epoch.evaluated = self._evaluated(
                 [answers[k] for k in going if k in answers and k not in errors])
         if failed and len(failed) == len(going):
-            self._every_call_failed(kind, key, [t.ids[rows[k]] for k in going], errors,
-                                    sorted(failed))
+            self._every_call_failed(kind, key, devices, errors, sorted(failed))
 
     def _add_phase(self, kind: str, record: dict[str, Any]) -> None:
         """Keep the phase's record; the main phase (the round's training, else its first)
@@ -448,12 +454,13 @@ class NetsimGrid(Grid):
         fps = model.flop_per_sample(0) * KIND_COMPUTE.get(kind, self._eval_fraction)
         down_of: dict[int, int] = {}
         down, up, flop, agg, examples = [], [], [], [], {}
+        samples_of = t.samples[rows].astype(float).tolist()
         for k in going:
             content = msgs[k].content
             if id(content) not in down_of:  # (strategies send one content to all)
                 down_of[id(content)] = message_bytes(content)
             down.append(float(down_of[id(content)]))
-            samples = float(t.samples[rows[k]])
+            samples = samples_of[k]
             reply = answers.get(k)
             facts = self._known.get(k)
             if reply is None:
@@ -476,10 +483,10 @@ class NetsimGrid(Grid):
             else:
                 flop.append(float(examples.get(k, 0)) * fps)
         same = len(set(down)) == 1 and len(set(up)) == 1 and len(set(agg)) == 1 and all(
-            f == float(t.samples[rows[k]]) * fps for f, k in zip(flop, going, strict=True))
+            f == samples_of[k] * fps for f, k in zip(flop, going, strict=True))
         if same:
             return Workload(down[0], up[0], fps, agg[0]), examples
-        own = {t.ids[rows[k]]: DeviceWork(d, u, f, a)
+        own = {t.ids[int(rows[k])]: DeviceWork(d, u, f, a)
                for k, d, u, f, a in zip(going, down, up, flop, agg, strict=True)}
         return Workload(0.0, 0.0, fps, 0.0, by_device=own), examples
 
@@ -566,39 +573,29 @@ class NetsimGrid(Grid):
         """netsim's replies for the clients: a training reply carries the arrays it was sent
         (the model's size; its own ArrayRecord, since strategies pop what they aggregate, of
         arrays decoded once per phase: :class:`DecodedArray`) with its samples as the example
-        count and the loss as ``train_loss``; an evaluate reply the progress model's loss."""
-        samples = self._devices.samples
+        count and the loss as ``train_loss``; an evaluate reply the progress model's loss.
+
+        Each reply's records are shallow copies (Flower's public ``copy``, which validates
+        nothing again) of records built and validated once per phase (:class:`_ReplyForm`):
+        only the example count is set per reply."""
+        samples = self._devices.samples[rows].tolist()
         loss = self._current_loss()
-        arrays: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-        sizes: dict[int, tuple[int, int]] = {}  # per content sent: its arrays' bytes, elements
+        forms: dict[int, _ReplyForm] = {}  # per content sent (strategies send one to all)
         out: dict[int, Any] = {}
         known = self._known
+        loss_key = "train_loss" if kind == "train" else self._loss_metric
+        replies, loss_bytes = _Replies(), value_bytes(loss)
         for k in going:
             msg = msgs[k]
-            n = int(samples[rows[k]])
-            if kind != "train":
-                metrics = app.MetricRecord({self._weight_key: n, self._loss_metric: loss})
-                out[k] = app.Message(app.RecordDict({"metrics": metrics}), reply_to=msg)
-                known[k] = (value_bytes(n) + value_bytes(loss), 0, n)
-                continue
-            decoded = arrays.get(id(msg.content))
-            if decoded is None:
-                decoded = [(key, {name: DecodedArray.of(a) for name, a in rec.items()})
-                           for key, rec in msg.content.array_records.items()]
-                arrays[id(msg.content)] = decoded
-                every = [a for _, items in decoded for a in items.values()]
-                sizes[id(msg.content)] = (sum(array_bytes(a) for a in every),
-                                          sum(int(math.prod(a.shape)) for a in every))
-            nbytes, elements = sizes[id(msg.content)]
-            known[k] = (nbytes + value_bytes(n) + value_bytes(loss), elements, n)
-            content = app.RecordDict()
-            for key, items in decoded:
-                record = app.ArrayRecord()  # (its constructor would copy the arrays)
-                for name, a in items.items():
-                    record[name] = a
-                content[key] = record
-            content["metrics"] = app.MetricRecord({self._weight_key: n, "train_loss": loss})
-            out[k] = app.Message(content, reply_to=msg)
+            n = int(samples[k])
+            form = forms.get(id(msg.content))
+            if form is None:
+                form = _ReplyForm(msg.content if kind == "train" else None, self._weight_key,
+                                  loss_key, loss)
+                forms[id(msg.content)] = form
+            content, (nbytes, elements) = form.content(n), form.sizes
+            known[k] = (nbytes + value_bytes(n) + loss_bytes, elements, n)
+            out[k] = replies(content, msg)
         return out
 
     def _current_loss(self) -> float:
@@ -608,13 +605,14 @@ class NetsimGrid(Grid):
     def _reply_all(self, msgs: list[Any], answers: dict[int, Any],
                    errors: dict[int, tuple[int, str | None]]) -> None:
         for k, msg in enumerate(msgs):
+            message_id = msg.metadata.message_id
             if k in errors:
                 code, reason = errors[k]
                 reply = app.Message(app.Error(code=code, reason=reason), reply_to=msg)
             else:
                 reply = answers[k]
-                reply.metadata.__dict__["_reply_to_message_id"] = msg.metadata.message_id
-            self._replies[msg.metadata.message_id] = reply
+                reply.metadata.__dict__["_reply_to_message_id"] = message_id
+            self._replies[message_id] = reply
 
     def _evaluated(self, replies: list[Any]) -> EpochProgress | None:
         """The example-weighted means of the loss metric and of ``accuracy`` over evaluate
@@ -648,6 +646,173 @@ class NetsimGrid(Grid):
                 state=app.RecordDict(), run_config=RunConfig(self._run_config))
             self._contexts[row] = ctx
         return ctx
+
+
+def _storage(record: Any) -> dict[str, Any] | None:
+    """The dict that holds a Flower record's entries (a RecordDict's records, a
+    MetricRecord's metrics), where this Flower lays its records out as 1.x does (their
+    ``TypedDict`` keeps them in ``__dict__["_data"]``; :data:`RECORD_STORAGE`); else None
+    (then only the records' public ``__setitem__``, which validates every value, is used)."""
+    return record.__dict__["_data"] if RECORD_STORAGE else None
+
+
+def _records_laid_out_as_known() -> bool:
+    """Whether this Flower's records keep their entries as 1.x's do (checked once: a major
+    version 1, and a copied RecordDict and MetricRecord whose ``__dict__["_data"]`` holds
+    their entries, is their own, and is what their public reads see)."""
+    try:
+        if int(importlib.metadata.version("flwr").split(".")[0]) != 1:
+            return False
+        metrics = app.MetricRecord({"n": 1})
+        content = app.RecordDict({"a": app.ArrayRecord(), "m": metrics})
+        copied, counts = content.copy(), metrics.copy()
+        data, values = copied.__dict__.get("_data"), counts.__dict__.get("_data")
+        if not isinstance(data, dict) or not isinstance(values, dict) \
+                or data is content.__dict__.get("_data") \
+                or values is metrics.__dict__.get("_data"):
+            return False
+        values["n"] = 2
+        data["m"] = counts
+        return (metrics["n"] == 1 and counts["n"] == 2 and content["m"] is metrics
+                and copied["m"] is counts and list(copied.metric_records) == ["m"]
+                and list(copied.array_records) == ["a"])
+    except Exception:  # noqa: BLE001 (any other layout: the public path)
+        return False
+
+
+#: A Flower 1.x Metadata's fields (its ``__dict__``) and a Message's.
+METADATA_FIELDS = frozenset({
+    "_run_id", "_message_id", "_src_node_id", "_dst_node_id", "_src_task_id", "_dst_task_id",
+    "_reply_to_message_id", "_group_id", "_created_at", "_ttl", "_message_type",
+    "_delivered_at"})
+MESSAGE_FIELDS = frozenset({"_metadata", "_content", "_error"})
+#: The fields a reply takes from its message as they are (its phase's first reply's, checked
+#: per message: :class:`_Replies`).
+_SHARED_FIELDS = ("_run_id", "_group_id", "_message_type", "_src_task_id", "_dst_task_id")
+
+
+def _messages_laid_out_as_known() -> bool:
+    """Whether this Flower's messages hold what 1.x's do (checked once: a major version 1,
+    and a reply's Message and Metadata whose ``__dict__`` holds exactly
+    :data:`MESSAGE_FIELDS` and :data:`METADATA_FIELDS`)."""
+    try:
+        if int(importlib.metadata.version("flwr").split(".")[0]) != 1:
+            return False
+        msg = app.Message(content=app.RecordDict(),  # type: ignore[call-overload]
+                          metadata=app.Metadata(
+                              run_id=1, message_id="1", src_node_id=1, dst_node_id=2,
+                              reply_to_message_id="", group_id="", created_at=time.time(),
+                              ttl=3600.0, message_type="train"))
+        reply = app.Message(app.RecordDict(), reply_to=msg)
+        return (set(reply.__dict__) == MESSAGE_FIELDS
+                and set(reply.metadata.__dict__) == METADATA_FIELDS)
+    except Exception:  # noqa: BLE001 (any other layout: the public path)
+        return False
+
+
+#: Whether a phase's surrogate replies after its first are made from the first (checked
+#: against Flower's own reply to that message, :class:`_Replies`) rather than by Flower's
+#: reply constructor, which checks its arguments and builds metadata each time (half a
+#: reply's cost); False: Flower's constructor for every reply. The same tables either way.
+MESSAGE_LAYOUT = _messages_laid_out_as_known()
+
+
+class _Replies:
+    """Flower reply messages to one phase's messages, all stamped at its first reply's
+    creation time (Flower stamps each; a reply's TTL is what its message has left then, as
+    Flower's). The first is Flower's own ``Message(content, reply_to=msg)``; the others are
+    copies of its metadata with what differs per message (the node ids swapped, the id
+    replied to, the TTL left) where :data:`MESSAGE_LAYOUT` holds, the first's made so equals
+    Flower's, and the message shares the first's run, group, type and tasks; else Flower's
+    constructor."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, Any] | None = None  # (the first message's metadata fields)
+        self._base: dict[str, Any] = {}  # (the first reply's metadata fields)
+        self._copies = MESSAGE_LAYOUT
+
+    def __call__(self, content: Any, msg: Any) -> Any:
+        """The reply carrying ``content`` to ``msg``."""
+        sent = msg.metadata.__dict__
+        if self._first is None:
+            reply = app.Message(content, reply_to=msg)
+            if self._copies:
+                self._first, self._base = sent, reply.metadata.__dict__
+                made = self._copy(content, sent)
+                self._copies = (made.__dict__.keys() == reply.__dict__.keys()
+                                and made.metadata.__dict__ == reply.metadata.__dict__)
+            return reply
+        first = self._first
+        if self._copies and all(sent[f] == first[f] for f in _SHARED_FIELDS):
+            return self._copy(content, sent)
+        return app.Message(content, reply_to=msg)
+
+    def _copy(self, content: Any, sent: dict[str, Any]) -> Any:
+        meta = object.__new__(app.Metadata)
+        fields = meta.__dict__
+        fields.update(self._base)
+        fields["_src_node_id"] = sent["_dst_node_id"]
+        fields["_dst_node_id"] = sent["_src_node_id"]
+        fields["_reply_to_message_id"] = sent["_message_id"]
+        fields["_ttl"] = sent["_created_at"] + sent["_ttl"] - self._base["_created_at"]
+        reply = object.__new__(app.Message)
+        reply.__dict__.update(_metadata=meta, _content=content, _error=None)
+        return reply
+
+
+#: Whether surrogate replies fill their copied records' storage directly (values of the
+#: types the records were validated with once per phase), skipping the per-value validation
+#: of Flower's ``__setitem__`` (a third of a reply's cost); False: the public path. The
+#: tables are the same either way (tests/test_flower.py).
+RECORD_STORAGE = _records_laid_out_as_known()
+
+
+class _ReplyForm:
+    """The records of a phase's surrogate replies to one content sent, built once: the
+    arrays it carries (training: :class:`DecodedArray` of the content's, one ArrayRecord per
+    record) and the metrics (``weight_key``: the example count, set per reply; ``loss_key``:
+    ``loss``). :meth:`content` gives each reply its own RecordDict, ArrayRecords and
+    MetricRecord (strategies may change what they get), as shallow copies."""
+
+    def __init__(self, sent: Any, weight_key: str, loss_key: str, loss: float) -> None:
+        self.metrics = app.MetricRecord({weight_key: 0, loss_key: loss})
+        self.weight_key = weight_key if weight_key != loss_key else None
+        form = app.RecordDict()
+        every: list[Array] = []
+        if sent is not None:
+            for key, rec in sent.array_records.items():
+                record = app.ArrayRecord()  # (its constructor would copy the arrays)
+                for name, a in rec.items():
+                    record[name] = DecodedArray.of(a)
+                    every.append(record[name])
+                form[key] = record
+        form["metrics"] = self.metrics
+        self.form = form
+        self.array_keys = [key for key, rec in form.items() if isinstance(rec, app.ArrayRecord)]
+        self.sizes = (sum(array_bytes(a) for a in every),
+                      sum(int(math.prod(a.shape)) for a in every))
+        """The arrays' bytes and elements (:mod:`.records`' counts)."""
+
+    def content(self, n: int) -> Any:
+        """A reply's own content: the arrays, ``n`` examples, the loss."""
+        content = self.form.copy()
+        metrics = self.metrics.copy()
+        data = _storage(content)
+        if data is not None:  # (the records and the int were validated as the form's)
+            for key in self.array_keys:
+                data[key] = data[key].copy()
+            if self.weight_key is not None:
+                values = _storage(metrics)
+                assert values is not None
+                values[self.weight_key] = n
+            data["metrics"] = metrics
+            return content
+        for key in self.array_keys:
+            content[key] = self.form[key].copy()
+        if self.weight_key is not None:  # (None: it is the loss's key, and the loss wins)
+            metrics[self.weight_key] = n
+        content["metrics"] = metrics
+        return content
 
 
 def _raised_at(exc: BaseException) -> str:
