@@ -92,7 +92,7 @@ def test_cost_estimate_matches_the_engine_without_contention(star):
 def test_greedy_energy_leaves_out_devices_too_small_and_stops_when_none_can_train(star):
     import netsim
 
-    star["devices"][1]["memory_bytes"] = 1.0  # d1 cannot hold any variant
+    star["devices"][1]["memory_bytes"] = 1e3  # d1 cannot hold any variant (1 kB: plausible)
     res = netsim.simulate(star, "greedy-energy", seed=0, raise_errors=True)
     assert all("d1" not in ids for ids in res.epochs["participant_ids"])
     for d in star["devices"][1:]:
