@@ -170,6 +170,41 @@ def test_random_changing_worlds_in_arrays_match_the_events(case, seed):
     assert_same(fast, slow)
 
 
+def _zero_idle_battery() -> dict:
+    """A phone whose 1 J battery training alone would empty in 1 s, that draws nothing idle
+    (0 W): its upload, 1.54 s at 100 kbit/s, runs past the instant its training's stop was
+    armed for (hypothesis found it: the event path emptied it there)."""
+    device = {"flop_per_s": 1e8, "memory_bytes": 4e9, "power_busy_w": 1.0, "power_idle_w": 0.0,
+              "samples": 1}
+    return {"name": "zero-idle-battery",
+            "devices": [{"id": "srv", "flop_per_s": 1e12, "memory_bytes": 1e11,
+                         "power_busy_w": 100, "power_idle_w": 20},
+                        {"id": "d0", **device, "battery_j": 1.0, "battery_min_fraction": 0.0},
+                        {"id": "d1", **device}],
+            "links": [{"a": "srv", "b": "ap", "bandwidth_bps": 1e6, "latency_s": 0.001,
+                       "energy_j_per_bit": 1e-9},
+                      {"a": "d0", "b": "ap", "bandwidth_bps": 1e5, "latency_s": 0.0,
+                       "energy_j_per_bit": 0.0},
+                      {"a": "d1", "b": "ap", "bandwidth_bps": 1e5, "latency_s": 0.0,
+                       "energy_j_per_bit": 0.0}],
+            "aggregator": "srv", "model": "mlp-digits",
+            "training": {"target_loss": 0.05, "deadline_s": 1e5, "max_epochs": 2},
+            "dynamics": {"availability": {"model": "bernoulli"}}}
+
+
+@pytest.mark.parametrize("policy", ["fedavg-all", "fedbuff"])
+def test_a_stop_armed_for_training_is_void_once_the_upload_draws_nothing(policy):
+    params = {"concurrency": 2, "buffer_updates": 1} if policy == "fedbuff" else {}
+    runs = [netsim.simulate(_zero_idle_battery(), policy, seed=0, params=params,
+                            raise_errors=True, fast_epochs=fast) for fast in (True, False)]
+    for res in runs:
+        d0 = res.devices.set_index("device").loc["d0"]
+        assert d0["dropouts"] == 0 and d0["battery_end_j"] > 0.99
+        assert list(d0["online_intervals_s"]) == [0.0, res.runs["time_s"].iloc[0]]
+        assert all("d0" in ids for ids in res.epochs["participant_ids"])
+    assert_same(*runs)
+
+
 def test_the_array_rule_of_a_stop_is_the_scalar_one():
     rng = np.random.default_rng(0)
     since = rng.uniform(0, 10, 200)

@@ -176,9 +176,12 @@ class GuardedParticipant:
         self.t_phase = now
 
     def _arm_stop(self) -> None:
+        """Arm this phase's stop instant; a stop armed for an earlier phase is void whether
+        or not this phase has one (a battery that training at busy power would empty is not
+        emptied by an upload at 0 W idle power)."""
+        self.token += 1
         at, battery = stop_instant(self.t_phase, self.left_j, self._power_w(), self.offline_at_s)
         if at < _INF:
-            self.token += 1
             token = self.token
             fire_after(self.env, max(at - self.env.now, 0.0),
                        lambda _e: self._stop_event(token, battery))

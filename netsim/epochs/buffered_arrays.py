@@ -599,10 +599,11 @@ class BufferedPlayer:
         self.buffer.drop(p.job.key, t)
 
     def _arm_stop(self, p: ArrayParticipant) -> None:
-        """Job ``p``'s stop instant in its current phase, if any (the earlier one is void)."""
+        """Job ``p``'s stop instant in its current phase, if any (the earlier one is void,
+        whether or not this phase has one)."""
+        p.token += 1
         at, _ = p.stop_at_s()
         if at < _INF:
-            p.token += 1
             heapq.heappush(self.heap, (at, next(self.order), _STOP, p, p.token))
 
     def _push(self, at_s: float, kind: int, subject: Any, token: Any) -> None:
