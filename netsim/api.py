@@ -129,12 +129,12 @@ def scenario_hash(scenario: Scenario) -> str:
     ``seed`` and its ``policies`` block (runs record their own seed and policy parameters).
     Two files that simulate the same network, model and training share it; two different
     scenarios that share a name do not (``netsim compare`` groups runs by it)."""
-    return _scenario_hash_of(scenario_content(scenario, exclude=set(_NOT_HASHED)))
+    return _scenario_hash_of(scenario_content(scenario))
 
 
 def _scenario_hash_of(content: dict[str, Any]) -> str:
-    """:func:`scenario_hash` of a scenario's :func:`scenario_content`, with or without the
-    fields it leaves out (:data:`_NOT_HASHED`; each top-level field's content is its own, so
+    """:func:`scenario_hash` of a scenario's :func:`scenario_content`: the fields it leaves
+    out (:data:`_NOT_HASHED`) are dropped here (each top-level field's content is its own, so
     leaving them out of the content is leaving them out of the dump)."""
     kept = {k: v for k, v in content.items() if k not in _NOT_HASHED}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]

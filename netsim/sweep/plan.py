@@ -199,7 +199,7 @@ def load_plan(path: str | Path, strict: bool = False,
         (source ``sweep``) listing every problem found.
     """
     spec, folder, problems = inspect_sweep(path)
-    if extra_params and spec.model_fields_set & {"policies"}:
+    if extra_params and "policies" in spec.model_fields_set:
         spec = spec.model_copy(update={"policies": [
             entry.model_copy(update={"params": {**entry.params, **extra_params[entry.name]}})
             if entry.name in extra_params else entry for entry in spec.policy_entries()]})

@@ -656,12 +656,17 @@ def _storage(record: Any) -> dict[str, Any] | None:
     return record.__dict__["_data"] if RECORD_STORAGE else None
 
 
+def _flower_major() -> int:
+    """The installed Flower's major version (the layouts probed below are 1.x's)."""
+    return int(importlib.metadata.version("flwr").split(".")[0])
+
+
 def _records_laid_out_as_known() -> bool:
     """Whether this Flower's records keep their entries as 1.x's do (checked once: a major
     version 1, and a copied RecordDict and MetricRecord whose ``__dict__["_data"]`` holds
     their entries, is their own, and is what their public reads see)."""
     try:
-        if int(importlib.metadata.version("flwr").split(".")[0]) != 1:
+        if _flower_major() != 1:
             return False
         metrics = app.MetricRecord({"n": 1})
         content = app.RecordDict({"a": app.ArrayRecord(), "m": metrics})
@@ -696,7 +701,7 @@ def _messages_laid_out_as_known() -> bool:
     and a reply's Message and Metadata whose ``__dict__`` holds exactly
     :data:`MESSAGE_FIELDS` and :data:`METADATA_FIELDS`)."""
     try:
-        if int(importlib.metadata.version("flwr").split(".")[0]) != 1:
+        if _flower_major() != 1:
             return False
         msg = app.Message(content=app.RecordDict(),  # type: ignore[call-overload]
                           metadata=app.Metadata(
