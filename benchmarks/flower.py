@@ -1,6 +1,6 @@
 """Flower on netsim (the ``flower`` policy, policies/flower): its two cost targets, in one process.
 
-Run: python benchmarks/flower.py [--quick]          # about 15 s; --quick: about 3 s
+Run: python benchmarks/flower.py [--quick]          # about 10 s; --quick: about 3 s
 
 (a) Surrogate mode (no ClientApp: netsim answers for the clients). Flower's FedAvg with
     fraction_train 0.01 (fraction_evaluate 0) over 10,000 generated devices (mlp-digits,
@@ -9,10 +9,12 @@ Run: python benchmarks/flower.py [--quick]          # about 15 s; --quick: about
     ``netsim.simulate`` end to end, setup plus the first epoch (from the call to the first
     epoch's end), and an epoch (the median wall time between the ends of consecutive epochs,
     from the ``progress`` callback). A third row is Flower's FedAvg alone (its ``start`` over
-    a grid that answers at once with replies built beforehand: configure_train, sampling,
-    aggregate_train, its bookkeeping, no netsim), so the remainder, flower's epoch less that,
-    is what netsim's Grid and world add. Targets (issue 47): netsim's share at most 1x
-    random-k's epoch, flower's whole epoch at most 4x.
+    a grid that answers at once with replies built beforehand, fresh objects every round:
+    configure_train, sampling, aggregate_train, its bookkeeping, no netsim), so the
+    remainder, flower's epoch less that, is what netsim's Grid and world add. Targets (issue 47): netsim's share at most 1x
+    random-k's epoch, flower's whole epoch at most 4x. That rest is split in two: the
+    world's epoch (the time inside ``Run.execute``, from runs of their own with that call
+    timed; random-k's too) and the Grid itself (the rest less the world's epoch).
 (b) Real mode (a ClientApp: a trivial ``@app.train()`` that returns the arrays it was sent and
     ``num-examples`` 10), one array of 1,000,000 float32 parameters, 20 devices (a star),
     every device training every round. netsim's cost per client call: (wall time of the run
@@ -94,17 +96,45 @@ def timed_run(sc: dict, policy: str, params: dict) -> dict:
             "epoch_s": float(np.median(np.diff(np.array(stamps))))}
 
 
+def world_epoch(sc: dict, policy: str, params: dict) -> float:
+    """The median seconds an epoch spends in the world (``netsim.runloop.Run.execute``: its
+    phases validated and played), in a run of its own with that call timed."""
+    from netsim import runloop
+
+    spent, per_epoch = [0.0], []
+    original = runloop.Run.execute
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    def progress(epoch: int, now: float) -> None:
+        per_epoch.append(spent[0])
+        spent[0] = 0.0
+
+    runloop.Run.execute = timed  # type: ignore[method-assign]
+    try:
+        netsim.simulate(sc, policy, seed=0, params=params, raise_errors=True, progress=progress)
+    finally:
+        runloop.Run.execute = original  # type: ignore[method-assign]
+    return float(np.median(per_epoch))
+
+
 def best(runs: list[dict]) -> dict:
     return {key: min(r[key] for r in runs) for key in runs[0]}
 
 
 class InstantGrid:
-    """A grid that answers at once: ``n`` node ids, and the same ``replies`` (built
-    beforehand, as netsim's surrogate builds them) to every push of train messages, whose
-    times it stamps (a round: from one push to the next)."""
+    """A grid that answers at once: ``n`` node ids, and each push of train messages the next
+    round's ``replies`` (built beforehand, fresh objects every round as any grid delivers
+    them and as netsim's surrogate builds them), stamping each push's time (a round: from one
+    push to the next)."""
 
-    def __init__(self, n: int, replies: list[Any]) -> None:
-        self.nodes, self.replies = list(range(2, n + 2)), replies
+    def __init__(self, n: int, rounds: list[list[Any]]) -> None:
+        self.nodes, self.rounds = list(range(2, n + 2)), rounds
         self.stamps: list[float] = []
 
     def get_node_ids(self) -> list[int]:
@@ -114,30 +144,36 @@ class InstantGrid:
         if not list(messages):
             return []
         self.stamps.append(time.perf_counter())
-        return self.replies
+        return self.rounds[len(self.stamps) - 1]
 
 
 def strategy_alone(n: int, k: int, epochs: int) -> dict:
-    """Flower's FedAvg ``start`` over :class:`InstantGrid` (``k`` replies of mlp-digits'
-    arrays, each with its samples and a train loss): wall (s), median round (s)."""
+    """Flower's FedAvg ``start`` over :class:`InstantGrid` (each round ``k`` replies of
+    mlp-digits' arrays, each with its samples and a train loss, in its own records; the
+    arrays decoded once a round, as netsim's surrogate replies carry them): wall (s),
+    median round (s)."""
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
     from policies.flower.grid import DecodedArray
     from policies.flower.policy import _task_identity
 
     arrays = ArrayRecord([np.zeros(4810, dtype=np.float32)])  # (mlp-digits' parameters)
-    decoded = ArrayRecord()  # (as netsim's surrogate replies carry them: decoded once)
-    decoded["0"] = DecodedArray.of(arrays["0"])
     with _task_identity(1234):
         sent = RecordDict({"arrays": arrays})
-        replies = []
-        for i in range(k):
-            msg = Message(sent, dst_node_id=i + 2, message_type="train")
-            msg.metadata.__dict__["_message_id"] = str(i)
-            content = RecordDict({"arrays": decoded, "metrics": MetricRecord(
-                {"num-examples": 100 + i, "train_loss": 1.0})})
-            replies.append(Message(content, reply_to=msg))
-        strategy, grid = fedavg(k / n), InstantGrid(n, replies)
+        rounds = []
+        for _ in range(epochs):
+            decoded = DecodedArray.of(arrays["0"])
+            replies = []
+            for i in range(k):
+                msg = Message(sent, dst_node_id=i + 2, message_type="train")
+                msg.metadata.__dict__["_message_id"] = str(i)
+                own = ArrayRecord()
+                own["0"] = decoded
+                content = RecordDict({"arrays": own, "metrics": MetricRecord(
+                    {"num-examples": 100 + i, "train_loss": 1.0})})
+                replies.append(Message(content, reply_to=msg))
+            rounds.append(replies)
+        strategy, grid = fedavg(k / n), InstantGrid(n, rounds)
         t0 = time.perf_counter()
         strategy.start(grid=grid, initial_arrays=arrays, num_rounds=epochs)
         wall = time.perf_counter() - t0
@@ -151,11 +187,17 @@ def surrogate(epochs: int, repeat: int) -> dict[str, dict]:
                     params={"strategy": fedavg(0.1)})
     netsim.simulate(generated(100, 2), "random-k", seed=0, params={"k": 10})
     runs: dict[str, list[dict]] = {"random-k": [], "flower": [], "alone": []}
+    world: dict[str, list[float]] = {"random-k": [], "flower": []}
     for _ in range(repeat):  # (interleaved: a burst of load hits both alike)
         runs["random-k"].append(timed_run(sc, "random-k", {"k": K}))
         runs["flower"].append(timed_run(sc, "flower", {"strategy": fedavg(FRACTION)}))
         runs["alone"].append(strategy_alone(N_DEVICES, K, epochs))
-    return {name: best(r) for name, r in runs.items()}
+        world["random-k"].append(world_epoch(sc, "random-k", {"k": K}))
+        world["flower"].append(world_epoch(sc, "flower", {"strategy": fedavg(FRACTION)}))
+    out = {name: best(r) for name, r in runs.items()}
+    for name, seconds in world.items():
+        out[name]["world_s"] = min(seconds)
+    return out
 
 
 # -- (b) real mode ---------------------------------------------------------------------------
@@ -314,6 +356,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  of flower's epoch: Flower's FedAvg alone {s['alone']['epoch_s'] / ref:.2f}x "
           f"random-k's epoch, netsim's Grid and world (the rest) {netsim_part / ref:.2f}x "
           f"(target <= {TARGET_SHARE:g}x: {verdict(netsim_part / ref, TARGET_SHARE)})")
+    world_f, world_r = s["flower"]["world_s"], s["random-k"]["world_s"]
+    print(f"  of that rest: the world's epoch (Run.execute, timed in runs of their own) "
+          f"{world_f / ref:.2f}x random-k's epoch (random-k's own: {world_r / ref:.2f}x), "
+          f"the Grid itself {(netsim_part - world_f) / ref:.2f}x")
 
     r = real(rounds, repeat)
     flower_ref = min(r["proto"], r["inflatable"])

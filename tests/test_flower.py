@@ -549,6 +549,65 @@ def test_a_surrogate_replys_records_are_its_own_and_what_the_public_path_builds(
         assert dict(same_key.content(3)["metrics"]) == {"loss": 0.5}
 
 
+def test_a_surrogate_phase_hands_the_workload_a_walk_over_its_replies_gives(monkeypatch):
+    """A phase whose replies netsim built for one content hands one Workload read from the
+    replies' form (grid._uniform); walking every reply's figures instead (as for a
+    ClientApp's replies) gives the same tables bit for bit, with and without evaluate rounds
+    and in a world whose devices come and go (those that drop out mid-round get error
+    replies)."""
+    from policies.flower import grid
+
+    walks: list[int] = []
+    surrogate = grid.NetsimGrid._surrogate_replies
+
+    def walked(self, *args, **kwargs):
+        out = surrogate(self, *args, **kwargs)
+        walks.append(self._uniform is not None)
+        self._uniform = None  # (the walk over the replies: _workload's general path)
+        return out
+
+    sc = {"name": "uniform", "seed": 0, "model": "mlp-digits",
+          "generate": {"n_devices": 200, "devices_per_cell": 32, "seed": 1},
+          "dynamics": {"availability": {"model": "markov", "mean_online_s": 1,
+                                        "mean_offline_s": 1}},
+          "training": {"target_loss": 1e-9, "deadline_s": 1e12, "max_epochs": 4}}
+    tables = []
+    for walk in (False, True):
+        if walk:
+            monkeypatch.setattr(grid.NetsimGrid, "_surrogate_replies", walked)
+        policy = FlowerPolicy(strategy=FedAvg(fraction_train=0.2, fraction_evaluate=0.1,
+                                              min_available_nodes=2))
+        r = netsim.simulate(sc, policy=policy, seed=5, raise_errors=True)
+        tables.append((r.runs.drop(columns=["wall_s"]), r.epochs, r.devices))
+    assert walks and all(walks)  # (every phase took the form's figures, until the walk)
+    for a, b in zip(*tables, strict=True):
+        pd.testing.assert_frame_equal(a, b)
+    phases = [p for cell in tables[0][1]["phases"] for p in json.loads(cell)]
+    assert {p["type"] for p in phases} == {"train", "evaluate"}
+    assert any(p["dropped"] for p in phases)
+
+
+def test_records_copied_in_one_pass_are_what_flowers_copy_makes():
+    """grid._copied (on the Flower the project pins: RECORD_STORAGE) makes what each record's
+    own ``copy`` makes: its class, the same fields in the same order, the same check
+    functions, its entries in a dict of its own."""
+    from policies.flower import grid
+
+    assert grid.RECORD_STORAGE
+    records = [RecordDict({"a": ArrayRecord([np.ones(3, dtype=np.float32)]),
+                           "m": MetricRecord({"n": 4})}),
+               ArrayRecord([np.ones(3, dtype=np.float32)]), MetricRecord({"n": 4, "x": 0.5})]
+    for record in records:
+        cls, state, entries = grid._shell(record)
+        made, flowers = grid._copied(cls, state, entries.copy()), record.copy()
+        assert type(made) is type(flowers) is type(record)
+        assert list(made.__dict__) == list(flowers.__dict__) == list(grid.RECORD_FIELDS)
+        for f in grid.RECORD_FIELDS[:2]:
+            assert made.__dict__[f] is flowers.__dict__[f]
+        assert dict(made) == dict(flowers) == dict(record)
+        assert made.__dict__["_data"] is not record.__dict__["_data"]
+
+
 def test_a_phases_replies_copied_from_its_first_are_flowers_replies():
     """grid._Replies: each reply's metadata is what Flower's ``Message(content,
     reply_to=msg)`` makes (node ids swapped, the id replied to, run, group, type, tasks), all

@@ -24,6 +24,7 @@ import pandas as pd
 import netsim
 from netsim.results.store import read_table
 from netsim.scenario.loading import load_scenario
+from netsim.sweep.stats import wilson_interval
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "scenarios" / "costly.yaml"
@@ -50,14 +51,6 @@ def simulate_all(scenario: Path, out: Path, n_seeds: int, rerun: bool) -> pd.Dat
     return read_table(out, "runs")
 
 
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % Wilson interval of a success rate."""
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
 def saving(depl: np.ndarray, other: np.ndarray, rng: np.random.Generator,
            n_boot: int = 10_000) -> tuple[float, float, float]:
     """1 - mean(E_depl) / mean(E_other) and its 95 % paired-bootstrap interval."""
@@ -77,7 +70,7 @@ def report(runs: pd.DataFrame, pi: float, seed: int = 0) -> pd.DataFrame:
     rows = []
     for p in ("depl", *BASELINES):
         n = len(energy[p])
-        lo, hi = wilson(hits[p], n)
+        _, lo, hi = wilson_interval(hits[p], n)
         s = saving(energy["depl"], energy[p], rng) if p != "depl" else (0.0, 0.0, 0.0)
         rows.append({"policy": p, "success": hits[p] / n, "success_lo": lo, "success_hi": hi,
                      "meets_pi": hi >= pi, "energy_j": energy[p].mean(),

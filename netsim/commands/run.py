@@ -271,15 +271,20 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
     return scenario, names, params
 
 
+def app_flag_values(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """(flag, policy parameter, value) of ``--app`` and ``--run-config`` where given: the
+    parameters of the policies that take them (run, sweep)."""
+    given = (("--app", "app", getattr(args, "app", None)),
+             ("--run-config", "run_config", getattr(args, "run_config", None)))
+    return [(flag, field, value) for flag, field, value in given if value is not None]
+
+
 def _app_params(args: argparse.Namespace, names: list[str],
                 params: dict[str, dict[str, Any]]) -> list[Problem]:
     """``--app`` and ``--run-config`` as the ``app`` and ``run_config`` parameters of the
     policies run that take them."""
     out = []
-    for flag, field, value in (("--app", "app", getattr(args, "app", None)),
-                               ("--run-config", "run_config", getattr(args, "run_config", None))):
-        if value is None:
-            continue
+    for flag, field, value in app_flag_values(args):
         takers = [n for n in names if n in policies_taking(field)]
         if not takers:
             out.append(Problem(flag, f"none of the policies run ({', '.join(names)}) takes "

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from netsim.commands.info import print_warnings
-from netsim.commands.run import add_app_folder_arguments, policies_taking
+from netsim.commands.run import add_app_folder_arguments, app_flag_values, policies_taking
 from netsim.outputs import dir_problems
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.trust import ALLOW_FLAG, import_gate
@@ -75,12 +75,12 @@ def _app_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """``--app`` / ``--run-config`` / ``--quiet`` as parameters of every policy that takes
     them."""
     out: dict[str, dict[str, Any]] = {}
-    for field, value in (("app", getattr(args, "app", None)),
-                         ("run_config", getattr(args, "run_config", None)),
-                         ("quiet", True if getattr(args, "quiet", False) else None)):
-        if value is not None:
-            for name in policies_taking(field):
-                out.setdefault(name, {})[field] = value
+    given = [(field, value) for _, field, value in app_flag_values(args)]
+    if getattr(args, "quiet", False):
+        given.append(("quiet", True))
+    for field, value in given:
+        for name in policies_taking(field):
+            out.setdefault(name, {})[field] = value
     return out
 
 

@@ -42,6 +42,7 @@ import importlib.metadata
 import json
 import logging
 import math
+import operator
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -116,15 +117,26 @@ class EpochLog:
     evaluated: EpochProgress | None = None
 
 
-def round_key(msgs: list[Any]) -> str | None:
-    """The Flower round a push belongs to: its messages' common ``group_id``, else the
-    common ``server-round`` of their configs; None: neither (the push is a round of its
-    own)."""
-    groups = {m.metadata.group_id for m in msgs}
+@dataclass(frozen=True)
+class Pushed:
+    """One push's messages and what is read of each once: its metadata, its content, and the
+    id the grid gave it."""
+
+    msgs: list[Any]
+    metas: list[Any]
+    contents: list[Any]
+    ids: list[str]
+
+
+def round_key(metas: list[Any], contents: list[Any]) -> str | None:
+    """The Flower round a push belongs to (``metas``, ``contents``: its messages' metadata
+    and contents): their common ``group_id``, else the common ``server-round`` of their
+    configs; None: neither (the push is a round of its own)."""
+    groups = {m.group_id for m in metas}
     if len(groups) == 1 and (group := groups.pop()):
         return f"group {group}"
-    contents = {id(m.content): m.content for m in msgs}  # (strategies send one to all)
-    rounds = {rec["server-round"] for c in contents.values()
+    distinct = {id(c): c for c in contents}  # (strategies send one to all)
+    rounds = {rec["server-round"] for c in distinct.values()
               for rec in c.config_records.values() if "server-round" in rec}
     if len(rounds) == 1 and len(groups) <= 1:
         return f"server-round {rounds.pop()}"
@@ -177,6 +189,9 @@ class NetsimGrid(Grid):
         # per going message of the phase under way whose reply netsim built (surrogate): its
         # reply's bytes, array elements and example count (records.py's counts of it)
         self._known: dict[int, tuple[int, int, int]] = {}
+        # the phase's (download bytes, upload bytes, array elements) when netsim built every
+        # reply to one content sent (all alike: one Workload), else None
+        self._uniform: tuple[int, int, int] | None = None
         self._contexts: dict[int, Any] = {}
         self._pushes = 0
         self._errors_seen: set[str] = set()
@@ -228,26 +243,28 @@ class NetsimGrid(Grid):
         msgs = list(messages)
         if not msgs:
             return []
-        kinds = {t.split(".")[0] for t in {m.metadata.message_type for m in msgs}}
+        metas = [m.metadata for m in msgs]
+        contents = [m.content for m in msgs]
+        kinds = {t.split(".")[0] for t in {m.message_type for m in metas}}
         if len(kinds) != 1:
             raise ValueError(f"{self._name}: one push mixes message types {sorted(kinds)} "
                              "(a phase of an epoch is one kind of message)")
         kind = kinds.pop()
-        key = round_key(msgs)
+        key = round_key(metas, contents)
         log = self.epoch
         if log.phases and (key is None or key != log.key or (kind == "train" and log.trained)):
             self.close_epoch()  # (the previous round is over)
             self._stop_if_over()
         obs = self._obs if self._obs is not None else self._run.observe()
         self._obs, self._nodes_now, self._calls = None, None, 0
-        rows = self._rows_of(msgs)
+        rows = self._rows_of(metas)
         prefix = f"{self._run.epoch}.{self._pushes}."
         ids = [f"{prefix}{k}" for k in range(len(msgs))]
-        for m, message_id in zip(msgs, ids, strict=True):
-            m.metadata.__dict__["_message_id"] = message_id
+        for meta, message_id in zip(metas, ids, strict=True):
+            meta.__dict__["_message_id"] = message_id
         self._pushes += 1
         self.epoch.key = key
-        self._phase(kind, msgs, rows, obs, key)
+        self._phase(kind, Pushed(msgs, metas, contents, ids), rows, obs, key)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
@@ -341,10 +358,10 @@ class NetsimGrid(Grid):
                 f"{available} are available at {self._run.world.now_s:.6g} s (epoch "
                 f"{self._run.epoch}); Flower would wait for them in real time, netsim stops")
 
-    def _rows_of(self, msgs: list[Any]) -> np.ndarray:
-        """Each message's destination device row; an unknown node id is an error."""
-        dst = np.fromiter((m.metadata.dst_node_id for m in msgs), dtype=np.int64,
-                          count=len(msgs))
+    def _rows_of(self, metas: list[Any]) -> np.ndarray:
+        """Each message's destination device row (``metas``: the messages' metadata); an
+        unknown node id is an error."""
+        dst = np.fromiter((m.dst_node_id for m in metas), dtype=np.int64, count=len(metas))
         pos = np.searchsorted(self._sorted_ids, dst)
         pos = np.minimum(pos, len(self._sorted_ids) - 1)
         bad = self._sorted_ids[pos] != dst
@@ -353,41 +370,46 @@ class NetsimGrid(Grid):
                 f"{self._name}: a message to node {int(dst[bad][0])}, which is no device of "
                 "this scenario (node ids: policies.flower.records.node_id(device id))")
         rows = self._order[pos]
-        if len(np.unique(rows)) != len(rows):
+        if len(set(rows.tolist())) != len(rows):
             raise ValueError(f"{self._name}: two messages of one phase to the same node")
         return rows
 
-    def _phase(self, kind: str, msgs: list[Any], rows: np.ndarray, obs: Observation,
+    def _phase(self, kind: str, pushed: Pushed, rows: np.ndarray, obs: Observation,
                key: str | None) -> None:
         """One phase in the world and its replies."""
         t, run = self._devices, self._run
         can = self._fits.mask(obs)[rows].tolist()  # per message: its node fits now
-        dev = [t.ids[r] for r in rows.tolist()]  # per message: its device
+        device_ids = t.ids
+        dev = [device_ids[r] for r in rows.tolist()]  # per message: its device
         order = np.argsort(rows, kind="stable").tolist()  # concurrent: run in row order
         errors: dict[int, tuple[int, str | None]] = {}
-        for k in order:
-            if not can[k]:
-                errors[k] = (ErrorCode.NODE_UNAVAILABLE,
-                             f"device {dev[k]!r} is not available in epoch "
-                             f"{run.epoch} (offline, low battery, or its memory cannot hold "
-                             "the model)")
+        if not all(can):
+            for k in order:
+                if not can[k]:
+                    errors[k] = (ErrorCode.NODE_UNAVAILABLE,
+                                 f"device {dev[k]!r} is not available in epoch "
+                                 f"{run.epoch} (offline, low battery, or its memory cannot "
+                                 "hold the model)")
         unavailable = list(errors)
         going = [k for k in order if k not in errors]
         failed: set[int] = set()
         host_s: dict[int, float] = {}
-        answers = self._answers(kind, msgs, rows, going, errors, failed, host_s, key)
+        answers = self._answers(kind, pushed, rows, going, errors, failed, host_s, key)
         record: dict[str, Any] = {
             "type": kind, "round": key, "nodes": [dev[k] for k in order],
             "unavailable": [dev[k] for k in unavailable]}
         if not going:
-            self._reply_all(msgs, answers, errors)
+            self._reply_all(pushed, answers, errors)
             self._add_phase(kind, {**record, "replied": [], "failed": [], "dropped": [],
                                    "late": [], "examples": {}, "bytes_down": {},
                                    "bytes_up": {}})
             return
-        work, examples = self._workload(kind, msgs, rows, going, answers, errors, host_s)
+        work, examples = self._workload(kind, pushed.contents, rows, going, answers, errors,
+                                        host_s)
         samples = t.samples[rows].tolist()
-        decision = Decision(participants={dev[k]: int(samples[k]) for k in going},
+        devices = [dev[k] for k in going]
+        decision = Decision(participants={d: int(samples[k]) for d, k in zip(
+                                devices, going, strict=True)},
                             variant=0, workload=work, epoch_deadline_s=self._timeout_s,
                             info=self.epoch.info)
         outcome = run.execute(decision, self._name, trains=kind == "train")
@@ -405,17 +427,21 @@ class NetsimGrid(Grid):
             self.epoch.trained = True
             if self._client_app is None:
                 self.epoch.progress = run.advance(decision, outcome)
-        self._reply_all(msgs, answers, errors)
-        devices = [dev[k] for k in going]
-        moved = [work.bytes_of(d) for d in devices]
+        self._reply_all(pushed, answers, errors)
+        if work.by_device is None:  # (every participant moves the same bytes)
+            bytes_down = dict.fromkeys(devices, work.download_bytes)
+            bytes_up = dict.fromkeys(devices, work.upload_bytes)
+        else:
+            moved = [work.bytes_of(d) for d in devices]
+            bytes_down = {d: m[0] for d, m in zip(devices, moved, strict=True)}
+            bytes_up = {d: m[1] for d, m in zip(devices, moved, strict=True)}
         record.update({
             "start_s": outcome.start_s, "end_s": outcome.end_s,
             "replied": [dev[k] for k in going if k not in errors],
             "failed": [dev[k] for k in going if k in failed],
             "dropped": list(outcome.dropped), "late": list(outcome.late),
             "examples": {dev[k]: n for k, n in examples.items() if k not in errors},
-            "bytes_down": {d: m[0] for d, m in zip(devices, moved, strict=True)},
-            "bytes_up": {d: m[1] for d, m in zip(devices, moved, strict=True)}})
+            "bytes_down": bytes_down, "bytes_up": bytes_up})
         if self._host_flops is not None:
             record["host_s"] = {dev[k]: s for k, s in host_s.items()}
         self._add_phase(kind, record)
@@ -445,18 +471,23 @@ class NetsimGrid(Grid):
             f"({len(failed)} of {len(devices)}; device {devices[0]!r}: {reason}); the first "
             "traceback of each error is logged (netsim run --debug: every one)")
 
-    def _workload(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
+    def _workload(self, kind: str, contents: list[Any], rows: np.ndarray, going: list[int],
                   answers: dict[int, Any], errors: dict[int, tuple[int, str | None]],
                   host_s: dict[int, float]) -> tuple[Workload, dict[int, int]]:
         """What each going message moves and computes (module docstring), one set of
         figures when all are alike; and each reply's examples (its ``num-examples``)."""
         t, model = self._devices, self._run.world.model
         fps = model.flop_per_sample(0) * KIND_COMPUTE.get(kind, self._eval_fraction)
+        if self._uniform is not None:  # (netsim's replies to one content: all alike)
+            down_bytes, up_bytes, elements = self._uniform
+            return (Workload(float(down_bytes), float(up_bytes), fps,
+                             2.0 * elements if kind == "train" else 0.0),
+                    {k: facts[2] for k, facts in self._known.items()})
         down_of: dict[int, int] = {}
         down, up, flop, agg, examples = [], [], [], [], {}
         samples_of = t.samples[rows].astype(float).tolist()
         for k in going:
-            content = msgs[k].content
+            content = contents[k]
             if id(content) not in down_of:  # (strategies send one content to all)
                 down_of[id(content)] = message_bytes(content)
             down.append(float(down_of[id(content)]))
@@ -496,19 +527,20 @@ class NetsimGrid(Grid):
         value = metrics[0].get(self._weight_key) if metrics else None
         return int(value) if isinstance(value, int | float) else None
 
-    def _answers(self, kind: str, msgs: list[Any], rows: np.ndarray, going: list[int],
+    def _answers(self, kind: str, pushed: Pushed, rows: np.ndarray, going: list[int],
                  errors: dict[int, tuple[int, str | None]], failed: set[int],
                  host_s: dict[int, float], key: str | None) -> dict[int, Any]:
         """Each going message's reply: the ClientApp's (real mode; one that raises is an
         error of that client, ``failed``, its seconds in ``host_s``), or netsim's for the
         client (surrogate: what each reply moves and holds noted in ``_known``)."""
         self._known.clear()
+        self._uniform = None
         if self._client_app is None:
-            return self._surrogate_replies(kind, msgs, rows, going)
+            return self._surrogate_replies(kind, pushed, rows, going)
         t = self._devices
         out: dict[int, Any] = {}
         for k in going:
-            msg, row = msgs[k], int(rows[k])
+            msg, row = pushed.msgs[k], int(rows[k])
             ctx = self._context(row)
             # its own copy, as a SuperNode delivers it (flwr's Message takes metadata as it
             # is, an argument its typed overloads leave out)
@@ -568,16 +600,17 @@ class NetsimGrid(Grid):
                 " (the first of this error; the others are logged at debug level)"
                 if first else "", exc_info=exc)
 
-    def _surrogate_replies(self, kind: str, msgs: list[Any], rows: np.ndarray,
+    def _surrogate_replies(self, kind: str, pushed: Pushed, rows: np.ndarray,
                            going: list[int]) -> dict[int, Any]:
         """netsim's replies for the clients: a training reply carries the arrays it was sent
         (the model's size; its own ArrayRecord, since strategies pop what they aggregate, of
         arrays decoded once per phase: :class:`DecodedArray`) with its samples as the example
         count and the loss as ``train_loss``; an evaluate reply the progress model's loss.
 
-        Each reply's records are shallow copies (Flower's public ``copy``, which validates
-        nothing again) of records built and validated once per phase (:class:`_ReplyForm`):
-        only the example count is set per reply."""
+        Each reply's records are shallow copies (what Flower's public ``copy`` makes, which
+        validates nothing again) of records built and validated once per phase
+        (:class:`_ReplyForm`): only the example count is set per reply. Where every reply
+        answers one content, the phase's figures are noted once (``_uniform``)."""
         samples = self._devices.samples[rows].tolist()
         loss = self._current_loss()
         forms: dict[int, _ReplyForm] = {}  # per content sent (strategies send one to all)
@@ -585,34 +618,44 @@ class NetsimGrid(Grid):
         known = self._known
         loss_key = "train_loss" if kind == "train" else self._loss_metric
         replies, loss_bytes = _Replies(), value_bytes(loss)
+        msgs, metas, contents = pushed.msgs, pushed.metas, pushed.contents
         for k in going:
-            msg = msgs[k]
+            sent = contents[k]
             n = int(samples[k])
-            form = forms.get(id(msg.content))
+            form = forms.get(id(sent))
             if form is None:
-                form = _ReplyForm(msg.content if kind == "train" else None, self._weight_key,
+                form = _ReplyForm(sent if kind == "train" else None, self._weight_key,
                                   loss_key, loss)
-                forms[id(msg.content)] = form
-            content, (nbytes, elements) = form.content(n), form.sizes
-            known[k] = (nbytes + value_bytes(n) + loss_bytes, elements, n)
-            out[k] = replies(content, msg)
+                forms[id(sent)] = form
+            nbytes, elements = form.sizes
+            # (the example count: an int, NUMBER_BYTES on the wire: records.value_bytes)
+            known[k] = (nbytes + NUMBER_BYTES + loss_bytes, elements, n)
+            out[k] = replies(form.content(n), msgs[k], metas[k])
+        if len(forms) == 1:
+            form = next(iter(forms.values()))
+            down = message_bytes(contents[going[0]])
+            self._uniform = (down, known[going[0]][0], form.sizes[1])
         return out
 
     def _current_loss(self) -> float:
         step = self.epoch.progress
         return float(step.loss) if step is not None else float(self._run.history[-1])
 
-    def _reply_all(self, msgs: list[Any], answers: dict[int, Any],
+    def _reply_all(self, pushed: Pushed, answers: dict[int, Any],
                    errors: dict[int, tuple[int, str | None]]) -> None:
-        for k, msg in enumerate(msgs):
-            message_id = msg.metadata.message_id
+        """Keep each message's reply for :meth:`pull_messages`:
+        its error reply, else its answer (a ClientApp's replies to the message it was sent;
+        netsim's were built so)."""
+        replies, built, msgs = self._replies, self._client_app is None, pushed.msgs
+        for k, message_id in enumerate(pushed.ids):
             if k in errors:
                 code, reason = errors[k]
-                reply = app.Message(app.Error(code=code, reason=reason), reply_to=msg)
+                reply = app.Message(app.Error(code=code, reason=reason), reply_to=msgs[k])
             else:
                 reply = answers[k]
-                reply.metadata.__dict__["_reply_to_message_id"] = message_id
-            self._replies[message_id] = reply
+                if not built:
+                    reply.metadata.__dict__["_reply_to_message_id"] = message_id
+            replies[message_id] = reply
 
     def _evaluated(self, replies: list[Any]) -> EpochProgress | None:
         """The example-weighted means of the loss metric and of ``accuracy`` over evaluate
@@ -648,12 +691,26 @@ class NetsimGrid(Grid):
         return ctx
 
 
-def _storage(record: Any) -> dict[str, Any] | None:
-    """The dict that holds a Flower record's entries (a RecordDict's records, a
-    MetricRecord's metrics), where this Flower lays its records out as 1.x does (their
-    ``TypedDict`` keeps them in ``__dict__["_data"]``; :data:`RECORD_STORAGE`); else None
-    (then only the records' public ``__setitem__``, which validates every value, is used)."""
-    return record.__dict__["_data"] if RECORD_STORAGE else None
+#: The fields of a Flower 1.x record's ``__dict__`` (its ``TypedDict``'s), as its public
+#: ``copy`` makes them: the key and value checks, and the dict of its entries.
+RECORD_FIELDS = ("_check_key_fn", "_check_value_fn", "_data")
+
+
+def _shell(record: Any) -> tuple[type, dict[str, Any], dict[str, Any]]:
+    """A Flower record's class, its ``__dict__`` less its entries, and its entries: what
+    :func:`_copied` needs to make what the record's ``copy`` makes (:data:`RECORD_STORAGE`)."""
+    fields = record.__dict__
+    return type(record), {f: fields[f] for f in RECORD_FIELDS[:2]}, fields["_data"]
+
+
+def _copied(cls: Any, state: dict[str, Any], data: dict[str, Any]) -> Any:
+    """A record of class ``cls`` with ``state`` (:func:`_shell`) holding ``data`` (its own
+    dict): what Flower 1.x's ``TypedDict.copy`` makes, built as it builds it."""
+    new = cls.__new__(cls)
+    fields = new.__dict__
+    fields.update(state)
+    fields["_data"] = data
+    return new
 
 
 def _flower_major() -> int:
@@ -663,14 +720,19 @@ def _flower_major() -> int:
 
 def _records_laid_out_as_known() -> bool:
     """Whether this Flower's records keep their entries as 1.x's do (checked once: a major
-    version 1, and a copied RecordDict and MetricRecord whose ``__dict__["_data"]`` holds
-    their entries, is their own, and is what their public reads see)."""
+    version 1; a copied RecordDict, ArrayRecord and MetricRecord whose ``__dict__`` holds
+    exactly :data:`RECORD_FIELDS`, whose ``_data`` holds their entries, is their own, and is
+    what their public reads see; and :func:`_copied` making what ``copy`` makes)."""
     try:
         if _flower_major() != 1:
             return False
         metrics = app.MetricRecord({"n": 1})
-        content = app.RecordDict({"a": app.ArrayRecord(), "m": metrics})
-        copied, counts = content.copy(), metrics.copy()
+        arrays = app.ArrayRecord([np.zeros(2, dtype=np.float32)])
+        content = app.RecordDict({"a": arrays, "m": metrics})
+        copies = [content.copy(), arrays.copy(), metrics.copy()]
+        if any(tuple(c.__dict__) != RECORD_FIELDS for c in copies):
+            return False
+        copied, _, counts = copies
         data, values = copied.__dict__.get("_data"), counts.__dict__.get("_data")
         if not isinstance(data, dict) or not isinstance(values, dict) \
                 or data is content.__dict__.get("_data") \
@@ -678,9 +740,18 @@ def _records_laid_out_as_known() -> bool:
             return False
         values["n"] = 2
         data["m"] = counts
-        return (metrics["n"] == 1 and counts["n"] == 2 and content["m"] is metrics
+        if not (metrics["n"] == 1 and counts["n"] == 2 and content["m"] is metrics
                 and copied["m"] is counts and list(copied.metric_records) == ["m"]
-                and list(copied.array_records) == ["a"])
+                and list(copied.array_records) == ["a"]):
+            return False
+        for record in (content, arrays, metrics):
+            cls, state, entries = _shell(record)
+            made, flowers = _copied(cls, state, entries.copy()), record.copy()
+            if type(made) is not type(flowers) or list(made.__dict__) != list(flowers.__dict__) \
+                    or any(made.__dict__[f] is not flowers.__dict__[f] for f in RECORD_FIELDS[:2]) \
+                    or made.__dict__["_data"] != flowers.__dict__["_data"]:
+                return False
+        return True
     except Exception:  # noqa: BLE001 (any other layout: the public path)
         return False
 
@@ -692,8 +763,9 @@ METADATA_FIELDS = frozenset({
     "_delivered_at"})
 MESSAGE_FIELDS = frozenset({"_metadata", "_content", "_error"})
 #: The fields a reply takes from its message as they are (its phase's first reply's, checked
-#: per message: :class:`_Replies`).
+#: per message: :class:`_Replies`), and what reads them from a message's metadata fields.
 _SHARED_FIELDS = ("_run_id", "_group_id", "_message_type", "_src_task_id", "_dst_task_id")
+_shared_of = operator.itemgetter(*_SHARED_FIELDS)
 
 
 def _messages_laid_out_as_known() -> bool:
@@ -732,43 +804,43 @@ class _Replies:
     constructor."""
 
     def __init__(self) -> None:
-        self._first: dict[str, Any] | None = None  # (the first message's metadata fields)
+        self._shared: tuple[Any, ...] | None = None  # (the first message's shared fields)
         self._base: dict[str, Any] = {}  # (the first reply's metadata fields)
         self._copies = MESSAGE_LAYOUT
 
-    def __call__(self, content: Any, msg: Any) -> Any:
-        """The reply carrying ``content`` to ``msg``."""
-        sent = msg.metadata.__dict__
-        if self._first is None:
+    def __call__(self, content: Any, msg: Any, metadata: Any = None) -> Any:
+        """The reply carrying ``content`` to ``msg`` (``metadata``: its metadata, read
+        already)."""
+        sent = (msg.metadata if metadata is None else metadata).__dict__
+        if self._shared is None:
             reply = app.Message(content, reply_to=msg)
             if self._copies:
-                self._first, self._base = sent, reply.metadata.__dict__
+                self._shared, self._base = _shared_of(sent), reply.metadata.__dict__
                 made = self._copy(content, sent)
                 self._copies = (made.__dict__.keys() == reply.__dict__.keys()
                                 and made.metadata.__dict__ == reply.metadata.__dict__)
             return reply
-        first = self._first
-        if self._copies and all(sent[f] == first[f] for f in _SHARED_FIELDS):
+        if self._copies and _shared_of(sent) == self._shared:
             return self._copy(content, sent)
         return app.Message(content, reply_to=msg)
 
     def _copy(self, content: Any, sent: dict[str, Any]) -> Any:
+        base = self._base
         meta = object.__new__(app.Metadata)
-        fields = meta.__dict__
-        fields.update(self._base)
-        fields["_src_node_id"] = sent["_dst_node_id"]
-        fields["_dst_node_id"] = sent["_src_node_id"]
-        fields["_reply_to_message_id"] = sent["_message_id"]
-        fields["_ttl"] = sent["_created_at"] + sent["_ttl"] - self._base["_created_at"]
+        meta.__dict__.update(base, _src_node_id=sent["_dst_node_id"],
+                             _dst_node_id=sent["_src_node_id"],
+                             _reply_to_message_id=sent["_message_id"],
+                             _ttl=sent["_created_at"] + sent["_ttl"] - base["_created_at"])
         reply = object.__new__(app.Message)
         reply.__dict__.update(_metadata=meta, _content=content, _error=None)
         return reply
 
 
-#: Whether surrogate replies fill their copied records' storage directly (values of the
-#: types the records were validated with once per phase), skipping the per-value validation
-#: of Flower's ``__setitem__`` (a third of a reply's cost); False: the public path. The
-#: tables are the same either way (tests/test_flower.py).
+#: Whether surrogate replies copy their records as Flower's ``copy`` does, in one pass
+#: (:func:`_copied`), and fill their storage directly (values of the types the records were
+#: validated with once per phase), skipping the per-value validation of Flower's
+#: ``__setitem__`` (a third of a reply's cost); False: the public path. The tables are the
+#: same either way (tests/test_flower.py).
 RECORD_STORAGE = _records_laid_out_as_known()
 
 
@@ -797,21 +869,25 @@ class _ReplyForm:
         self.sizes = (sum(array_bytes(a) for a in every),
                       sum(int(math.prod(a.shape)) for a in every))
         """The arrays' bytes and elements (:mod:`.records`' counts)."""
+        self._shells = None
+        if RECORD_STORAGE:  # (the records and the int were validated as the form's)
+            self._shells = (_shell(form), [(key, *_shell(form[key])) for key in self.array_keys],
+                            _shell(self.metrics))
 
     def content(self, n: int) -> Any:
         """A reply's own content: the arrays, ``n`` examples, the loss."""
+        if self._shells is not None:
+            (cls, state, data), arrays, (m_cls, m_state, m_data) = self._shells
+            data = data.copy()
+            for key, a_cls, a_state, a_data in arrays:
+                data[key] = _copied(a_cls, a_state, a_data.copy())
+            values = m_data.copy()
+            if self.weight_key is not None:
+                values[self.weight_key] = n
+            data["metrics"] = _copied(m_cls, m_state, values)
+            return _copied(cls, state, data)
         content = self.form.copy()
         metrics = self.metrics.copy()
-        data = _storage(content)
-        if data is not None:  # (the records and the int were validated as the form's)
-            for key in self.array_keys:
-                data[key] = data[key].copy()
-            if self.weight_key is not None:
-                values = _storage(metrics)
-                assert values is not None
-                values[self.weight_key] = n
-            data["metrics"] = metrics
-            return content
         for key in self.array_keys:
             content[key] = self.form[key].copy()
         if self.weight_key is not None:  # (None: it is the loss's key, and the loss wins)
