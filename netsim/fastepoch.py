@@ -226,12 +226,12 @@ def play_phase(start_s: np.ndarray, rows: np.ndarray, routes: RouteTable,
     have left, under that piece's capacities, caps and coefficients (the flow network
     re-shares them so at each change), each piece meeting the conditions above on its own
     (else None). Without ``pieces``: ``capacity_bps`` and the caps ``routes`` holds."""
-    sizes = np.array(np.broadcast_to(np.asarray(bits, dtype=float), (len(rows),)))
     if pieces is None:
+        sizes = np.array(np.broadcast_to(np.asarray(bits, dtype=float), (len(rows),)))
         played = _play_piece(start_s, routes.cap_bps[rows], sizes, capacity_bps, owner_hops,
                              onset_flows, _INF)
         return None if played is None else (played[0], 0)
-    stopped = play_phase_stopping(start_s, rows, routes, sizes, capacity_bps, owner_hops,
+    stopped = play_phase_stopping(start_s, rows, routes, bits, capacity_bps, owner_hops,
                                   onset_flows, pieces, None)
     return None if stopped is None else (stopped.last_bit_s, stopped.capacity_changes)
 

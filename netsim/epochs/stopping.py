@@ -79,9 +79,13 @@ class StoppingEpoch:
     """The bits its download, its upload, had left when stopped (NaN: not stopped mid-way)."""
     close_s: float
     """When the epoch closes (s)."""
-    capacity_changes: int
     reported_s: np.ndarray
     """When its update's last bit left (s; NaN: it did not)."""
+
+    @property
+    def capacity_changes(self) -> int:
+        """The capacity changes its phases crossed (its plan's)."""
+        return self.plan.capacity_changes
 
 
 def play_stopping(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
@@ -245,7 +249,7 @@ def _play_once(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: floa
     radio_up_end[up_at] = np.where(stop3[up_at], cut3, up_arrival[up_at])
     plan = PlainEpoch(radio_down_end, trained_s, radio_up_end, changes)
     return StoppingEpoch(plan, training, busy_s, uploading, reported, stopped_s, dropped,
-                         empty & dropped, late, down_cut, up_cut_bits, close, changes,
+                         empty & dropped, late, down_cut, up_cut_bits, close,
                          np.where(reported, up_last, np.nan))
 
 
