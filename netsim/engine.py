@@ -159,11 +159,11 @@ class World:
         """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
         self.buffer = UpdateBuffer(self.env, self._busy)
         self.epochs_by_path = {"arrays": 0, "events": 0}
+        """How many epochs of the changing world, and buffered epochs, ran on each path
+        (benchmarks/dynamics.py, tests/test_buffered_arrays.py)."""
         self.events_why: dict[str, int] = {}
         """A changing world's epochs run as events, by why they could not play in arrays
         (netsim.epochs.guarded)."""
-        """How many epochs of the changing world, and buffered epochs, ran on each path
-        (benchmarks/dynamics.py, tests/test_buffered_arrays.py)."""
         self.buffered_player: Any = None
         """The run's buffered epochs in arrays (netsim.epochs.buffered_arrays), once the
         first buffered epoch has found they can play there; False when they cannot."""

@@ -493,12 +493,8 @@ class BufferedPlayer:
         event comes after them), and return that time."""
         if self._starting is not None:  # (_close_at's, inside a play)
             return self._play_loop(until_s, before, closing)
-        self._starting = {}
-        try:
+        with self.starting():
             return self._play_loop(until_s, before, closing)
-        finally:
-            self._flush_joined()
-            self._starting = None
 
     def _play_loop(self, until_s: float, before: int, closing: bool) -> float | None:
         """:meth:`_play`'s loop. Uploads that start at one instant (jobs that trained
