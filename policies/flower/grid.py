@@ -631,10 +631,9 @@ class NetsimGrid(Grid):
             # (the example count: an int, NUMBER_BYTES on the wire: records.value_bytes)
             known[k] = (nbytes + NUMBER_BYTES + loss_bytes, elements, n)
             out[k] = replies(form.content(n), msgs[k], metas[k])
-        if len(forms) == 1:
-            form = next(iter(forms.values()))
-            down = message_bytes(contents[going[0]])
-            self._uniform = (down, known[going[0]][0], form.sizes[1])
+        if len(forms) == 1:  # (every reply's figures are the first's)
+            up, elements, _ = known[going[0]]
+            self._uniform = (message_bytes(contents[going[0]]), up, elements)
         return out
 
     def _current_loss(self) -> float:
