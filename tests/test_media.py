@@ -149,6 +149,16 @@ def test_a_new_transfer_cuts_the_tail_short():
     assert radio == pytest.approx(beta * 2 * t1 + tail_w * (gap + tail_s))
 
 
+def _start_and_end_in_time_order(meter, radio, start, arrival) -> None:
+    """Transfer k on radio ``radio[k]`` from ``start[k]`` to ``arrival[k]`` (s), driven one
+    instant at a time through ``meter.start`` and ``meter.end`` in time order (an end before
+    a start at the same instant), as the event path drives them."""
+    events = sorted([(t, 1, k) for k, t in enumerate(start)]
+                    + [(t, 0, k) for k, t in enumerate(arrival)])
+    for t, is_start, k in events:
+        (meter.start if is_start else meter.end)([int(radio[k])], float(t))
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_radio_play_books_what_start_and_end_book_in_time_order(seed):
     """The fast path's vectorised RadioMeter.play against the state machine driven
@@ -166,10 +176,7 @@ def test_radio_play_books_what_start_and_end_book_in_time_order(seed):
         start = t0 + np.round(rng.uniform(0, 5, m), 1)  # (ties of a start with an arrival)
         arrival = start + np.round(rng.uniform(0, 3, m), 1)
         vec.play(radio, start, arrival)
-        events = sorted([(t, 1, k) for k, t in enumerate(start)]
-                        + [(t, 0, k) for k, t in enumerate(arrival)])
-        for t, is_start, k in events:
-            (seq.start if is_start else seq.end)([int(radio[k])], float(t))
+        _start_and_end_in_time_order(seq, radio, start, arrival)
         t0 = float(arrival.max()) + rng.uniform(0, 2)
         np.testing.assert_allclose(vec_meter.snapshot(0.0).radio_j,
                                    seq_meter.snapshot(0.0).radio_j, rtol=1e-12, atol=1e-12)
@@ -198,10 +205,7 @@ def test_radio_play_after_an_arrival_booked_ahead_books_what_start_and_end_book(
     start = 1.0 + np.round(rng.uniform(0, 7, m), 1)
     arrival = start + np.round(rng.uniform(0, 2, m), 1)
     vec.play(radio, start, arrival)
-    events = sorted([(t, 1, k) for k, t in enumerate(start)]
-                    + [(t, 0, k) for k, t in enumerate(arrival)])
-    for t, is_start, k in events:
-        (seq.start if is_start else seq.end)([int(radio[k])], float(t))
+    _start_and_end_in_time_order(seq, radio, start, arrival)
     np.testing.assert_allclose(vec_meter.snapshot(0.0).radio_j,
                                seq_meter.snapshot(0.0).radio_j, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(vec._ends(), seq._ends())
