@@ -112,7 +112,8 @@ DESCRIPTIONS = {
     "variants.name": "unique variant name",
     "variants.params_fraction": "share of the full model's parameters kept",
     "variants.flop_fraction": "share of the full model's FLOP kept",
-    "training.backend": "surrogate loss model, or real training (scikit-learn digits)",
+    "training.backend": "surrogate loss model, real training (numpy MLP, scikit-learn "
+                        "digits), or torch (PyTorch networks on shipped MNIST or digits)",
     "training.target_loss": "loss (nats) at which a run succeeds and stops",
     "training.deadline_s": "simulated time limit; a hard stop",
     "training.max_epochs": "epoch limit",
@@ -122,7 +123,7 @@ DESCRIPTIONS = {
     "training.truth_sample_efficiency": "ground truth learns this much per sample vs the "
                                         "policies' predictor (model-mismatch studies)",
     "training.memory_overhead": "training memory as a multiple of the model's bytes",
-    "training.real": "hyper-parameters of the real backend",
+    "training.real": "hyper-parameters of the real and torch backends",
 }
 
 _BOUNDS = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))

@@ -26,7 +26,8 @@ DOCS = ROOT / "docs"
 
 #: The README's set-up commands: a contract (issue 36), kept exactly.
 SETUP_COMMANDS = [
-    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]" && netsim run',
+    'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && '
+    'pip install -e ".[dev]" && netsim run',
     ". .venv/bin/activate && ruff check . && mypy && python -m pytest -q",
 ]
 

@@ -84,9 +84,9 @@ def _async_tier_problems(decision: Decision, obs: Observation, busy: int) -> lis
         out.append(f"buffer_updates: {k_cloud!r} outside 1..{can_land} (edge models that can "
                    f"land: {len(starting)} started + {busy - obs.buffered} still working + "
                    f"{obs.buffered} buffered)")
-    if obs.training.backend == "real":
-        out.append("buffer_updates: asynchronous tiers run on the surrogate only (the real "
-                   "backend trains synchronous hierarchical rounds)")
+    if obs.training.backend in ("real", "torch"):
+        out.append("buffer_updates: asynchronous tiers run on the surrogate only (the "
+                   f"{obs.training.backend} backend trains synchronous hierarchical rounds)")
     return out
 
 

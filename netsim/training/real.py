@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from netsim.training import mlp
-from netsim.training.progress import EpochProgress
-from netsim.training.shards import partition, prefix_length
+from netsim.training.averaging import FederatedAveraging
+from netsim.training.shards import partition
 
 #: Built-in networks the real backend can train: name -> (inputs, outputs); the hidden
 #: width comes from ``training.real.hidden_units`` (64 for the built-in ``mlp-digits``).
@@ -127,8 +127,9 @@ def stratified_split(
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-class RealBackend:
-    """Trains ``mlp-digits`` with federated averaging; one :meth:`advance` per epoch.
+class RealBackend(FederatedAveraging):
+    """Trains ``mlp-digits`` with federated averaging; one :meth:`advance` per epoch (the
+    epochs' averaging: :class:`netsim.training.averaging.FederatedAveraging`).
 
     Parameters
     ----------
@@ -173,7 +174,8 @@ class RealBackend:
         self._x_train, self._y_train = x[train_idx], y[train_idx]
         self._x_test, self._y_test = x[test_idx], y[test_idx]
         self.shards = partition(
-            self._y_train, self.device_samples, self.dirichlet_alpha, shard_rng
+            self._y_train, self.device_samples, self.dirichlet_alpha, shard_rng,
+            shards_per_device=_get(training, "shards_per_device"),
         )
         self.params = mlp.init_params(self.layer_sizes, init_rng)
         self.masks = mlp.full_masks(self.params)
@@ -182,181 +184,28 @@ class RealBackend:
         self.epoch = 0
         # the global model after each of the last aggregations, the current one last (a stale
         # update's base is ``staleness`` from the end)
-        self._versions: deque[mlp.Params] = deque([self.params], maxlen=MAX_VERSIONS)
+        self._versions = deque([self.params], maxlen=MAX_VERSIONS)
 
-    def initial_loss(self) -> float:
-        """Test cross-entropy (nats) of the initial global model."""
-        return mlp.evaluate(self.params, self._x_test, self._y_test)[0]
-
-    def set_variant(self, variant_index: int) -> None:
-        """Prune (or regrow) the global model to the variant's ``params_fraction``."""
-        if not 0 <= variant_index < len(self.fractions):
-            raise ValueError(
-                f"variant index {variant_index} out of range 0..{len(self.fractions) - 1}"
-            )
-        fraction = self.fractions[variant_index]
-        if fraction == self.params_fraction:
-            return
-        self.masks, self._pruned_mag = mlp.prune_masks(
-            self.params, self.masks, self._pruned_mag, fraction
-        )
-        self.params = mlp.apply_masks(self.params, self.masks)
-        self.params_fraction = fraction
-
-    def advance(self, samples_by_device: Mapping[str, int], variant_index: int,
-                local: Any = None) -> EpochProgress:
-        """Run one federated epoch and return the test loss (nats) and accuracy after it.
-        ``local`` (a decision's LocalTraining) is not read: real training's passes and
-        minibatches are ``training.real``'s (:class:`RealTrainingConfig`).
-
-        ``samples_by_device`` maps participant id -> samples it uses this epoch (its
-        declared samples at most); absent devices and 0 samples sit the epoch out. With no
-        participant the model is unchanged.
-        """
-        unknown = set(samples_by_device) - set(self.device_ids)
-        if unknown:
-            raise ValueError(f"unknown device ids: {sorted(unknown)}")
-        self.set_variant(variant_index)
-        total_w = 0.0
-        acc: mlp.Params | None = None
-        for i, dev in enumerate(self.device_ids):
-            local, n = self._local(i, int(samples_by_device.get(dev, 0)), self.params)
-            if n == 0:
-                continue
-            if acc is None:
-                acc = [n * p for p in local]
-            else:
-                for a, p in zip(acc, local, strict=True):
-                    a += n * p
-            total_w += n
-        if acc is not None:
-            self.params = mlp.apply_masks([a / total_w for a in acc], self.masks)
-        self.epoch += 1
-        # a synchronous epoch runs only when no asynchronous job is in flight (the engine's
-        # rule), so no later update can be staler than this model: only it is kept
-        self._versions.clear()
-        self._versions.append(self.params)
-        loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
-        return EpochProgress(loss=loss, accuracy=accuracy)
-
-    def advance_tiers(self, edge_updates: Sequence[Any], variant_index: int) -> EpochProgress:
-        """One synchronous hierarchical cloud round (docs/hierarchical.md): every edge starts
-        from the global model; in each edge round its devices train from the edge's model and
-        the edge averages their models weighted by the samples each trained on; the cloud then
-        averages the edges' models weighted by the samples of their last round. Devices train
-        in the scenario's order within a round (the minibatch stream as :meth:`advance` draws
-        it), so one edge round with every device is :meth:`advance`'s federated averaging
-        (an average of sample-weighted averages), equal to rounding. Asynchronous tiers (a
-        staleness above 0) are not trained for real: ValueError."""
-        if any(e.staleness or any(np.any(r.staleness) for r in e.rounds)
-               for e in edge_updates):
-            raise ValueError("the real backend trains synchronous hierarchical rounds only "
-                             "(an update with staleness > 0: asynchronous tiers)")
-        self.set_variant(variant_index)
-        index = {d: i for i, d in enumerate(self.device_ids)}
-        models: list[mlp.Params] = [self.params] * len(edge_updates)
-        weight = [0.0] * len(edge_updates)
-        for j in range(max((len(e.rounds) for e in edge_updates), default=0)):
-            todo = sorted((index[d], k, s)
-                          for k, e in enumerate(edge_updates) if j < len(e.rounds)
-                          for d, s in zip(e.rounds[j].devices, e.rounds[j].samples.tolist(),
-                                          strict=True))
-            acc: dict[int, mlp.Params] = {}
-            total: dict[int, float] = {}
-            for i, k, used in todo:
-                local, n = self._local(i, used, models[k])
-                if n == 0:
-                    continue
-                if k not in acc:
-                    acc[k], total[k] = [n * p for p in local], 0.0
-                else:
-                    for a, p in zip(acc[k], local, strict=True):
-                        a += n * p
-                total[k] += n
-            for k, summed in acc.items():
-                models[k] = mlp.apply_masks([a / total[k] for a in summed], self.masks)
-                weight[k] = total[k]
-        if sum(weight) > 0:
-            cloud = [w * p for p in models[0]] if (w := weight[0]) else None
-            for k in range(1, len(models)):
-                if weight[k] == 0:
-                    continue
-                if cloud is None:
-                    cloud = [weight[k] * p for p in models[k]]
-                else:
-                    for a, p in zip(cloud, models[k], strict=True):
-                        a += weight[k] * p
-            assert cloud is not None
-            self.params = mlp.apply_masks([a / sum(weight) for a in cloud], self.masks)
-        self.epoch += 1
-        self._versions.clear()
-        self._versions.append(self.params)
-        loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
-        return EpochProgress(loss=loss, accuracy=accuracy)
-
-    def local_update(self, device_id: str, used: int,
-                     base: mlp.Params) -> tuple[mlp.Params, int]:
-        """Device ``device_id``'s model after training ``used`` of its declared samples from
-        ``base`` (what :meth:`advance` runs for each participant, drawing from the same
-        minibatch stream), and the shard samples it trained on: the per-client step for a
-        driver that calls clients itself (netsim's digits MLP as a Flower ClientApp)."""
-        return self._local(self.device_ids.index(device_id), int(used), base)
-
-    def evaluate(self, params: mlp.Params) -> EpochProgress:
-        """Test cross-entropy (nats) and accuracy of ``params`` on the run's test split."""
-        loss, accuracy = mlp.evaluate(params, self._x_test, self._y_test)
-        return EpochProgress(loss=loss, accuracy=accuracy)
-
-    def _local(self, i: int, used: int, base: mlp.Params) -> tuple[mlp.Params, int]:
-        """Device ``i``'s model after training ``used`` of its declared samples from ``base``,
-        and the shard samples it trained on (0: none, ``base`` returned)."""
-        if used > self.device_samples[i]:
-            raise ValueError(
-                f"device {self.device_ids[i]!r} uses {used} samples but holds "
-                f"{self.device_samples[i]}")
-        n = prefix_length(used, self.device_samples[i], len(self.shards[i]))
-        if n == 0:
-            return base, 0
+    def _train(self, i: int, n: int, base: mlp.Params) -> mlp.Params:
+        """Device ``i``'s model after ``local_epochs`` passes of masked minibatch SGD on the
+        first ``n`` samples of its shard from ``base`` (the run's minibatch stream)."""
         idx = self.shards[i][:n]
         cfg = self.config
         return mlp.sgd_train(base, self.masks, self._x_train[idx], self._y_train[idx],
                              learning_rate=cfg.learning_rate, batch_size=cfg.batch_size,
-                             passes=cfg.local_epochs, rng=self._train_rng), n
+                             passes=cfg.local_epochs, rng=self._train_rng)
 
-    def advance_updates(self, updates: Sequence[Any], variant_index: int) -> EpochProgress:
-        """One asynchronous aggregation (FedBuff's server step with a server learning rate of
-        1, netsim's formalization, docs/async.md): each update (``device``, ``samples``,
-        ``staleness``) is trained from the global model of ``staleness`` aggregations ago (the
-        version its job downloaded); the server adds the sample-weighted mean of the updates'
-        changes to the current model. With every staleness 0 this is :meth:`advance`'s
-        federated averaging. Returns the test loss and accuracy after it."""
-        self.set_variant(variant_index)
-        self._versions[-1] = self.params  # (a variant change applies to the current model)
-        index = {d: i for i, d in enumerate(self.device_ids)}
-        kept = len(self._versions)
-        total_w = 0.0
-        acc: list[np.ndarray] | None = None
-        for u in updates:
-            if u.device not in index:
-                raise ValueError(f"unknown device id: {u.device!r}")
-            if not 0 <= u.staleness < kept:
-                raise ValueError(f"update of {u.device!r}: staleness {u.staleness} outside "
-                                 f"0..{kept - 1} (the versions kept)")
-            base = self._versions[-1 - u.staleness]
-            local, n = self._local(index[u.device], int(u.samples), base)
-            if n == 0:
-                continue
-            delta = [n * (a - b) for a, b in zip(local, base, strict=True)]
-            if acc is None:
-                acc = delta
-            else:
-                for a, d in zip(acc, delta, strict=True):
-                    a += d
-            total_w += n
-        if acc is not None:
-            self.params = mlp.apply_masks(
-                [p + a / total_w for p, a in zip(self.params, acc, strict=True)], self.masks)
-        self.epoch += 1
-        self._versions.append(self.params)  # (the oldest drops out past MAX_VERSIONS)
-        loss, accuracy = mlp.evaluate(self.params, self._x_test, self._y_test)
-        return EpochProgress(loss=loss, accuracy=accuracy)
+    def _masked(self, params: mlp.Params) -> mlp.Params:
+        """``params`` with the pruned weights at exactly 0.0 (a new list)."""
+        return mlp.apply_masks(params, self.masks)
+
+    def _prune(self, fraction: float) -> None:
+        """Magnitude pruning (or regrowth) of each weight matrix to ``fraction``."""
+        self.masks, self._pruned_mag = mlp.prune_masks(
+            self.params, self.masks, self._pruned_mag, fraction
+        )
+        self.params = mlp.apply_masks(self.params, self.masks)
+
+    def _measure(self, params: mlp.Params) -> tuple[float, float]:
+        """Test cross-entropy (nats) and accuracy of ``params`` on the run's test split."""
+        return mlp.evaluate(params, self._x_test, self._y_test)

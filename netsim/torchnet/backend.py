@@ -1,0 +1,186 @@
+"""PyTorch training backend (``training.backend: torch``): federated averaging of a built-in
+torch network on a shipped data set.
+
+:class:`TorchBackend` has :class:`netsim.training.real.RealBackend`'s interface and
+semantics, with the epochs' averaging shared (:mod:`netsim.training.averaging`); only the
+network, the data and the arithmetic (torch, float32) differ:
+
+* Network and data: the scenario's ``model.name`` picks a network of
+  :mod:`netsim.torchnet.zoo` and its data set (:mod:`netsim.torchnet.data`: MNIST for the
+  CNNs, scikit-learn's digits for the MLP). A stratified held-out test split of
+  ``training.real.test_fraction`` is drawn per run
+  (:func:`netsim.training.real.stratified_split`); the rest is partitioned among the
+  devices in proportion to their declared samples, IID or label-skewed as ``training``
+  says (``dirichlet_alpha`` or ``shards_per_device``: :func:`netsim.training.shards.partition`).
+* Local training: ``training.real.local_epochs`` passes of plain minibatch SGD (step
+  ``learning_rate``, ``batch_size`` samples, mean cross-entropy) on the first
+  ``max(1, round(d_i / D_i * |shard_i|))`` samples of the device's shard; pruned weights are
+  set back to exactly 0.0 after every step.
+* Variants: unstructured magnitude pruning of each weight tensor to the variant's
+  ``params_fraction`` (:func:`netsim.training.mlp.prune_masks`, ranked in float64; biases are
+  never pruned), masks applied again after every aggregation.
+* Loss: test cross-entropy in nats (summed in float64), accuracy on the test split.
+* Randomness: the run's generator is split (``rng.spawn``) into the test split, the shards,
+  the initial weights (a ``torch.Generator`` seeded from it) and the minibatch order (numpy
+  permutations), so the same seed gives the same curve, bit for bit on the CPU with one
+  thread (:func:`netsim.torchnet.require_torch` sets one).
+
+Speed: one network per backend, reloaded in place (``copy_``) for each participant; the
+shards are float32 tensors built once; the averaging runs on detached tensors.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional
+
+from netsim.torchnet import require_torch, zoo
+from netsim.torchnet.data import load
+from netsim.training import mlp
+from netsim.training.averaging import FederatedAveraging, Params
+from netsim.training.real import MAX_VERSIONS, _get, real_config, stratified_split
+from netsim.training.shards import partition
+
+#: Bytes of global model versions kept for stale asynchronous updates: at most
+#: :data:`~netsim.training.real.MAX_VERSIONS` versions and at most this much (512 MiB: 80
+#: versions of cnn-mnist, 1,024 of small-cnn); an older base is refused (ValueError).
+MAX_VERSION_BYTES = 512 * 2**20
+#: Test samples evaluated per forward pass (bounds the activations' memory).
+EVAL_CHUNK = 1024
+
+
+class TorchBackend(FederatedAveraging):
+    """Trains a built-in torch network with federated averaging; one :meth:`advance` per
+    epoch (the module docstring says what a run does).
+
+    Parameters
+    ----------
+    model:
+        A ModelSpec-like object with ``name`` (a key of
+        :data:`netsim.torchnet.zoo.TORCH_MODELS`) and ``variants`` (objects or dicts with
+        ``params_fraction``; index 0 the full model).
+    device_ids, device_samples:
+        The scenario's devices and each one's declared local samples (>= 0).
+    training:
+        A TrainingSpec-like object or dict: ``dirichlet_alpha`` or ``shards_per_device``
+        (both None = IID) and the optional ``real`` sub-object (:class:`netsim.training.real.RealTrainingConfig`;
+        ``hidden_units`` is not read: the torch networks are models.yaml's).
+    rng:
+        The run's generator; every random draw of the backend comes from it.
+    """
+
+    label = "torch"
+
+    def __init__(
+        self,
+        model: Any,
+        device_ids: Sequence[str],
+        device_samples: Sequence[int],
+        training: Any,
+        rng: np.random.Generator,
+    ) -> None:
+        require_torch()
+        name = _get(model, "name")
+        if name not in zoo.TORCH_MODELS:
+            raise ValueError(
+                f"model.name: the torch backend trains {sorted(zoo.TORCH_MODELS)}, got {name!r}"
+            )
+        if len(device_ids) != len(device_samples):
+            raise ValueError("device_ids and device_samples differ in length")
+        self.model_name: str = name
+        self.fractions = [float(_get(v, "params_fraction")) for v in _get(model, "variants")]
+        self.config = real_config(training)
+        self.dirichlet_alpha: float | None = _get(training, "dirichlet_alpha")
+        self.device_ids = list(device_ids)
+        self.device_samples = [int(s) for s in device_samples]
+        split_rng, shard_rng, init_rng, self._train_rng = rng.spawn(4)
+
+        x, y = load(zoo.DATASETS[name])
+        train_idx, test_idx = stratified_split(y, self.config.test_fraction, split_rng)
+        self._y_train = y[train_idx]
+        self.shards = partition(labels=self._y_train, weights=self.device_samples,
+                                dirichlet_alpha=self.dirichlet_alpha, rng=shard_rng,
+                                shards_per_device=_get(training, "shards_per_device"))
+        x_train = x[train_idx]
+        self._shard_x = [torch.from_numpy(x_train[s]) for s in self.shards]
+        self._shard_y = [torch.from_numpy(self._y_train[s]) for s in self.shards]
+        self._x_test = torch.from_numpy(x[test_idx])
+        self._y_test = torch.from_numpy(y[test_idx])
+
+        generator = torch.Generator().manual_seed(int(init_rng.integers(2**63 - 1)))
+        self.module = zoo.build(name, generator)
+        self._weights = list(self.module.parameters())
+        self.params = [w.detach().clone() for w in self._weights]
+        self.masks = [np.ones(tuple(w.shape), dtype=bool) for w in self.params[0::2]]
+        self._pruned_mag = [np.zeros(tuple(w.shape)) for w in self.params[0::2]]
+        # (parameter index, float32 mask) of each weight tensor with pruned entries
+        self._live: list[tuple[int, torch.Tensor]] = []
+        self.params_fraction = 1.0
+        self.epoch = 0
+        nbytes = sum(p.numel() * p.element_size() for p in self.params)
+        # the global model after each of the last aggregations, the current one last (a stale
+        # update's base is ``staleness`` from the end)
+        self._versions = deque([self.params], maxlen=max(
+            2, min(MAX_VERSIONS, MAX_VERSION_BYTES // nbytes)))
+
+    def _load(self, params: Params) -> None:
+        """Copy ``params`` into the network's parameters (in place)."""
+        with torch.no_grad():
+            for w, p in zip(self._weights, params, strict=True):
+                w.copy_(p)
+
+    def _train(self, i: int, n: int, base: Params) -> Params:
+        """Device ``i``'s model after ``local_epochs`` passes of masked minibatch SGD on the
+        first ``n`` samples of its shard from ``base`` (new tensors; the run's minibatch
+        stream)."""
+        cfg, weights, module = self.config, self._weights, self.module
+        lr, size = cfg.learning_rate, cfg.batch_size
+        x, y = self._shard_x[i], self._shard_y[i]
+        self._load(base)
+        for _ in range(cfg.local_epochs):
+            order = torch.from_numpy(self._train_rng.permutation(n))
+            for start in range(0, n, size):
+                idx = order[start:start + size]
+                loss = functional.cross_entropy(module(x[idx]), y[idx])
+                grads = torch.autograd.grad(loss, weights)
+                with torch.no_grad():
+                    for w, g in zip(weights, grads, strict=True):
+                        w.sub_(g, alpha=lr)
+                    for k, mask in self._live:
+                        weights[k].mul_(mask)
+        return [w.detach().clone() for w in weights]
+
+    def _masked(self, params: Params) -> Params:
+        """``params`` (a fresh list) with the pruned weights at exactly 0.0, in place."""
+        with torch.no_grad():
+            for k, mask in self._live:
+                params[k].mul_(mask)
+        return params
+
+    def _prune(self, fraction: float) -> None:
+        """Magnitude pruning (or regrowth) of each weight tensor to ``fraction``."""
+        ranked = [p.double().numpy() for p in self.params]
+        self.masks, self._pruned_mag = mlp.prune_masks(
+            ranked, self.masks, self._pruned_mag, fraction)
+        self._live = [(2 * j, torch.from_numpy(m.astype(np.float32)))
+                      for j, m in enumerate(self.masks) if not m.all()]
+        self.params = self._masked([p.clone() for p in self.params])
+
+    def _measure(self, params: Params) -> tuple[float, float]:
+        """Test cross-entropy (nats, summed in float64) and accuracy of ``params``."""
+        self._load(params)
+        x, y = self._x_test, self._y_test
+        total, correct = 0.0, 0
+        with torch.no_grad():
+            for start in range(0, len(y), EVAL_CHUNK):
+                logits = self.module(x[start:start + EVAL_CHUNK])
+                target = y[start:start + EVAL_CHUNK]
+                total += float(functional.cross_entropy(logits.double(), target,
+                                                        reduction="sum"))
+                correct += int((logits.argmax(dim=1) == target).sum())
+        return total / len(y), correct / len(y)
