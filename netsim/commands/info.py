@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     p.add_argument("name", nargs="?", help="scenario to show")
     p.set_defaults(func=_scenarios)
-    p = sub.add_parser("models", help="list built-in models")
+    p = sub.add_parser("models", help="list built-in models, or measure your own PyTorch model "
+                       "(inspect) and write its operator graph (graph)")
+    from netsim.commands.models import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=_models)
 
 
@@ -102,6 +106,10 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
+    if getattr(args, "action", "list") != "list":
+        from netsim.commands.models import run
+
+        return run(args)
     from netsim.training.models import builtin_models
 
     for name, m in builtin_models().items():

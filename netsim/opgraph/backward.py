@@ -3,9 +3,10 @@
 A training step is forward + backward + update. For every forward operator ``u`` the result has
 
 - ``grad:u``: the backward operator, twice the forward work (the usual 2x for matmul-like
-  operators), holding ``u``'s gradient buffer (``memory_bytes`` = u's weights' size), with
-  u's temporary memory, producing the gradients w.r.t. u's inputs (``output_bytes`` = the
-  bytes of u's incoming edges);
+  operators), or u's ``backward_flop`` where u has one (a traced model's per-operator count,
+  :func:`netsim.torchnet.graph.backward_flop`), holding ``u``'s gradient buffer
+  (``memory_bytes`` = u's weights' size), with u's temporary memory, producing the gradients
+  w.r.t. u's inputs (``output_bytes`` = the bytes of u's incoming edges);
 - edges ``grad:v -> grad:u`` for each forward edge ``u -> v`` (same bytes: the gradient of a
   tensor has its size), and ``u -> grad:u`` carrying u's activations (so the forward output
   stays live until the backward has used it, which is where training memory goes);
@@ -54,7 +55,9 @@ def add_backward(forward: nx.DiGraph) -> nx.DiGraph:
             "output_bytes": float(sum(b for _, _, b in forward.in_edges(u, data="bytes", default=0.0))),
             "colocation": key,
         }
-        if "flop" in a:
+        if "backward_flop" in a:
+            attrs["flop"] = float(a["backward_flop"])
+        elif "flop" in a:
             attrs["flop"] = BACKWARD_WORK_FACTOR * float(a["flop"])
         else:
             attrs["time_s"] = BACKWARD_WORK_FACTOR * node_reference_time_s(forward, u)

@@ -3,6 +3,8 @@
 An operator graph is a :class:`networkx.DiGraph`. Node attributes (SI units):
 
 - ``time_s``: compute time on the reference device (s), and/or ``flop``: work (FLOP);
+- optional ``backward_flop``: the work of the operator's backward (FLOP), which
+  :func:`netsim.opgraph.add_backward` takes instead of twice ``flop``;
 - ``memory_bytes``: persistent memory (weights, gradients, optimizer state), held all step;
 - ``temporary_bytes``: scratch memory held while the operator runs;
 - ``output_bytes``: the operator's output tensors, live until their last consumer ends;

@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         graph = load_graph(args.graph, seed=args.seed)
     except (ValueError, OSError) as exc:
         return _invalid(f"GRAPH: {exc}")
-    trained = args.graph.endswith("-train") or args.graph.startswith("transformer-")
+    trained = args.graph.endswith("-train") or args.graph.startswith("transformer-") \
+        or str(graph.graph.get("name", "")).endswith("-train")  # a file of a training graph
     if not args.forward_only and not trained:
         graph = add_backward(graph)
     total = total_memory_bytes(graph)

@@ -4,14 +4,19 @@ At ``reset`` it builds the training-step operator graph of the scenario's model 
 a built-in model's own layers (:mod:`netsim.opgraph.zoo`), any other model as a chain of
 ``n_layers`` equal layers from its spec; then the generated backward and update. It takes the
 ``max_devices`` fastest devices holding samples, runs m-TOPO, m-ETF and m-SCT (heterogeneous mode, the
-scenario's links) plus the best single device, simulates each feasible placement for one step
-and keeps the shortest step: never slower than not splitting when one device holds the graph.
+scenario's network: its links and shared media, the engine's own topology, so a transfer
+across a Wi-Fi or cellular cell is charged its air time as every other transfer is) plus the
+best single device, simulates each feasible placement for one step and keeps the shortest
+step: never slower than not splitting when one device holds the graph.
 Each epoch it trains one model-parallel cluster on the chosen devices with all their samples
-(the engine's cluster model: compute shares from the simulated step's busy times).
+(the engine's cluster model: compute shares from the simulated step's busy times). In a
+changing world, an epoch in which a placed device is away places again on the fastest
+available devices (each device set placed once per run).
 
-The first decision's ``info`` (the epochs table's ``info`` column) records the placement, small
-enough to store per run (:func:`placement_info`): ``placement_algorithm`` (the one chosen),
-``placement_step_s`` (simulated step time of each candidate, s; null when it does not fit),
+The first decision's ``info`` (the epochs table's ``info`` column), and that of each decision
+that places again, records the placement, small enough to store per run
+(:func:`placement_info`): ``placement_algorithm`` (the one chosen), ``placement_step_s``
+(simulated step time of each candidate, s; null when it does not fit),
 ``placement_s`` (each candidate's placement wall time, s), ``placement_status`` (each
 candidate's outcome), ``placement_devices`` and ``placement_memory_bytes`` (the devices placed
 on and their capacities, bytes) and ``placement_peak_memory_bytes`` (the chosen placement's
@@ -74,25 +79,42 @@ class BaechiPolicy:
         self.devices: list[str] = []
         self.capacity: list[float] = []
         self._reported = False
+        self._scenario: Any = None
+        self._topology: Any = None
+        self._graph: nx.DiGraph | None = None
+        self._placed: dict[tuple[str, ...], tuple[Candidate, list[Candidate]]] = {}
 
     def reset(self, scenario, rng: np.random.Generator) -> None:
-        from netsim.network import Topology
+        from netsim.devices import scenario_topology
 
-        trainers = [d for d in scenario.devices if d.samples > 0] or list(scenario.devices)
-        devs = sorted(trainers, key=lambda d: -d.flop_per_s)[: self.params.max_devices]
-        pdevs = [PlacementDevice(d.id, d.memory_bytes, d.flop_per_s, d.power_busy_w, d.power_idle_w) for d in devs]
-        ids = [d.id for d in scenario.devices]
-        ids += sorted({x for link in scenario.links for x in (link.a, link.b)} - set(ids))
-        topology = Topology(ids, scenario.links)
+        self._scenario = scenario
+        self._topology = scenario_topology(scenario)  # the engine's: links and shared media
         m = scenario.model
-        graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params, m.name)
-        self.best, self.candidates = best_placement(graph, pdevs, "heterogeneous", topology)
-        self.devices = [d.id for d in pdevs]
+        self._graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params, m.name)
+        self._placed = {}
+        self._use(fastest_trainers(scenario.devices, self.params.max_devices))
+
+    def _use(self, devs: list) -> None:
+        """Place the graph on ``devs`` (once per device set) and make it the current placement."""
+        pdevs = [PlacementDevice(d.id, d.memory_bytes, d.flop_per_s, d.power_busy_w, d.power_idle_w) for d in devs]
+        key = tuple(d.id for d in pdevs)
+        if key not in self._placed:
+            assert self._graph is not None
+            self._placed[key] = best_placement(self._graph, pdevs, "heterogeneous", self._topology)
+        self.best, self.candidates = self._placed[key]
+        self.devices = list(key)
         self.capacity = [float(d.memory_bytes) for d in pdevs]
         self._reported = False
 
     def decide(self, obs: Observation) -> Decision:
         best = self.best
+        if best is not None and best.step is not None:
+            placed = [self.devices[i] for i, b in enumerate(best.step.busy_s) if b > 0]
+            if not all(obs.available[obs.devices.index[d]] for d in placed):
+                # a changing world: a placed device is away; place again on who is here
+                self._use(fastest_trainers(self._scenario.devices, self.params.max_devices,
+                                           obs.available))
+                best = self.best
         if best is None or best.step is None:
             reason = best.result.reason if best is not None else "reset was not called"
             return Decision(stop=True, reason=f"baechi: no feasible placement: {reason}")
@@ -113,6 +135,24 @@ class BaechiPolicy:
         act = step.bytes_moved / self.params.batch_samples
         cluster = ClusterDecision(members, held, share, act)
         return Decision(clusters=(cluster,), variant=0, info=info)
+
+
+def fastest_trainers(devices: Any, k: int, available: np.ndarray | None = None) -> list:
+    """The ``k`` fastest devices holding samples (all devices when none holds any), among the
+    ``available`` ones when given; ties in the devices' order. Reads a generated fleet's arrays
+    (never a spec per device: a million-device fleet takes milliseconds)."""
+    fleet = getattr(devices, "fleet", None)
+    if fleet is not None:
+        flop, samples = np.asarray(fleet.flop_per_s), np.asarray(fleet.samples)
+    else:
+        flop = np.array([float(d.flop_per_s) for d in devices])
+        samples = np.array([int(d.samples) for d in devices])
+    here = np.ones(len(flop), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+    rows = np.flatnonzero((samples > 0) & here)
+    if rows.size == 0:
+        rows = np.flatnonzero(here)
+    order = rows[np.argsort(-flop[rows], kind="stable")][:k]
+    return [devices[int(i)] for i in order]
 
 
 def placement_info(best: Candidate, candidates: list[Candidate], devices: list[str],
