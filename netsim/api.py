@@ -45,11 +45,16 @@ _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power
 _LATER_GENERATE_DEFAULTS = {"shared_media": False, "edges": None}
 #: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
 #: the local-training exponents and the accuracy map (0.6.0)
-_LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None}
+_LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None,
+                            "shards_per_device": None}  # (0.7.0: label shards)
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
                         "accuracy": None,  # hierarchical rounds (0.7.0, docs/hierarchical.md)
                         "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0,
-                        "edge_source": ""}
+                        "edge_source": "",
+                        # which data trained (0.7.0, netsim.training.coverage): off
+                        "classes": 10, "reference_samples": None, "data_floor": 0.0,
+                        "data_exponent": 0.5, "class_interference": 0.0,
+                        "interference_exponent": 1.0, "coverage_source": ""}
 #: The progress model's edge-round term (docs/hierarchical.md): it cannot change a run in a
 #: world without edges, so such a run's id and scenario hash leave it out (fitting it kept
 #: every star run's id, and the golden tables)

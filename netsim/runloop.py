@@ -86,10 +86,11 @@ class Run:
         self.training = self.resolved.training
         self.recorder = recorder
         recorder.start(self.world.node_ids, self.world.devices)
-        self.backend = _make_backend(self.resolved, loss_rng)
+        self.backend = _make_backend(self.resolved, loss_rng, self.world.devices)
         self.history: list[float] = [self.backend.initial_loss()]
         """The loss after each recorded epoch, the initial loss first."""
         recorder.initial_loss = self.history[0]
+        recorder.label_counts = _label_counts(self.backend)
         recorder.loss_source = loss_source(self.resolved)
         self.variant: int | None = None
         self.epoch = 0
@@ -308,17 +309,34 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
         collect_large_world(n_devices)  # (before the caller builds the devices table)
 
 
-def _make_backend(resolved: Scenario, rng: np.random.Generator):
+def _make_backend(resolved: Scenario, rng: np.random.Generator, devices: DeviceTable):
     model, training = resolved.model, resolved.training
-    if training.backend == "real":
-        from netsim.training.real import RealBackend
-
+    if training.backend in ("real", "torch"):
         ids = [d.id for d in resolved.devices or []]
         samples = [d.samples for d in resolved.devices or []]
+        if training.backend == "torch":
+            from netsim.torchnet import require_torch
+
+            require_torch()  # (missing: the pip install line, before torch is imported)
+            from netsim.torchnet.backend import TorchBackend
+
+            return TorchBackend(model, ids, samples, training, rng)
+        from netsim.training.real import RealBackend
+
         return RealBackend(model, ids, samples, training, rng)
+    from netsim.training.coverage import coverage_for
     from netsim.training.loss import SurrogateLoss
 
-    return SurrogateLoss(model, training, rng)  # type: ignore[arg-type]
+    # the label histograms' draws: a stream of its own (spawning leaves rng's draws as they were)
+    coverage = coverage_for(model, training, devices.index, devices.samples, rng.spawn(1)[0])
+    return SurrogateLoss(model, training, rng, coverage)  # type: ignore[arg-type]
+
+
+def _label_counts(backend) -> np.ndarray | None:
+    """The devices' label histograms the backend holds (rows by device; None: IID
+    surrogate data, where every device holds the population's mix)."""
+    counts = getattr(backend, "label_counts", None)
+    return None if counts is None else counts()
 
 
 def loss_source(resolved: Scenario) -> str:
@@ -326,6 +344,10 @@ def loss_source(resolved: Scenario) -> str:
     parameters' ``source`` (fitted to measured curves, or an illustrative placeholder)."""
     if resolved.training.backend == "real":
         return "real training (netsim.training.real)"
+    if resolved.training.backend == "torch":
+        from netsim.torchnet import torch_version
+
+        return f"real training (netsim.torchnet, torch {torch_version()})"
     loss = resolved.model.loss  # type: ignore[union-attr]
     return (loss.source if loss is not None else "") or "explicit loss parameters"
 

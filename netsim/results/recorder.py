@@ -31,7 +31,10 @@
   energy_comm_j; airtime_s: air time the device used on shared media (docs/wireless.md);
   device_class, network_node; dropouts, energy_wasted_j, energy_sleep_j,
   online_s, battery_end_j (NaN: mains powered), online_intervals_s: the device's online
-  intervals as a flat list [start0, end0, start1, end1, ...] (s))
+  intervals as a flat list [start0, end0, start1, end1, ...] (s); label_counts: the labels
+  the device holds, one count per class, where the data is skewed or trained for real (the
+  real backends' shards; the surrogate's drawn histograms, rounded), absent for the
+  surrogate's IID data)
 
 Energy categories: compute, comm, idle and sleep; their sum is ``runs.energy_j``.
 """
@@ -81,6 +84,8 @@ class Recorder:
         self.policy_params = json.dumps(policy_params, sort_keys=True)
         self.target_loss, self.deadline_s = target_loss, deadline_s
         self.initial_loss = math.nan
+        self.label_counts: Any = None
+        """Each device's label histogram (rows by device) where the backend holds them."""
         self.loss_source = ""
         self.energy_j = 0.0
         self._epochs: list[dict[str, Any]] = []
@@ -195,6 +200,12 @@ class Recorder:
                 "energy_sleep_j": snap.sleep_j, "online_s": online,
                 "battery_end_j": battery, "online_intervals_s": intervals,
             }
+            counts = self.label_counts
+            if counts is not None:  # skewed or real data: what each device held
+                rounded = np.rint(np.asarray(counts, dtype=float)).astype(np.int64).tolist()
+                empty = [0] * (len(rounded[0]) if rounded else 0)
+                self._device_columns["label_counts"] = (
+                    rounded + [empty] * (n - len(rounded)))
             if self._asynchronous and self._epochs:
                 # an asynchronous epoch is charged the bits sent in it; what the jobs cut at
                 # the stop book then (their radios' periods and tails) goes to the last epoch,

@@ -8,9 +8,9 @@ The checks: duplicate device ids, idle power above busy power, links joining a n
 unknown link ends (an id that is neither a device nor a network node joining two links),
 unknown or missing aggregator, devices without a route to the aggregator, a network in which
 no device can ever train (none holds samples, none can hold the model, none reaches the
-aggregator), unknown built-in models, the real backend on a model it cannot train, unknown
-generator classes and link types, shared media (ids, member links, contention figures), the
-``policies:`` block (names and parameters), and the
+aggregator), unknown built-in models, the real or torch backend on a model it cannot train
+(torch: or without torch installed), unknown generator classes and link types, shared
+media (ids, member links, contention figures), the ``policies:`` block (names and parameters), and the
 trace files of the ``dynamics:`` block (a missing or unreadable file, every bad row, devices
 and links the network does not have).
 """
@@ -110,7 +110,7 @@ def _memory_need(model: ModelSpec, training: TrainingSpec | None) -> tuple[float
 
 
 def model_problems(data: dict[str, Any]) -> list[Problem]:
-    """Unknown built-in model; the real backend on a model it does not train."""
+    """Unknown built-in model; the real or torch backend on a model it does not train."""
     from netsim.training.models import builtin_models
 
     raw, out = data.get("model"), []
@@ -124,7 +124,32 @@ def model_problems(data: dict[str, Any]) -> list[Problem]:
         if model is not None and model.name not in REAL_MODELS:
             out.append(Problem("training.backend", f"the real backend trains only "
                                f"{', '.join(sorted(REAL_MODELS))}; model is {model.name!r}"))
+    if _field(data.get("training"), "backend") == "torch":
+        out += _torch_problems(resolved_model(raw))
+    shards = _field(data.get("training"), "shards_per_device")
+    model = resolved_model(raw) if isinstance(shards, int) else None
+    classes = model.loss.classes if model is not None and model.loss is not None else None
+    if classes is not None and isinstance(shards, int) and shards > classes:
+        out.append(Problem("training.shards_per_device",
+                           f"{shards} shards a device, but model {model.name!r} has "  # type: ignore[union-attr]
+                           f"{classes} classes: at most {classes}"))
     return out
+
+
+def _torch_problems(model: ModelSpec | None) -> list[Problem]:
+    """The torch backend on a model it cannot build, or without torch (or its data set's
+    package) installed; found without importing torch."""
+    from netsim.torchnet import MISSING_TORCH, TORCH_MODEL_DATA, missing_packages
+
+    if model is not None and model.name not in TORCH_MODEL_DATA:
+        return [Problem("model.name", f"the torch backend trains {sorted(TORCH_MODEL_DATA)}, "
+                                      f"got {model.name!r}")]
+    missing = missing_packages(model.name if model is not None else "")
+    if "torch" in missing:
+        return [Problem("training.backend", MISSING_TORCH)]
+    return [Problem("training.backend", f"torch's data set for {model.name!r} needs {name}: "
+                                        'pip install -e ".[torch]"')
+            for name in missing if model is not None]
 
 
 def policy_problems(data: dict[str, Any]) -> list[Problem]:

@@ -170,7 +170,35 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
                        + edge_problems(raw))
     warnings = [Problem(path, msg) for path, msg in unit_warnings(
         data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)]
+    if scenario is not None and not problems:
+        warnings += data_set_warnings(scenario)
     return Validation(scenario if not problems else None, problems, warnings)
+
+
+def data_set_warnings(scenario: Scenario) -> list[Problem]:
+    """A real backend on devices that declare more samples than its data set's training
+    split holds: how the data is shared out (issue 57: a device's samples are the data it
+    holds and trains on)."""
+    if scenario.training.backend == "surrogate":
+        return []
+    from netsim.training.models import resolve_model
+
+    loss = resolve_model(scenario.model).loss
+    held = None if loss is None else loss.reference_samples
+    if held is None:
+        return []
+    if scenario.generate is not None:
+        n = scenario.generate.n_devices
+        declared, path = n * scenario.generate.samples_mean, "generate.samples_mean"
+    else:
+        n = sum(1 for d in scenario.devices or () if d.samples > 0)
+        declared, path = float(sum(d.samples for d in scenario.devices or ())), "devices"
+    if declared <= held * 1.001 or n == 0:
+        return []
+    return [Problem(path, f"the devices declare about {declared:,.0f} samples in all, but the "
+                          f"data set's training split holds {held:,.0f}: the real backend "
+                          f"shares those out in proportion (about {held / n:,.0f} a device), "
+                          f"and each device trains on what it is given")]
 
 
 def validate_scenario(source: str | Path | dict[str, Any] | Scenario) -> Validation:

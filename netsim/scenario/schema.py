@@ -246,6 +246,30 @@ class LossParams(_Strict):
     """How label skew (``training.dirichlet_alpha``) lowers rho; 0 where nothing was fitted."""
     edge_source: str = ""
     """Where the two edge-round constants come from (fitted, borrowed, or defaults)."""
+    classes: Annotated[int, Field(ge=1, le=100_000)] = 10
+    """Classes of the model's task: the surrogate's per-class state under label skew
+    (netsim.training.coverage, docs/curves.md)."""
+    reference_samples: Annotated[float, PositiveF] | None = None
+    """The distinct training samples the curve was fitted with (its data set's training
+    split): the surrogate's floor rises for training that has covered fewer (the data floor,
+    netsim.training.coverage); None: no data floor (the term is off)."""
+    data_floor: Annotated[float, NonNegativeF] = 0.0
+    """The data floor's scale (nats): the loss floor of training on U distinct samples lies
+    ``data_floor * ((reference_samples / U) ** data_exponent - 1)`` above the fitted floor
+    for U below ``reference_samples`` (netsim's formalization); 0: off."""
+    data_exponent: Annotated[float, Field(gt=0, le=10)] = 0.5
+    """The data floor's power in the distinct samples (a learning curve's exponent)."""
+    class_interference: Annotated[float, Field(ge=0, le=100)] = 0.0
+    """Under label skew, a class trained less than the average loses ``class_interference x
+    (initial_loss - mean loss) x (1 - its share of the average) ** interference_exponent``
+    besides its own curve: the
+    model learns to predict the classes it trained (netsim's formalization); 0: off."""
+    interference_exponent: Annotated[float, Field(gt=0, le=10)] = 1.0
+    """The interference term's power in ``1 - share``: above 1, a class trained a little
+    less than the average pays little, one left out pays it all."""
+    coverage_source: str = ""
+    """Where the coverage constants (reference_samples, data_floor, data_exponent,
+    class_interference) come from: fitted, borrowed, or defaults."""
     accuracy: AccuracyMap | None = None
     """The model's test accuracy as a function of its loss (fitted to recorded pairs); None:
     no accuracy is reported."""
@@ -333,7 +357,7 @@ BatchSize = Annotated[Annotated[int, Field(ge=1, le=10**9)] | None, BeforeValida
 class TrainingSpec(_Strict):
     """Training goal and limits."""
 
-    backend: Literal["surrogate", "real"] = "surrogate"
+    backend: Literal["surrogate", "real", "torch"] = "surrogate"
     target_loss: Annotated[float, PositiveF]
     """The loss that ends the run (nats); with ``target_accuracy`` instead, the equivalent
     loss by the model's accuracy map, filled in when the scenario is read."""
@@ -344,6 +368,12 @@ class TrainingSpec(_Strict):
     max_epochs: Annotated[int, Field(ge=1, le=1_000_000)] = 200
     target_probability: Annotated[float, Field(gt=0, lt=1)] | None = None
     dirichlet_alpha: Annotated[float, PositiveF] | None = None
+    """Label skew of the devices' data: each class's samples split over the devices by
+    Dirichlet(alpha) (smaller: more skewed); None with no ``shards_per_device``: IID."""
+    shards_per_device: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """McMahan et al.'s pathological non-IID split: the data sorted by label, cut into
+    ``shards_per_device`` shards per device, each device dealt that many (so it holds about
+    that many classes); exclusive with ``dirichlet_alpha``; at most the model's classes."""
     truth_sample_efficiency: Annotated[float, Field(gt=0, le=10)] = 1.0
     memory_overhead: Annotated[float, Field(ge=1, le=100)] = 3.0
     local_epochs: Annotated[int, Field(ge=1, le=10_000)] = 1
@@ -353,6 +383,18 @@ class TrainingSpec(_Strict):
     """B: local minibatch size in samples; None (or ``inf``): the whole local data, one step
     per pass."""
     real: RealTrainingSpec = Field(default_factory=RealTrainingSpec)
+
+    @model_validator(mode="after")
+    def _one_skew(self) -> TrainingSpec:
+        if self.dirichlet_alpha is not None and self.shards_per_device is not None:
+            raise ValueError("dirichlet_alpha and shards_per_device are two ways to skew the "
+                             "labels: give one of them")
+        return self
+
+    @property
+    def label_skewed(self) -> bool:
+        """Whether the devices' labels are skewed (Dirichlet or shards)."""
+        return self.dirichlet_alpha is not None or self.shards_per_device is not None
 
 
 class GenerateSpec(_Strict):

@@ -81,6 +81,8 @@ class FederatedAveraging:
     device_ids: list[str]
     device_samples: list[int]
     shards: list[np.ndarray]
+    _y_train: np.ndarray
+    """The training split's labels (what :meth:`label_counts` counts)."""
     fractions: list[float]
     params: Params
     params_fraction: float

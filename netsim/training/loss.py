@@ -43,6 +43,7 @@ analytic: ``mean * exp(sqrt(s_run(mean, f)**2 + noise_epoch_sigma**2) * Phi^-1(q
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +51,7 @@ from scipy.special import ndtri
 
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
 from netsim.smallsum import FEW_IN_ORDER, sum_in_order
+from netsim.training.coverage import CoverageState, coverage_loss
 from netsim.training.progress import EpochProgress
 from netsim.workload import LocalTraining
 
@@ -104,9 +106,18 @@ def run_noise_sigma(model: ModelSpec, training: TrainingSpec) -> float:
     return loss.noise_run_sigma * (1.0 if alpha is None else 1.0 + loss.noise_heterogeneity / alpha)
 
 
+def skew_alpha(training: TrainingSpec, classes: int = 10) -> float | None:
+    """The label skew as a Dirichlet concentration: ``dirichlet_alpha``, or for McMahan's
+    shards ``shards_per_device / classes`` (netsim's equivalence: a device holding s of C
+    classes as a Dirichlet(s / C) draw holds about s; not fitted), None for IID data."""
+    if training.shards_per_device is not None:
+        return training.shards_per_device / classes
+    return training.dirichlet_alpha
+
+
 def data_efficiency(model: ModelSpec, training: TrainingSpec) -> float:
     """Effective samples per sample trained on, from data heterogeneity (1 for IID)."""
-    alpha = training.dirichlet_alpha
+    alpha = skew_alpha(training, model.loss.classes if model.loss is not None else 10)
     het = model.loss.heterogeneity if model.loss is not None else 0.0
     return 1.0 if alpha is None else 1.0 / (1.0 + het / alpha)
 
@@ -165,6 +176,10 @@ class LossPredictor:
         """The scenario's local training (what :meth:`gain` assumes unless told)."""
         self.edge_round_weight = edge_round_weight(model, training)
         """rho: what an edge round after a cloud round's first counts (docs/hierarchical.md)."""
+        self.data_floor = loss.data_floor if loss else 0.0
+        self.data_exponent = loss.data_exponent if loss else 0.5
+        self.class_interference = loss.class_interference if loss else 0.0
+        self.interference_exponent = loss.interference_exponent if loss else 1.0
 
     @classmethod
     def from_curves(cls, curves: list[CurveParams], params_fractions: list[float],
@@ -186,6 +201,8 @@ class LossPredictor:
         self.local_epoch_exponent = float(local_epoch_exponent)
         self.local = LocalTraining()
         self.edge_round_weight = 1.0
+        self.data_floor, self.data_exponent, self.class_interference = 0.0, 0.5, 0.0
+        self.interference_exponent = 1.0
         return self
 
     def _setup(self, curves: list[CurveParams], fractions: list[float], efficiency: float,
@@ -353,6 +370,17 @@ class LossPredictor:
         below its floor, 0 at or above the initial loss)."""
         return self.curves[variant].samples_for(loss)
 
+    def coverage_mean(self, variant: int, coverage: CoverageState) -> float:
+        """Mean loss of a per-class state (:func:`netsim.training.coverage.coverage_loss`) with
+        this model's curve for ``variant`` and its coverage constants."""
+        c = self.curves[variant]
+        return coverage_loss(coverage.population_samples(), coverage.distinct_population(),
+                             coverage.share, floor=c.floor, half=c.samples_half, exponent=c.exponent,
+                             initial=self._initial, reference_samples=coverage.reference_samples,
+                             data_floor=self.data_floor, data_exponent=self.data_exponent,
+                             interference=self.class_interference,
+                             interference_exponent=self.interference_exponent)
+
     def run_sigma_at(self, loss, variant):
         """Sigma of the run-to-run log noise at mean loss ``loss`` with ``variant``
         (vectorised): ``sigma_run`` (the spread at the initial loss, full model) scaled by the
@@ -394,10 +422,14 @@ class LossPredictor:
 
 
 class SurrogateLoss:
-    """The simulator's ground truth under ``training.backend: surrogate``."""
+    """The simulator's ground truth under ``training.backend: surrogate``. ``coverage``: the
+    run's per-class state (:mod:`netsim.training.coverage`: which data trained); None where
+    no coverage term can act (IID data without a data floor), the scalar state then exact."""
 
-    def __init__(self, model: ModelSpec, training: TrainingSpec, rng: np.random.Generator) -> None:
+    def __init__(self, model: ModelSpec, training: TrainingSpec, rng: np.random.Generator,
+                 coverage: CoverageState | None = None) -> None:
         self._predictor = LossPredictor(model, training)
+        self._coverage = coverage
         self._truth_efficiency = training.truth_sample_efficiency
         loss = model.loss
         self._accuracy_map = loss.accuracy if loss is not None else None
@@ -410,6 +442,12 @@ class SurrogateLoss:
         """Loss of the untrained model."""
         return self._predictor.initial_loss
 
+    def label_counts(self) -> np.ndarray | None:
+        """Each device's drawn label histogram (N, classes; float counts summing to its
+        samples), None for IID data (netsim.training.labels)."""
+        coverage = self._coverage
+        return None if coverage is None else coverage.histograms
+
     def advance(self, samples_by_device: dict[str, int], variant_index: int,
                 local: LocalTraining | None = None) -> EpochProgress:
         """Loss after an epoch in which each device trained on its given samples (``local``:
@@ -418,13 +456,20 @@ class SurrogateLoss:
         n = len(samples_by_device)
         gain = self._predictor.gain(raw * self._truth_efficiency, n, local,
                                     samples_per_participant=raw / max(n, 1))
-        return self._step(gain, variant_index)
+        return self._step(gain, variant_index, samples_by_device)
 
     def advance_tiers(self, edge_updates, variant_index: int) -> EpochProgress:
         """Loss after a cloud aggregation of hierarchical ``edge_updates`` (each with its
         edge rounds' device updates and its staleness): :meth:`LossPredictor.tiers_gain`."""
         gain = self._predictor.tiers_gain(edge_updates, sample_scale=self._truth_efficiency)
-        return self._step(gain, variant_index)
+        trained: dict[str, float] | None = None
+        if self._coverage is not None:
+            trained = {}
+            for e in edge_updates:
+                for r in e.rounds:
+                    for d, x in zip(r.devices, np.asarray(r.samples).tolist(), strict=True):
+                        trained[d] = trained.get(d, 0.0) + x
+        return self._step(gain, variant_index, trained)
 
     def advance_updates(self, updates, variant_index: int) -> EpochProgress:
         """Loss after an asynchronous aggregation of ``updates`` (each with ``samples`` and
@@ -433,12 +478,25 @@ class SurrogateLoss:
         gain = self._predictor.updates_gain([u.samples for u in updates],
                                             [u.staleness for u in updates],
                                             sample_scale=self._truth_efficiency)
-        return self._step(gain, variant_index)
+        trained: dict[str, float] | None = None
+        if self._coverage is not None:
+            trained = {}
+            for u in updates:
+                trained[u.device] = trained.get(u.device, 0.0) + u.samples
+        return self._step(gain, variant_index, trained)
 
-    def _step(self, gain: float, variant_index: int) -> EpochProgress:
-        predictor = self._predictor
+    def _step(self, gain: float, variant_index: int,
+              trained: Mapping[str, float] | None = None) -> EpochProgress:
+        predictor, coverage = self._predictor, self._coverage
+        if coverage is not None and trained is not None:
+            previous = self.state.variant
+            if previous is not None and previous != variant_index:
+                coverage.carry(predictor, previous, variant_index)
+            coverage.add(gain, coverage.trained_mix(trained))
         self.state = state = predictor.step_gain(self.state, gain, variant_index)
-        mean = predictor.mean(state)  # (once: run_sigma's mean and the loss's)
+        # (once: run_sigma's mean and the loss's)
+        mean = predictor.mean(state) if coverage is None \
+            else predictor.coverage_mean(variant_index, coverage)
         run = float(predictor.run_sigma_at(mean, state.variant or 0)) * self._z_run
         noise = run + self._sigma_epoch * float(self._rng.standard_normal())
         loss = mean * math.exp(noise)

@@ -1,4 +1,4 @@
-"""Partition a labelled training split among devices: IID or Dirichlet label skew.
+"""Partition a labelled training split among devices: IID, Dirichlet label skew, or shards.
 
 Shard mapping (netsim's convention)
 -----------------------------------
@@ -44,6 +44,7 @@ def partition(
     weights: Sequence[float],
     dirichlet_alpha: float | None,
     rng: np.random.Generator,
+    shards_per_device: int | None = None,
 ) -> list[np.ndarray]:
     """Split the indices ``0..len(labels)-1`` into one shard per device.
 
@@ -58,6 +59,11 @@ def partition(
         None for IID shards, else the Dirichlet concentration (> 0) of the label skew.
     rng:
         Source of every random draw.
+    shards_per_device:
+        McMahan et al.'s pathological split instead (``dirichlet_alpha`` None): the indices
+        sorted by label are cut into ``shards_per_device`` shards per device with weight > 0,
+        of sizes proportional to the devices' weights, and dealt at random, that many to a
+        device (so a device holds about ``shards_per_device`` classes).
 
     Returns
     -------
@@ -73,9 +79,15 @@ def partition(
         raise ValueError("device sample weights must be >= 0 with at least one > 0")
     if dirichlet_alpha is not None and dirichlet_alpha <= 0:
         raise ValueError(f"dirichlet_alpha must be > 0 or None, got {dirichlet_alpha}")
+    if shards_per_device is not None and dirichlet_alpha is not None:
+        raise ValueError("give dirichlet_alpha or shards_per_device, not both")
+    if shards_per_device is not None and shards_per_device < 1:
+        raise ValueError(f"shards_per_device must be >= 1, got {shards_per_device}")
     n = len(labels)
     active = np.flatnonzero(w > 0)
-    if dirichlet_alpha is None:
+    if shards_per_device is not None:
+        shards = _pathological(labels, w, active, shards_per_device, rng)
+    elif dirichlet_alpha is None:
         perm = rng.permutation(n)
         counts = _proportional_counts(n, w)
         bounds = np.concatenate([[0], np.cumsum(counts)])
@@ -96,6 +108,24 @@ def partition(
         ]
     shards = _ensure_nonempty(shards, active)
     return [rng.permutation(s) for s in shards]
+
+
+def _pathological(labels: np.ndarray, w: np.ndarray, active: np.ndarray, per_device: int,
+                  rng: np.random.Generator) -> list[np.ndarray]:
+    """McMahan et al.'s shards: the label-sorted indices cut into ``per_device`` pieces per
+    active device (piece sizes follow the device's weight), dealt at random."""
+    order = np.argsort(labels, kind="stable")
+    # each active device's share of the data, cut into per_device equal pieces, in a
+    # random order along the sorted indices (so a device's pieces land on random classes)
+    piece_w = np.repeat(w[active] / per_device, per_device)
+    owner = np.repeat(active, per_device)
+    deal = rng.permutation(len(piece_w))
+    counts = _proportional_counts(len(labels), piece_w[deal])
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    pieces: list[list[np.ndarray]] = [[] for _ in range(len(w))]
+    for j, dev in enumerate(owner[deal]):
+        pieces[dev].append(order[bounds[j]: bounds[j + 1]])
+    return [np.concatenate(p) if p else np.empty(0, dtype=int) for p in pieces]
 
 
 def _ensure_nonempty(shards: list[np.ndarray], active: np.ndarray) -> list[np.ndarray]:

@@ -1,0 +1,118 @@
+"""Does the surrogate rank policies as real training does? The same scenarios and seeds on a
+real backend and on the fitted surrogate, IID and under label skew.
+
+For each setting (IID, Dirichlet 0.1, 2-class shards) and policy it prints the time and
+energy to the target loss on each side (or 'never', with the loss it ended at), then each
+policy's ratio to the setting's reference policy (``fedavg-all``) on each side, and whether
+the two sides agree: the same policies reach the target, ranked in the same order by time,
+each ratio within 20 %. The last line: ``settings where the surrogate ranks as real: K of N``.
+
+    python benchmarks/progress_fidelity.py              # 3 settings x 6 policies, seed 0
+    python benchmarks/progress_fidelity.py --seeds 3    # seeds 0-2 (a policy reaches if all do)
+    python benchmarks/progress_fidelity.py --quick      # IID and Dirichlet 0.1, 4 policies
+
+The fleet: 40 generated devices (phones, boards, laptops behind Wi-Fi and LTE) holding 35
+samples each (1,400 of the digits MLP's 1,438 training digits: what a device holds is what
+it trains on, in both backends), mlp-digits to loss 0.35, k = 8 for random-k and fastest-k.
+Real training is netsim's numpy backend (``training.backend: real``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+import warnings
+
+import netsim
+
+POLICIES = ["random-k", "fastest-k", "greedy-energy", "pact", "depl", "fedavg-all"]
+QUICK_POLICIES = ["random-k", "fastest-k", "greedy-energy", "fedavg-all"]
+REFERENCE = "fedavg-all"
+SETTINGS = {"iid": {}, "dirichlet-0.1": {"dirichlet_alpha": 0.1},
+            "shards-2": {"shards_per_device": 2}}
+TOLERANCE = 0.20
+
+
+def scenario(skew: dict, backend: str) -> dict:
+    """The fidelity fleet with ``skew`` (training fields) on ``backend``."""
+    return {"name": "fidelity", "seed": 0,
+            "generate": {"n_devices": 40, "mix": {"phone": 0.5, "sbc": 0.2, "laptop": 0.3},
+                         "access": {"wifi": 0.6, "lte": 0.4}, "samples_mean": 35,
+                         "samples_spread": 0.0, "seed": 3},
+            "model": "mlp-digits",
+            "training": {"backend": backend, "target_loss": 0.35, "deadline_s": 3600,
+                         "max_epochs": 300, "target_probability": 0.9, **copy.deepcopy(skew)},
+            "policies": {"random-k": {"k": 8}, "fastest-k": {"k": 8}}}
+
+
+def outcome(skew: dict, backend: str, policy: str, seeds: int) -> dict:
+    """Mean time and energy to target over the seeds (None: not every seed reached it)."""
+    times, energies, losses, reached = [], [], [], True
+    for seed in range(seeds):
+        r = netsim.simulate(scenario(skew, backend), policy=policy, seed=seed).runs.iloc[0]
+        reached &= bool(r.target_reached)
+        times.append(float(r.time_s))
+        energies.append(float(r.energy_j))
+        losses.append(float(r.final_loss))
+    n = len(times)
+    return {"reached": reached, "time_s": sum(times) / n, "energy_j": sum(energies) / n,
+            "final_loss": sum(losses) / n}
+
+
+def cell(o: dict) -> str:
+    if not o["reached"]:
+        return f"never ({o['final_loss']:.2f})"
+    return f"{o['time_s']:.2f} s {o['energy_j']:.0f} J"
+
+
+def compare(name: str, skew: dict, policies: list[str], seeds: int) -> bool:
+    """One setting's table; True when the surrogate ranks as real training does."""
+    real = {p: outcome(skew, "real", p, seeds) for p in policies}
+    sur = {p: outcome(skew, "surrogate", p, seeds) for p in policies}
+    print(f"\n## {name}")
+    print(f"{'policy':>14}  {'real':>22}  {'surrogate':>22}  {'real/ref':>8}  {'sur/ref':>8}  ok")
+    ok_all = True
+    for p in policies:
+        r, s = real[p], sur[p]
+        ratio_r = r["time_s"] / real[REFERENCE]["time_s"] if r["reached"] else math.inf
+        ratio_s = s["time_s"] / sur[REFERENCE]["time_s"] if s["reached"] else math.inf
+        if r["reached"] != s["reached"]:
+            ok = False
+        elif not r["reached"]:
+            ok = True
+        else:
+            ok = abs(ratio_s / ratio_r - 1.0) <= TOLERANCE
+        ok_all &= ok
+        print(f"{p:>14}  {cell(r):>22}  {cell(s):>22}  {ratio_r:8.2f}  {ratio_s:8.2f}  "
+              f"{'yes' if ok else 'NO'}")
+    reached = [p for p in policies if real[p]["reached"] and sur[p]["reached"]]
+    rank_r = sorted(reached, key=lambda p: real[p]["time_s"])
+    rank_s = sorted(reached, key=lambda p: sur[p]["time_s"])
+    same_order = rank_r == rank_s
+    print(f"ranked by time to target: real {rank_r}; surrogate {rank_s}"
+          f"{'' if same_order else '  (order differs)'}")
+    return ok_all and same_order
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="IID and Dirichlet 0.1, 4 policies")
+    ap.add_argument("--settings", default=None, help="comma-separated: " + ",".join(SETTINGS))
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    names = args.settings.split(",") if args.settings else \
+        (["iid", "dirichlet-0.1"] if args.quick else list(SETTINGS))
+    policies = QUICK_POLICIES if args.quick else POLICIES
+    t0 = time.perf_counter()
+    good = sum(compare(n, SETTINGS[n], policies, args.seeds) for n in names)
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print(f"settings where the surrogate ranks as real: {good} of {len(names)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Which data trained: the surrogate's per-class, per-device state (netsim's formalization).
+
+The progress model of :mod:`netsim.training.loss` counts *how much* training an epoch adds
+(its effective samples, with every term of that module: participants, local steps, staleness,
+edge rounds, skew). This module adds *which data* it was, so that training the same few
+devices again and again, or devices that hold few of the classes, costs what real training
+shows it costs (measured: docs/curves.md, ``benchmarks/progress_fidelity.py``).
+
+State
+-----
+Per class c (C classes; IID data is one class, every device holding the population's mix):
+
+* ``m_c``: effective samples of class c: each epoch's effective samples ``G`` split by the
+  class mix of the samples it trained, ``G * t_c / sum(t)``, ``t_c = sum_i d_i / D_i * h_ic``
+  (device i trained d_i of its D_i samples, holding ``h_ic`` of class c);
+* ``U_c``: distinct samples of class c trained so far: ``sum_i u_i / D_i * h_ic``, ``u_i`` the
+  most of its samples device i has trained in one epoch (a device that uses part of its data
+  trains a prefix of it, as the real backends do).
+
+Loss
+----
+With ``p_c`` the population's share of class c (the fleet's data; the test set is drawn
+from the same data set, stratified, so its classes weigh the same)::
+
+    n_c   = m_c / p_c                      (population-equivalent effective samples)
+    floor_c = min(L0, floor(v) + data_floor * ((N_ref / (U_c / p_c)) ** data_exponent - 1)+)
+    l_c   = max(mean_v(n_c), floor_c)
+            + class_interference * (L0 - mean_v(n_bar)) * (1 - min(1, n_c / n_bar)) ** g
+    n_bar = sum_c p_c n_c,   loss = sum_c p_c l_c
+
+``floor(v), h_v, a_v, mean_v`` are the variant's fitted curve
+(:func:`netsim.training.loss.curve_params`),
+``N_ref`` the distinct samples that curve was fitted with (``reference_samples``). The data
+floor is a learning curve in the data covered (training to convergence on U distinct samples
+ends ``data_floor * ((N_ref / U) ** data_exponent - 1)`` above the fitted floor; measured on
+the digits MLP by training one device of U samples 150 epochs: U = 60 ... 960, docs/curves.md):
+a class follows the fitted curve until it meets its data floor, then stays there (real
+training's knee: the small data set is learnt as fast as the large one, then overfits);
+the interference term (``g`` its ``interference_exponent``) is the loss a class the model has
+trained less than the others pays, because the model learns to predict the classes it saw
+(fitted to the lowest loss of fixed device sets of 1 to 40 devices trained 120 epochs under
+Dirichlet 0.1 and 1.0 and 2-class shards: RMS log error 0.30, docs/curves.md).
+
+Reductions (tests/test_coverage.py): IID data with at least ``N_ref`` distinct samples
+trained (or no ``reference_samples``) gives today's curve, ``mean_v(sum of G)``, to 1e-12;
+every device trained every epoch gives ``n_c = sum(G)`` for every class, so under skew too
+the only term left is the data floor, which full coverage leaves at 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from netsim.training.labels import label_histograms
+
+
+class CoverageState:
+    """The per-class state of one run (module docstring): built once, stepped each epoch.
+
+    Parameters
+    ----------
+    ids_index: device id -> row (the device table's index).
+    samples: each device's samples (the data it holds), by row.
+    histograms: each device's label histogram, (N, C), rows summing to ``samples``; None: IID
+        (one class).
+    reference_samples: N_ref (None: no data floor).
+    """
+
+    def __init__(self, ids_index: Mapping[str, int], samples: np.ndarray,
+                 histograms: np.ndarray | None, reference_samples: float | None) -> None:
+        self._index = ids_index
+        self._samples = np.asarray(samples, dtype=float)
+        self._hist = histograms
+        self.histograms = histograms
+        """Each device's label histogram (None: IID), read-only."""
+        if histograms is not None:
+            histograms.setflags(write=False)
+        total = float(self._samples.sum())
+        if histograms is None:
+            self.share = np.ones(1)
+        else:
+            by_class = histograms.sum(axis=0)
+            self.share = by_class / by_class.sum() if by_class.sum() > 0 \
+                else np.full(histograms.shape[1], 1.0 / histograms.shape[1])
+        self.classes = len(self.share)
+        self.m = np.zeros(self.classes)
+        """Effective samples per class, m_c."""
+        self.distinct = np.zeros(self.classes)
+        """Distinct samples trained per class, U_c."""
+        self._used = np.zeros(len(self._samples)) if reference_samples is not None else None
+        self.reference_samples = reference_samples
+        self._total = total
+
+    def trained_mix(self, samples_by_device: Mapping[str, float]) -> np.ndarray:
+        """The class mix ``t_c / sum(t)`` of an epoch's trained samples (device id -> samples
+        it trained), and the distinct samples it adds to ``U_c`` (as a side effect)."""
+        rows = np.fromiter((self._index[d] for d in samples_by_device), dtype=np.int64,
+                           count=len(samples_by_device))
+        used = np.fromiter(samples_by_device.values(), dtype=float, count=len(rows))
+        held = self._samples[rows]
+        frac = np.divide(used, held, out=np.zeros_like(used), where=held > 0)
+        if self._used is not None:
+            before = self._used[rows]
+            more = np.maximum(np.minimum(used, held), before)
+            np.maximum.at(self._used, rows, more)
+            new_frac = np.divide(more - before, held, out=np.zeros_like(used), where=held > 0)
+        if self._hist is None:
+            if self._used is not None:
+                self.distinct += float(np.sum(new_frac * held))
+            return np.ones(1)
+        h = self._hist[rows]
+        if self._used is not None:
+            self.distinct += new_frac @ h
+        t = frac @ h
+        s = t.sum()
+        return t / s if s > 0 else np.zeros(self.classes)
+
+    def add(self, gain: float, mix: np.ndarray) -> None:
+        """Add an epoch's effective samples ``gain`` split by its class ``mix``."""
+        self.m += gain * mix
+
+    def population_samples(self) -> np.ndarray:
+        """n_c = m_c / p_c (population-equivalent effective samples per class)."""
+        return np.divide(self.m, self.share, out=np.zeros_like(self.m), where=self.share > 0)
+
+    def distinct_population(self) -> np.ndarray | None:
+        """U_c / p_c per class (None without a data floor)."""
+        if self.reference_samples is None:
+            return None
+        return np.divide(self.distinct, self.share, out=np.zeros_like(self.distinct),
+                         where=self.share > 0)
+
+    def carry(self, predictor, v_from: int, v_to: int) -> None:
+        """A variant switch: each class's n_c carried by the progress model's own rule
+        (:meth:`netsim.training.loss.LossPredictor.carry`)."""
+        a = np.full(self.classes, v_from)
+        b = np.full(self.classes, v_to)
+        n = np.asarray(predictor.carry(self.population_samples(), a, b), dtype=float)
+        self.m = n * self.share
+
+
+def coverage_loss(n: np.ndarray, distinct: np.ndarray | None, share: np.ndarray, *,
+                  floor: float, half: float, exponent: float, initial: float,
+                  reference_samples: float | None, data_floor: float, data_exponent: float,
+                  interference: float, interference_exponent: float = 1.0) -> float:
+    """The mean loss of the per-class state (module docstring): ``n`` the classes'
+    population-equivalent effective samples, ``distinct`` their distinct samples (U_c / p_c;
+    None: no data floor), the variant's curve (``floor``, ``half``, ``exponent``), the initial
+    loss, and the coverage constants. One class with no data floor: the variant's mean curve
+    at ``n[0]``, exactly."""
+    n = np.asarray(n, dtype=float)
+    per_class = floor + (initial - floor) * (1.0 + n / half) ** -exponent
+    if distinct is not None and reference_samples is not None and data_floor > 0:
+        with np.errstate(divide="ignore"):
+            rise = (reference_samples / np.maximum(distinct, 1e-300)) ** data_exponent - 1.0
+        # the curve until it meets the data floor, then the floor (never above L0)
+        per_class = np.maximum(per_class, np.minimum(
+            initial, floor + data_floor * np.maximum(rise, 0.0)))
+    if len(per_class) == 1:
+        return float(per_class[0])
+    if interference > 0:
+        n_bar = float(share @ n)
+        if n_bar > 0:
+            mean_bar = floor + (initial - floor) * (1.0 + n_bar / half) ** -exponent
+            per_class = per_class + interference * (initial - mean_bar) \
+                * (1.0 - np.minimum(1.0, n / n_bar)) ** interference_exponent
+    return float(share @ per_class)
+
+
+def coverage_for(model, training, ids_index: Mapping[str, int], samples: np.ndarray,
+                 rng: np.random.Generator) -> CoverageState | None:
+    """The run's coverage state, or None where no coverage term can act (IID data without a
+    data floor: today's scalar state is exact). ``rng``: the histograms' draws (a stream of
+    its own, so IID runs draw nothing)."""
+    loss = model.loss
+    if loss is None:
+        return None
+    floor_on = loss.reference_samples is not None and loss.data_floor > 0
+    skewed = training.dirichlet_alpha is not None or training.shards_per_device is not None
+    if not skewed and not floor_on:
+        return None
+    hist = label_histograms(samples, loss.classes, training.dirichlet_alpha,
+                            training.shards_per_device, rng) if skewed else None
+    return CoverageState(ids_index, samples, hist,
+                         loss.reference_samples if floor_on else None)
