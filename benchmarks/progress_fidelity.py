@@ -1,7 +1,10 @@
 """Does the surrogate rank policies as real training does? The same scenarios and seeds on a
 real backend and on the fitted surrogate, IID and under label skew.
 
-For each setting (IID, Dirichlet 0.1, 2-class shards) and policy it prints the time and
+For each setting (IID, Dirichlet 0.1, 2-class shards for the synchronous policies; fedbuff and
+fedasync against fedavg-all with compute stragglers, IID and Dirichlet 0.1; hierfavg and
+cloud-only against fedavg-all on four edge aggregators, IID and Dirichlet 0.1) and policy it
+prints the time and
 energy to the target loss on each side (or 'never', with the loss it ended at), then each
 policy's ratio to the setting's reference policy (``fedavg-all``) on each side, and whether
 the two sides agree: the same policies reach the target, ranked in the same order by time,
@@ -30,29 +33,56 @@ import netsim
 
 POLICIES = ["random-k", "fastest-k", "greedy-energy", "pact", "depl", "fedavg-all"]
 QUICK_POLICIES = ["random-k", "fastest-k", "greedy-energy", "fedavg-all"]
+ASYNC_POLICIES = ["fedbuff", "fedasync", "fedavg-all"]
+EDGE_POLICIES = ["hierfavg", "cloud-only", "fedavg-all"]
 REFERENCE = "fedavg-all"
-SETTINGS = {"iid": {}, "dirichlet-0.1": {"dirichlet_alpha": 0.1},
-            "shards-2": {"shards_per_device": 2}}
+DIRICHLET, SHARDS = {"dirichlet_alpha": 0.1}, {"shards_per_device": 2}
+#: Compute stragglers (a fifth of the devices 2000x slower each epoch: the MLP computes in
+#: microseconds, so a straggler then takes about as long as a round's transfers): where asynchronous
+#: aggregation pays (netsim's dynamics block, docs/dynamics.md).
+STRAGGLERS = {"dynamics": {"compute": {"straggler_probability": 0.2, "straggler_slowdown": 2000}}}
+#: Four edge aggregators, one per cell of 10 devices (docs/hierarchical.md).
+EDGES = {"generate": {"devices_per_cell": 10, "edges": {"cells_per_edge": 1}}}
+#: name -> (training fields, scenario fields, policies or None for POLICIES)
+SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
+    "iid": ({}, {}, None), "dirichlet-0.1": (DIRICHLET, {}, None), "shards-2": (SHARDS, {}, None),
+    "async-iid": ({}, STRAGGLERS, ASYNC_POLICIES),
+    "async-dirichlet-0.1": (DIRICHLET, STRAGGLERS, ASYNC_POLICIES),
+    "edges-iid": ({}, EDGES, EDGE_POLICIES),
+    "edges-dirichlet-0.1": (DIRICHLET, EDGES, EDGE_POLICIES)}
 TOLERANCE = 0.20
 
 
-def scenario(skew: dict, backend: str) -> dict:
-    """The fidelity fleet with ``skew`` (training fields) on ``backend``."""
-    return {"name": "fidelity", "seed": 0,
+def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
+    """The fidelity fleet with ``skew`` (training fields) and ``extra`` (scenario fields,
+    merged one level down) on ``backend``."""
+    data = {"name": "fidelity", "seed": 0,
             "generate": {"n_devices": 40, "mix": {"phone": 0.5, "sbc": 0.2, "laptop": 0.3},
                          "access": {"wifi": 0.6, "lte": 0.4}, "samples_mean": 35,
                          "samples_spread": 0.0, "seed": 3},
             "model": "mlp-digits",
             "training": {"backend": backend, "target_loss": 0.35, "deadline_s": 3600,
                          "max_epochs": 300, "target_probability": 0.9, **copy.deepcopy(skew)},
-            "policies": {"random-k": {"k": 8}, "fastest-k": {"k": 8}}}
+            "policies": {"random-k": {"k": 8}, "fastest-k": {"k": 8},
+                         "fedbuff": {"concurrency": 8, "buffer_updates": 4},
+                         "fedasync": {"concurrency": 8}, "hierfavg": {"edge_rounds": 2},
+                         "cloud-only": {"k": 8}}}
+    for key, value in copy.deepcopy(extra or {}).items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    if data["policies"] and any(k in (extra or {}) for k in ("dynamics",)):
+        data["training"]["max_epochs"] = 1500  # (an asynchronous epoch is one aggregation)
+    return data
 
 
-def outcome(skew: dict, backend: str, policy: str, seeds: int) -> dict:
+def outcome(skew: dict, backend: str, policy: str, seeds: int, extra: dict | None = None) -> dict:
     """Mean time and energy to target over the seeds (None: not every seed reached it)."""
     times, energies, losses, reached = [], [], [], True
     for seed in range(seeds):
-        r = netsim.simulate(scenario(skew, backend), policy=policy, seed=seed).runs.iloc[0]
+        r = netsim.simulate(scenario(skew, backend, extra), policy=policy,
+                            seed=seed).runs.iloc[0]
         reached &= bool(r.target_reached)
         times.append(float(r.time_s))
         energies.append(float(r.energy_j))
@@ -68,10 +98,11 @@ def cell(o: dict) -> str:
     return f"{o['time_s']:.2f} s {o['energy_j']:.0f} J"
 
 
-def compare(name: str, skew: dict, policies: list[str], seeds: int) -> bool:
+def compare(name: str, skew: dict, policies: list[str], seeds: int,
+            extra: dict | None = None) -> bool:
     """One setting's table; True when the surrogate ranks as real training does."""
-    real = {p: outcome(skew, "real", p, seeds) for p in policies}
-    sur = {p: outcome(skew, "surrogate", p, seeds) for p in policies}
+    real = {p: outcome(skew, "real", p, seeds, extra) for p in policies}
+    sur = {p: outcome(skew, "surrogate", p, seeds, extra) for p in policies}
     print(f"\n## {name}")
     print(f"{'policy':>14}  {'real':>22}  {'surrogate':>22}  {'real/ref':>8}  {'sur/ref':>8}  ok")
     ok_all = True
@@ -106,9 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     names = args.settings.split(",") if args.settings else \
         (["iid", "dirichlet-0.1"] if args.quick else list(SETTINGS))
-    policies = QUICK_POLICIES if args.quick else POLICIES
+    unknown = sorted(set(names) - set(SETTINGS))
+    if unknown:
+        ap.error(f"unknown settings {unknown}; known: {', '.join(SETTINGS)}")
     t0 = time.perf_counter()
-    good = sum(compare(n, SETTINGS[n], policies, args.seeds) for n in names)
+    good = 0
+    for n in names:
+        skew, extra, own = SETTINGS[n]
+        policies = own or (QUICK_POLICIES if args.quick else POLICIES)
+        good += compare(n, skew, policies, args.seeds, extra)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     print(f"settings where the surrogate ranks as real: {good} of {len(names)}")
     return 0

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from netsim.commands import calibrate_app, calibrate_recorded, calibrate_tiers
+from netsim.commands import calibrate_app, calibrate_coverage, calibrate_recorded, calibrate_tiers
 from netsim.commands.calibration_io import (
     DEFAULT_OUT,
     params_path,
@@ -99,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"{cal_async.UPDATES_PER_RUN}; --quick 60)")
     calibrate_app.add_arguments(p)
     calibrate_recorded.add_arguments(p)
+    calibrate_coverage.add_arguments(p)
     p.set_defaults(func=main)
 
 
@@ -122,6 +123,8 @@ def main(args: argparse.Namespace) -> int:
     fit refused)."""
     if getattr(args, "recorded", None):  # recorded runs of real models (calibrate_recorded)
         return calibrate_recorded.main(args)
+    if getattr(args, "coverage", False):  # which data trained (calibrate_coverage)
+        return calibrate_coverage.main(args)
     seeds = args.seeds if args.seeds is not None else (4 if args.quick else 25)
     epochs = args.epochs if args.epochs is not None else (10 if args.quick else 30)
     asynchronous = bool(getattr(args, "asynchronous", False))  # (callers building a Namespace)

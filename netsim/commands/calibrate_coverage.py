@@ -1,0 +1,101 @@
+"""``netsim calibrate --coverage``: fit the coverage terms (the data floor and the class
+interference, netsim.training.coverage) of a model's entry from real training runs
+(:mod:`netsim.training.calibrate_coverage`: the numpy backend for ``mlp-digits``, the torch
+backend for ``small-cnn`` and ``cnn-mnist``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from yaml import safe_load
+
+from netsim.commands.calibration_io import params_path, write_entry
+from netsim.yamlio import read_text
+
+MODELS = ("mlp-digits", "small-cnn", "cnn-mnist")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("the coverage terms (which data trained, docs/curves.md)")
+    g.add_argument("--coverage", action="store_true",
+                   help="fit data_floor, data_exponent, class_interference and "
+                        "interference_exponent from real runs")
+    g.add_argument("--model", default="mlp-digits", choices=MODELS,
+                   help="the model whose entry is fitted (mlp-digits: numpy backend, the "
+                        "CNNs: torch backend)")
+    g.add_argument("--backend", default=None, choices=("real", "torch"),
+                   help="the real backend to train with (default: numpy for mlp-digits, "
+                        "torch for the CNNs)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run both grids, fit, print, and write the four constants into the model's entry."""
+    from netsim.training import calibrate_coverage as cc
+    from netsim.training.models import builtin_models
+
+    name = args.model
+    backend = args.backend or ("real" if name == "mlp-digits" else "torch")
+    if backend == "real" and name != "mlp-digits":
+        print("netsim: error: --backend real trains only mlp-digits (the CNNs: --backend torch)",
+              file=sys.stderr)
+        return 2
+    if backend == "torch":
+        from netsim.scenario.errors import ScenarioError
+        from netsim.torchnet import require_torch
+
+        try:
+            require_torch()
+        except ScenarioError as exc:
+            print(f"netsim: {exc}", file=sys.stderr)
+            return 2
+    quick = bool(args.quick)
+    seeds = range(args.seeds if args.seeds is not None else (1 if quick else 3))
+    epochs = args.epochs if args.epochs is not None else (30 if quick else 150)
+    t0 = time.perf_counter()
+    floors = cc.floor_runs(name, cc.QUICK_FLOOR_SIZES if quick else cc.FLOOR_SIZES, seeds,
+                           epochs, backend=backend)
+    floor = cc.fit_floor(floors)
+    print(f"data floor of {name} ({backend} backend, {len(floors)} runs of {epochs} epochs): "
+          f"data_floor {floor.data_floor:.4g}, data_exponent {floor.data_exponent:.4g}, "
+          f"reference_samples {floor.reference_samples:g} (RMS log error {floor.rms_log_error:.3f})")
+    print(floor.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    model = cc.with_floor(builtin_models()[name], floor)
+    inter_epochs = max(2, epochs * 4 // 5)
+    runs = cc.interference_runs(name, cc.QUICK_KS if quick else cc.KS,
+                                range(min(len(seeds), 2)), inter_epochs, backend=backend)
+    fit = cc.fit_interference(model, runs)
+    print(f"\ninterference of {name} ({len(runs)} runs of {inter_epochs} epochs): "
+          f"class_interference {fit.class_interference:g}, interference_exponent "
+          f"{fit.interference_exponent:g} (RMS log error of the lowest loss "
+          f"{fit.rms_log_error:.3f})")
+    print(fit.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    if args.no_params:
+        return 0
+    path = params_path(args)
+    data = safe_load(read_text(path)) if os.path.isfile(path) else {}
+    record = dict((data or {}).get(name) or {})
+    if not record:
+        loss = builtin_models()[name].loss
+        assert loss is not None
+        record = loss.model_dump(exclude_defaults=True)
+    record.update({
+        "classes": 10, "reference_samples": float(f"{floor.reference_samples:.6g}"),
+        "data_floor": float(f"{floor.data_floor:.4g}"),
+        "data_exponent": float(f"{floor.data_exponent:.4g}"),
+        "class_interference": float(fit.class_interference),
+        "interference_exponent": float(fit.interference_exponent),
+        "coverage_source": (
+            f"fitted by `netsim calibrate --coverage --model {name}` ({backend} backend; "
+            f"docs/curves.md 'Which data trained'): the data floor from the lowest loss of one "
+            f"device holding U of the {floor.reference_samples:g} training samples, "
+            f"{len(floors)} runs of {epochs} epochs (RMS log error {floor.rms_log_error:.3f}); "
+            f"the interference from fixed sets of devices under Dirichlet 0.1, 1.0 and 2-class "
+            f"shards, {len(runs)} runs of {inter_epochs} epochs (RMS log error of the lowest "
+            f"loss {fit.rms_log_error:.3f})")})
+    write_entry(path, name, record)
+    print(f"updated the coverage terms of the {name!r} entry of {path}")
+    return 0
