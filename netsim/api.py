@@ -72,6 +72,10 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
             del data[key]
     model = data.get("model")
     loss = model.get("loss") if isinstance(model, dict) else None
+    if isinstance(model, dict):  # (a PyTorch model's files by their content)
+        from netsim.scenario.torch_model import hashed_source
+
+        hashed_source(model)
     for entries, defaults in ((data.get("devices"), _LATER_DEVICE_DEFAULTS),
                               (data.get("links"), _LATER_LINK_DEFAULTS),
                               ([data.get("generate")], _LATER_GENERATE_DEFAULTS),
@@ -173,12 +177,19 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
     fast_epochs: play plain epochs forward in arrays where they can be (netsim.fastepoch); False
         runs every epoch as SimPy events, the reference path (same tables to rounding).
 
+    A scenario whose model is the PyTorch model itself (``model: {torch: ...}``) has it
+    measured first (:func:`netsim.scenario.torch_model.measured_scenario`; its factory is
+    imported as named, unless an import gate is in force).
+
     Raises
     ------
     ScenarioError
-        For an invalid scenario or policy parameters (nothing is simulated).
+        For an invalid scenario or policy parameters, or a PyTorch model that cannot be
+        measured (nothing is simulated).
     """
-    sc = load_scenario(scenario)
+    from netsim.scenario.torch_model import measured_scenario
+
+    sc = measured_scenario(load_scenario(scenario))  # (a PyTorch model measured, once)
     pol = resolve_policy(sc, policy, params)
     seed = sc.seed if seed is None else int(seed)
     pparams = policy_params(pol)

@@ -34,6 +34,9 @@ from netsim.scenario.schema import (
     ModelSpec,
     RealTrainingSpec,
     Scenario,
+    TorchDataSpec,
+    TorchModelSpec,
+    TorchSource,
     TrainingSpec,
     VariantSpec,
 )
@@ -43,7 +46,8 @@ from netsim.units import unit_label
 SECTIONS: dict[str, type[BaseModel]] = {
     "scenario": Scenario, "generate": GenerateSpec, "devices": DeviceSpec, "links": LinkSpec,
     "media": MediumSpec, "edges": EdgeSpec, "generate.edges": GeneratedEdgesSpec,
-    "model": ModelSpec, "variants": VariantSpec, "training": TrainingSpec,
+    "model": ModelSpec, "variants": VariantSpec, "model (PyTorch)": TorchModelSpec,
+    "model.torch": TorchSource, "model.torch.data": TorchDataSpec, "training": TrainingSpec,
     "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
     "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
     "dynamics.compute": ComputeSpec,
@@ -59,7 +63,9 @@ DESCRIPTIONS = {
     "scenario.media": "shared media (wireless cells) that links join with links[].medium; "
                       "[docs/wireless.md](wireless.md)",
     "scenario.aggregator": "the device that averages the updates (generated: the edge server)",
-    "scenario.model": "a built-in model name (netsim models) or an explicit model spec",
+    "scenario.model": "a built-in model name (netsim models), an explicit model spec, or "
+                      "the PyTorch model itself ({torch: ...}, measured: "
+                      "[byo-model.md](byo-model.md))",
     "scenario.training": "the training goal and limits",
     "scenario.policies": "policy name -> parameters (netsim policies NAME lists them)",
     "scenario.dynamics": "a world that changes over time (sessions, bandwidth, speed); "
@@ -109,6 +115,8 @@ DESCRIPTIONS = {
     "model.variants": "model versions; index 0 is the full model",
     "model.loss": "surrogate loss-curve parameters (netsim/training/loss.py)",
     "model.source": "where the figures come from",
+    "model (PyTorch).torch": "the model's factory, input shape, variants and data "
+                             "(model.torch below)",
     "variants.name": "unique variant name",
     "variants.params_fraction": "share of the full model's parameters kept",
     "variants.flop_fraction": "share of the full model's FLOP kept",

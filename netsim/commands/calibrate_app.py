@@ -158,7 +158,7 @@ def _main(args: argparse.Namespace, seeds: int, epochs: int,
         print(f"netsim: calibrating {name}: the fit of its {len(curves)} runs failed: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    entry = args.entry or str(getattr(sc.model, "name", None) or sc.model)
+    entry = args.entry or str(getattr(sc.model, "name", None) or _model_name(sc.model))
     metadata = {"command": "netsim calibrate " + " ".join(sys.argv[2:]),
                 "client_app": args.client_app, "app": app, "scenario": args.scenario,
                 "strategy": args.strategy, "fractions": fractions, "held_out_fraction": held,
@@ -196,3 +196,13 @@ def _args(fraction: float) -> dict[str, float | int]:
     evaluation (the loss is evaluate_fn's), never waiting for nodes."""
     return {"fraction_train": fraction, "fraction_evaluate": 0.0, "min_available_nodes": 1,
             "min_train_nodes": 1}
+
+
+def _model_name(model: Any) -> str:
+    """A scenario model's name for its loss_params.yaml entry: a built-in's name, a PyTorch
+    model's factory name (``model: {torch: ...}`` without ``name``)."""
+    from netsim.scenario.torch_model import default_name, source_of
+
+    source = source_of(model)
+    return default_name(source.factory) if source is not None else str(model)
+

@@ -8,7 +8,7 @@ from typing import cast
 
 from netsim.scenario.errors import Problem
 from netsim.scenario.loading import builtin_scenarios, scenario_data, validate_scenario
-from netsim.scenario.schema import ModelSpec
+from netsim.scenario.schema import ModelSpec, TorchModelSpec
 from netsim.scenario.trust import ALLOW_FLAG, imports_in
 
 
@@ -47,17 +47,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     from netsim.engine import resolve_scenario
+    from netsim.scenario.network import resolve_network
+    from netsim.scenario.torch_model import default_name, model_imports
 
     result = validate_scenario(args.scenario)
     print_warnings(result.warnings)
     sc = result.raise_for(args.strict)
-    resolved = resolve_scenario(sc, sc.seed)
-    n_links = len(resolved.links or [])
-    model = cast(ModelSpec, resolved.model)  # resolve_scenario makes it a full spec
-    print(f"ok: {sc.name}: {len(resolved.devices or [])} devices, {n_links} links, "
-          f"model {model.name} ({len(model.variants)} variants), "
+    if isinstance(sc.model, TorchModelSpec):  # (measured when run: validate imports nothing)
+        net = resolve_network(sc, sc.seed)
+        n_devices, n_links = len(net.devices or []), len(net.links or [])
+        about = (f"model {sc.model.name or default_name(sc.model.torch.factory)} (PyTorch, "
+                 "measured when run)")
+    else:
+        resolved = resolve_scenario(sc, sc.seed)
+        n_devices, n_links = len(resolved.devices or []), len(resolved.links or [])
+        model = cast(ModelSpec, resolved.model)  # resolve_scenario makes it a full spec
+        about = f"model {model.name} ({len(model.variants)} variants)"
+    print(f"ok: {sc.name}: {n_devices} devices, {n_links} links, {about}, "
           f"target loss {sc.training.target_loss}, deadline {sc.training.deadline_s:g} s")
-    imports = imports_in(sc.policies)  # (read, never imported: netsim.scenario.trust)
+    # (read, never imported: netsim.scenario.trust)
+    imports = model_imports(sc.model) + imports_in(sc.policies)
     if imports:
         print(f"imports: a run imports this code only with {ALLOW_FLAG} (or --app FOLDER, "
               "for modules in FOLDER):")

@@ -252,9 +252,17 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
         or (list(scenario.policies) if scenario is not None else []) or DEFAULT_POLICIES
     problems += _app_params(args, names, params)
     if scenario is not None:
+        from netsim.scenario.torch_model import measured_scenario, model_imports
+
         gate = _gate(args, params)
-        problems += refusals(imports_in({n: scenario.policies.get(n, {}) for n in names}),
-                             gate)
+        refused = refusals(model_imports(scenario.model), gate)
+        problems += refused + refusals(
+            imports_in({n: scenario.policies.get(n, {}) for n in names}), gate)
+        if not refused:  # a PyTorch model, measured once (under the command's gate)
+            try:
+                scenario = measured_scenario(scenario)
+            except ScenarioError as exc:
+                problems += exc.problems
     problems += _policy_problems(scenario, names, params)
     for i, seed in enumerate(args.seed or []):
         if not 0 <= seed <= MAX_SEED:

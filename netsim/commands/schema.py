@@ -1,8 +1,9 @@
 """``netsim schema [SECTION] [--markdown]``: the scenario's fields with types, defaults, ranges
 and units, read from the schema itself (``netsim.reference``).
 
-SECTION is one of scenario, generate, devices, links, model, variants, training, training.real,
-dynamics, dynamics.availability, dynamics.bandwidth, dynamics.compute;
+SECTION is one of scenario, generate, devices, links, model, variants, "model (PyTorch)",
+model.torch, model.torch.data, training, training.real, dynamics, dynamics.availability,
+dynamics.bandwidth, dynamics.compute;
 without it, every section. ``--markdown`` prints the whole reference page (scenario sections
 and every registered policy's parameters), the one at docs/reference.md.
 """

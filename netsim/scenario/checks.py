@@ -124,8 +124,11 @@ def model_problems(data: dict[str, Any]) -> list[Problem]:
         if model is not None and model.name not in REAL_MODELS:
             out.append(Problem("training.backend", f"the real backend trains only "
                                f"{', '.join(sorted(REAL_MODELS))}; model is {model.name!r}"))
-    if _field(data.get("training"), "backend") == "torch":
+    from netsim.scenario.torch_model import is_torch_form, torch_model_problems
+
+    if _field(data.get("training"), "backend") == "torch" and not is_torch_form(raw):
         out += _torch_problems(resolved_model(raw))
+    out += torch_model_problems(data)  # (model: {torch: ...}: netsim.torchnet.scenario)
     shards = _field(data.get("training"), "shards_per_device")
     model = resolved_model(raw) if isinstance(shards, int) else None
     classes = model.loss.classes if model is not None and model.loss is not None else None

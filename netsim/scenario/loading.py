@@ -107,7 +107,9 @@ def scenario_data(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     """The raw mapping of a scenario given as a dict, a built-in name or a file path.
 
     From a file, relative trace paths are resolved against the file's folder
-    (:func:`resolve_trace_paths`); a dict's or a built-in's against the current directory."""
+    (:func:`resolve_trace_paths`), as are a PyTorch model's files and a baechi graph file
+    (:func:`netsim.torchnet.scenario.resolve_model_paths`); a dict's or a built-in's against
+    the current directory."""
     if isinstance(source, dict):
         return source
     builtins = builtin_scenarios()
@@ -118,7 +120,10 @@ def scenario_data(source: str | Path | dict[str, Any]) -> dict[str, Any]:
         names = ", ".join(sorted(builtins))
         raise ScenarioError([Problem("", f"no scenario file or built-in named {source!r} "
                                          f"(built-in: {names})")])
-    return resolve_trace_paths(read_yaml(source), Path(source).parent)
+    from netsim.scenario.torch_model import resolve_model_paths
+
+    folder = Path(source).parent
+    return resolve_model_paths(resolve_trace_paths(read_yaml(source), folder), folder)
 
 
 class ScenarioWarning(UserWarning):
@@ -181,9 +186,11 @@ def data_set_warnings(scenario: Scenario) -> list[Problem]:
     holds and trains on)."""
     if scenario.training.backend == "surrogate":
         return []
+    from netsim.scenario.schema import TorchModelSpec
     from netsim.training.models import resolve_model
 
-    loss = resolve_model(scenario.model).loss
+    model = scenario.model  # (a PyTorch model is not measured to validate the scenario)
+    loss = model.loss if isinstance(model, TorchModelSpec) else resolve_model(model).loss
     held = None if loss is None else loss.reference_samples
     if held is None:
         return []

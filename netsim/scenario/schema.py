@@ -15,9 +15,11 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    Tag,
     field_serializer,
     model_validator,
 )
@@ -264,7 +266,7 @@ class LossParams(_Strict):
     (initial_loss - mean loss) x (1 - its share of the average) ** interference_exponent``
     besides its own curve: the
     model learns to predict the classes it trained (netsim's formalization); 0: off."""
-    interference_exponent: Annotated[float, Field(gt=0, le=10)] = 1.0
+    interference_exponent: Annotated[float, Field(gt=0, le=100)] = 1.0
     """The interference term's power in ``1 - share``: above 1, a class trained a little
     less than the average pays little, one left out pays it all."""
     coverage_source: str = ""
@@ -285,6 +287,60 @@ class VariantLossParams(_Strict):
     exponent: Annotated[float, PositiveF] | None = None
 
 
+class TorchDataSpec(_Strict):
+    """Your own data set for the torch backend: an ``.npz`` file with arrays ``x`` (N samples
+    of the model's input shape, real numbers, trained as float32) and ``y`` (N integer labels
+    0..C-1, C at most the model's outputs)."""
+
+    npz: Annotated[str, Field(min_length=1)]
+    """The file, relative to the scenario file."""
+
+
+class TorchSource(_Strict):
+    """A PyTorch model that netsim measures, places and trains (docs/byo-model.md)."""
+
+    factory: Annotated[str, Field(min_length=1)]
+    """``pkg.mod:factory``, ``path/file.py:factory`` (relative to the scenario file) or a
+    built-in torch network (small-cnn, cnn-mnist, mlp-digits): a callable returning a
+    ``torch.nn.Module``. A scenario file's factory is imported only with ``--allow-imports``."""
+    input_shape: Annotated[tuple[Annotated[int, Field(ge=1, le=2**31)], ...],
+                           Field(min_length=1, max_length=8)] | None = None
+    """One sample's shape without the batch (``[1, 28, 28]``); absent: a built-in network's."""
+    variants: Annotated[tuple[Annotated[str, Field(min_length=1)], ...],
+                        Field(min_length=1, max_length=64)] | None = None
+    """Which of the measured variants to keep (full, pruned-50, pruned-75, pruned-90,
+    channels-50), full always first; absent: every variant measured."""
+    data: Literal["mnist", "digits"] | TorchDataSpec | None = None
+    """What ``training.backend: torch`` trains it on: a shipped set (``mnist``: 1x28x28,
+    ``digits``: 64) or ``{npz: PATH}``; absent: a built-in network's own set (your own
+    model needs one with the torch backend)."""
+
+    @model_validator(mode="after")
+    def _shape_known(self) -> TorchSource:
+        from netsim.torchnet import TORCH_MODEL_DATA
+
+        if self.input_shape is None and self.factory not in TORCH_MODEL_DATA:
+            raise ValueError("input_shape: required for a model that is not built in (one "
+                             "sample's shape without the batch, e.g. [1, 28, 28])")
+        return self
+
+
+class TorchModelSpec(_Strict):
+    """A model given as the PyTorch model itself (``model: {torch: {...}}``): its parameters,
+    bytes per parameter, training FLOP per sample and variants are measured from it when the
+    scenario is resolved (:mod:`netsim.torchnet.inspect`); nothing is typed by hand."""
+
+    name: Annotated[str, Field(min_length=1)] | None = None
+    """Shown in results; absent: the factory's name."""
+    torch: TorchSource
+    bytes_per_param: Annotated[float, _range("gt", 0, 1e3)] | None = None
+    """Bytes per parameter on the wire and in memory; absent: measured (the parameters' bytes
+    over their count: 4 for float32)."""
+    loss: LossParams | None = None
+    """The surrogate's curve; absent: the generic one (netsim/data/loss_params.yaml), not
+    fitted to this model."""
+
+
 class ModelSpec(_Strict):
     """A trainable model: size, training cost per sample, and its variants (index 0 = full)."""
 
@@ -297,6 +353,10 @@ class ModelSpec(_Strict):
     )
     loss: LossParams | None = None
     source: str = ""
+    torch: TorchSource | None = None
+    """The PyTorch model the figures were measured from (``model: {torch: ...}``, filled in
+    when the scenario is resolved): the torch backend trains it and the baechi policy places
+    its graph; None: a model given by its figures."""
 
     @model_validator(mode="after")
     def _full_first(self) -> ModelSpec:
@@ -507,6 +567,26 @@ class DynamicsSpec(_Strict):
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
 
 
+def _model_form(value: Any) -> str | None:
+    """Which form a scenario's ``model`` takes: a built-in name, a model by its figures, or
+    the PyTorch model itself (a mapping with ``torch`` and without ``params``)."""
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, TorchModelSpec) or (isinstance(value, dict) and "torch" in value
+                                             and "params" not in value):
+        return "TorchModelSpec"
+    return "ModelSpec" if isinstance(value, dict | ModelSpec) else None
+
+
+ModelField = Annotated[Annotated[str, Tag("str")] | Annotated[ModelSpec, Tag("ModelSpec")]
+                       | Annotated[TorchModelSpec, Tag("TorchModelSpec")],
+                       Discriminator(_model_form, custom_error_type="model_form",
+                                     custom_error_message="expected a built-in model name, a "
+                                     "model spec (params, train_flop_per_sample, ...) or the "
+                                     "PyTorch model ({torch: {factory: ..., input_shape: "
+                                     "...}})")]
+
+
 class Scenario(_Strict):
     """A whole scenario: network (explicit or generated), model, training goal, policy params."""
 
@@ -518,7 +598,7 @@ class Scenario(_Strict):
     """Shared media (wireless cells) that links join with ``links[].medium``."""
     generate: GenerateSpec | None = None
     aggregator: str | None = None
-    model: str | ModelSpec
+    model: ModelField
     training: TrainingSpec
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     dynamics: DynamicsSpec | None = None

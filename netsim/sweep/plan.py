@@ -19,6 +19,7 @@ from netsim.api import resolve_policy, run_id
 from netsim.policy import policy_params
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.loading import resolve_trace_paths, validate_scenario
+from netsim.scenario.torch_model import measured_scenario, resolve_model_paths
 from netsim.sweep.spec import (
     PolicyEntry,
     SweepSpec,
@@ -157,13 +158,19 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
                 broken = True
         if broken:
             continue
-        data = resolve_trace_paths(data, folder)  # (axes' relative paths: the sweep file's)
+        # (axes' relative paths: the sweep file's)
+        data = resolve_model_paths(resolve_trace_paths(data, folder), folder)
         checked = validate_scenario(data)
         warnings += [w for w in _point_problems(checked.warnings, i, label) if w not in warnings]
         if checked.scenario is None:
             problems.extend(_point_problems(checked.problems, i, label))
             continue
-        scenario = checked.scenario
+        try:  # a PyTorch model, measured once a point: run ids hash its measured figures
+            scenario = measured_scenario(checked.scenario)
+        except ScenarioError as exc:
+            problems.extend(q for q in _point_problems(exc.problems, i, label)
+                            if q not in problems)
+            continue
         for j, (entry, plabel) in enumerate(zip(entries, labels, strict=True)):
             try:
                 pol = resolve_policy(scenario, entry.name, entry.params)

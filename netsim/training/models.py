@@ -11,7 +11,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from netsim.scenario.schema import LossParams, ModelSpec
+from netsim.scenario.schema import LossParams, ModelSpec, TorchModelSpec
 from netsim.yamlio import safe_load
 
 
@@ -37,14 +37,19 @@ def builtin_models() -> dict[str, ModelSpec]:
     return out
 
 
-def resolve_model(ref: str | ModelSpec) -> ModelSpec:
-    """The model a scenario names, with its loss parameters.
+def resolve_model(ref: str | ModelSpec | TorchModelSpec) -> ModelSpec:
+    """The model a scenario names, with its loss parameters (a PyTorch model measured:
+    :func:`netsim.torchnet.scenario.measure_model`).
 
     Raises
     ------
     KeyError
         If ``ref`` names no built-in model.
     """
+    if isinstance(ref, TorchModelSpec):
+        from netsim.torchnet.scenario import measure_model
+
+        return measure_model(ref)
     if isinstance(ref, str):
         models = builtin_models()
         if ref not in models:

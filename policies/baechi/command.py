@@ -6,6 +6,11 @@ object with step_time_s, placement_time_s, peak_memory_bytes (list per device), 
 bytes (a number or a string with a unit, e.g. ``"4 GiB"``). Heterogeneous mode from the command
 line uses identical reference devices on a star of 10 Gbit/s, 50 us links (netsim's extension;
 scenarios give real devices and links through the engine).
+
+GRAPH may be a scenario file (``.yaml``) whose model is a PyTorch model (``model: {torch:
+...}``, docs/byo-model.md): its training graph is placed (:mod:`netsim.torchnet.graph`, a batch
+of ``--batch`` samples), on the identical devices as any graph; the factory is imported only
+with ``--allow-imports`` (a scenario file is data), else exit 2 naming ``model.torch.factory``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ class _Link:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``place`` command."""
     p = sub.add_parser("place", help="place an operator graph (m-topo, m-etf, m-sct) and simulate one step")
-    p.add_argument("graph", help="profile JSON file or built-in name (gnmt, gnmt-train, chain-N, layered-N, inception-N, transformer-N)")
+    p.add_argument("graph", help="profile JSON file, built-in name (gnmt, gnmt-train, chain-N, layered-N, inception-N, transformer-N), "
+                                 "or a scenario file (.yaml) whose model is a PyTorch model (model: {torch: ...}): its training graph")
     p.add_argument("--devices", default="4", help="number of identical devices, 1..64 (default 4)")
     p.add_argument("--memory", default="1.0", help="memory per device: bytes, or a fraction <= 1.0 of the graph's total operator memory")
     p.add_argument("--algorithm", default="m-etf",
@@ -46,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic graphs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--gantt", metavar="FILE.png", help="write a Gantt chart and memory plot of the step")
+    p.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="a scenario's PyTorch model: samples per training step (default: the scenario's baechi.batch_samples, else 32)")
+    p.add_argument("--allow-imports", action="store_true",
+                   help="import the model factory a scenario file names (a file is data: without this flag netsim refuses to run its code)")
     p.set_defaults(func=run)
 
 
@@ -82,10 +92,21 @@ def run(args: argparse.Namespace) -> int:
         return _invalid(f"--algorithm: must be one of {', '.join(algorithms)}, got {args.algorithm!r}")
     if args.mode not in ("faithful", "heterogeneous"):
         return _invalid(f"--mode: must be faithful or heterogeneous, got {args.mode!r}")
-    try:
-        graph = load_graph(args.graph, seed=args.seed)
-    except (ValueError, OSError) as exc:
-        return _invalid(f"GRAPH: {exc}")
+    if args.batch is not None and not 1 <= args.batch <= 1_000_000:
+        return _invalid(f"--batch: must be an integer in [1, 1000000], got {args.batch}")
+    if args.graph.endswith((".yaml", ".yml")):
+        try:
+            graph = scenario_graph(args.graph, args.batch, bool(args.allow_imports))
+        except ValueError as exc:  # (a ScenarioError: each problem on a line)
+            problems = getattr(exc, "problems", None)
+            return _invalid("; ".join(str(p) for p in problems) if problems else str(exc))
+    else:
+        if args.batch is not None:
+            return _invalid("--batch: only a scenario's PyTorch model takes it (a graph file has its batch)")
+        try:
+            graph = load_graph(args.graph, seed=args.seed)
+        except (ValueError, OSError) as exc:
+            return _invalid(f"GRAPH: {exc}")
     trained = args.graph.endswith("-train") or args.graph.startswith("transformer-") \
         or str(graph.graph.get("name", "")).endswith("-train")  # a file of a training graph
     if not args.forward_only and not trained:
@@ -104,6 +125,41 @@ def run(args: argparse.Namespace) -> int:
     if args.algorithm == "optimum":
         return _optimum(graph, devices, args, topology)
     return _place(graph, devices, args, topology)
+
+
+def scenario_graph(path: str, batch: int | None, allow_imports: bool):
+    """The training-step graph of the PyTorch model scenario file ``path`` names (its factory
+    imported only with ``allow_imports``: netsim.scenario.trust), for a batch of ``batch``
+    (default: the scenario's ``policies.baechi.batch_samples``, else 32).
+
+    Raises
+    ------
+    ScenarioError
+        The scenario is invalid, its model is no PyTorch model, the import is refused, or the
+        model cannot be traced (each naming its field).
+    """
+    from netsim.scenario.errors import Problem, ScenarioError
+    from netsim.scenario.loading import validate_scenario
+    from netsim.scenario.torch_model import default_name, model_imports, source_of
+    from netsim.scenario.trust import ImportGate, import_gate, refusals
+    from netsim.torchnet.scenario import training_graph_of
+    from policies.baechi.policy import BaechiParams
+
+    scenario = validate_scenario(path).raise_for()
+    source = source_of(scenario.model)
+    if source is None:
+        raise ScenarioError([Problem("model", "GRAPH: this scenario's model is not a PyTorch model "
+                                              "(model: {torch: {factory: ..., input_shape: ...}}); "
+                                              "give a graph file or a built-in graph")])
+    refused = refusals(model_imports(scenario.model), ImportGate(allow_all=allow_imports))
+    if refused:
+        raise ScenarioError(refused)
+    if batch is None:
+        block = scenario.policies.get("baechi", {})
+        batch = BaechiParams.model_validate(block).batch_samples if block else 32
+    name = getattr(scenario.model, "name", None) or default_name(source.factory)
+    with import_gate(allow_all=allow_imports):
+        return training_graph_of(source, batch, name)
 
 
 def _place(graph, devices, args, topology) -> int:

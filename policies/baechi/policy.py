@@ -1,8 +1,10 @@
 """The ``baechi`` policy: model-parallel training of one replica placed by Baechi's algorithms.
 
 At ``reset`` it builds the training-step operator graph of the scenario's model for one batch:
-a built-in model's own layers (:mod:`netsim.opgraph.zoo`), any other model as a chain of
-``n_layers`` equal layers from its spec; then the generated backward and update. It takes the
+the graph file ``graph`` where given, a PyTorch model's own fx graph (``model: {torch: ...}``:
+:mod:`netsim.torchnet.graph`), a built-in model's own layers (:mod:`netsim.opgraph.zoo`), any
+other model as a chain of ``n_layers`` equal layers from its spec; then the generated backward
+and update (a PyTorch model's and a ``*-train`` file's graph have theirs). It takes the
 ``max_devices`` fastest devices holding samples, runs m-TOPO, m-ETF and m-SCT (heterogeneous mode, the
 scenario's network: its links and shared media, the engine's own topology, so a transfer
 across a Wi-Fi or cellular cell is charged its air time as every other transfer is) plus the
@@ -25,12 +27,20 @@ peak memory per device, bytes). Every decision carries ``algorithm`` and ``step_
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Any
 
 import networkx as nx
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from netsim.opgraph.backward import add_backward
 from netsim.opgraph.costs import PlacementDevice
@@ -42,13 +52,75 @@ from policies.baechi.place import Candidate, best_placement
 
 class BaechiParams(BaseModel):
     """Parameters of the baechi policy: ``n_layers`` and ``activation_bytes_per_sample`` (bytes)
-    shape models that are not built in; ``batch_samples`` is the batch of one step."""
+    shape models that are neither built in nor PyTorch models; ``batch_samples`` is the batch
+    of one step.
+
+    graph: an operator graph to place instead of the model's: a profile JSON file (the format
+        docs/baechi.md documents; relative to the scenario file) or a built-in graph name as
+        `netsim place` takes them; a graph not named ``*-train`` gets its backward added.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_layers: Annotated[int, Field(ge=1, le=512)] = 8
     max_devices: Annotated[int, Field(ge=1, le=16)] = 4
     batch_samples: Annotated[int, Field(ge=1, le=1_000_000)] = 32
     activation_bytes_per_sample: Annotated[float, Field(gt=0)] = 65536.0
+    graph: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_graph_left_out(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``graph`` is left out of the parameters' data while absent: the run ids of runs
+        without it stay what they were."""
+        data = handler(self)
+        if isinstance(data, dict) and "graph" in data and data["graph"] is None:
+            del data["graph"]
+        return data
+
+    @field_validator("graph")
+    @classmethod
+    def _graph_loads(cls, value: str | None) -> str | None:
+        if value is not None:
+            _file_graph(value)  # (a ValueError naming what is wrong: the field's problem)
+        return value
+
+
+def _file_graph(spec: str) -> nx.DiGraph:
+    """The training-step graph ``spec`` names (``baechi.graph``), read once per file state."""
+    import os
+
+    try:
+        stat = os.stat(spec)
+        key: tuple[str, int, int] = (spec, stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = (spec, 0, 0)
+    return _load_graph(*key)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_graph(spec: str, mtime_ns: int, size: int) -> nx.DiGraph:
+    from netsim.opgraph import load_graph
+
+    try:
+        graph = load_graph(spec)
+    except OSError as exc:
+        raise ValueError(f"cannot read {spec!r}: {exc.strerror or exc}") from None
+    trained = spec.endswith("-train") or spec.startswith("transformer-") \
+        or str(graph.graph.get("name", "")).endswith("-train")  # (as netsim place reads it)
+    return graph if trained else add_backward(graph)
+
+
+def scenario_graph(scenario: Any, p: BaechiParams) -> nx.DiGraph:
+    """The training-step graph the policy places: ``p.graph`` where given, else the scenario's
+    PyTorch model's own (netsim.torchnet.graph, for a batch of ``p.batch_samples``), else
+    :func:`model_graph` of the model's figures."""
+    m = scenario.model
+    if p.graph is not None:
+        return _file_graph(p.graph).copy()
+    if getattr(m, "torch", None) is not None:
+        from netsim.torchnet.scenario import training_graph_of
+
+        return training_graph_of(m.torch, p.batch_samples, m.name)
+    return model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, p, m.name)
 
 
 def model_graph(params: float, bytes_per_param: float, train_flop_per_sample: float,
@@ -89,8 +161,7 @@ class BaechiPolicy:
 
         self._scenario = scenario
         self._topology = scenario_topology(scenario)  # the engine's: links and shared media
-        m = scenario.model
-        self._graph = model_graph(m.params, m.bytes_per_param, m.train_flop_per_sample, self.params, m.name)
+        self._graph = scenario_graph(scenario, self.params)
         self._placed = {}
         self._use(fastest_trainers(scenario.devices, self.params.max_devices))
 
