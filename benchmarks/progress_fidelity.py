@@ -51,6 +51,7 @@ SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "edges-iid": ({}, EDGES, EDGE_POLICIES),
     "edges-dirichlet-0.1": (DIRICHLET, EDGES, EDGE_POLICIES)}
 TOLERANCE = 0.20
+TIE = 0.05  # policies whose real times lie within 5 % of each other are tied
 
 
 def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
@@ -122,10 +123,14 @@ def compare(name: str, skew: dict, policies: list[str], seeds: int,
     reached = [p for p in policies if real[p]["reached"] and sur[p]["reached"]]
     rank_r = sorted(reached, key=lambda p: real[p]["time_s"])
     rank_s = sorted(reached, key=lambda p: sur[p]["time_s"])
-    same_order = rank_r == rank_s
+    # the order holds where real training tells two policies apart (times more than
+    # TIE apart); within TIE they are tied and either order is the same ranking
+    swapped = [(a, b) for i, a in enumerate(rank_r) for b in rank_r[i + 1:]
+               if real[b]["time_s"] > real[a]["time_s"] * (1 + TIE)
+               and sur[b]["time_s"] < sur[a]["time_s"]]
     print(f"ranked by time to target: real {rank_r}; surrogate {rank_s}"
-          f"{'' if same_order else '  (order differs)'}")
-    return ok_all and same_order
+          + (f"  (order differs: {swapped})" if swapped else ""))
+    return ok_all and not swapped
 
 
 def main(argv: list[str] | None = None) -> int:

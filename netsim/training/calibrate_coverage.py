@@ -41,8 +41,8 @@ KS = (1, 2, 4, 8, 16, 40)
 QUICK_KS = (2, 8)
 SKEWS: tuple[dict, ...] = ({"dirichlet_alpha": 0.1}, {"dirichlet_alpha": 1.0},
                            {"shards_per_device": 2})
-KAPPAS = (0.0, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0)
-GAMMAS = (0.5, 1.0, 2.0, 3.0)
+KAPPAS = (0.0, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
+GAMMAS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0)
 
 
 def default_backend(name: str, ids: list[str], samples: list[int], training: dict,
