@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="GRAPH.json", help="graph: the file to write")
     p.add_argument("--batch", type=int, default=None, metavar="N",
                    help="graph: samples per training step (default 32)")
+    p.add_argument("--profile", action="store_true",
+                   help="graph: time every operator (forward, backward, update) with "
+                        "torch.profiler on this CPU, one thread, and write those times as "
+                        "compute_us (default: FLOP at the reference speed)")
     p.add_argument("--allow-imports", action="store_true",
                    help="accepted as `netsim run` accepts it; the MODEL you type is imported "
                         "without it (a name typed on the command line is your word)")
@@ -56,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
                              "mlp-digits), pkg.mod:factory or file.py:factory")
     if action == "graph" and not args.out:
         return _fail(action, "--out: give the file to write (e.g. --out graph.json)")
+    profiled = bool(getattr(args, "profile", False))
+    if action == "inspect" and profiled:
+        return _fail(action, "--profile: only netsim models graph takes it")
     if action == "inspect" and (args.out or args.batch is not None):
         return _fail(action, f"{'--out' if args.out else '--batch'}: only netsim models graph "
                              "takes it")
@@ -77,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         graph = training_graph(make_model(factory, args.model, meta=True), shape,
                                args.batch or DEFAULT_BATCH, _graph_name(args.model))
+        if profiled:  # the real model, on the CPU: timed
+            from netsim.torchnet.graph import profile_times, with_times
+
+            with_times(graph, profile_times(make_model(factory, args.model), shape,
+                                            args.batch or DEFAULT_BATCH))
         write_graph(graph, args.out)
     except ModelError as exc:
         return _fail(action, str(exc))
@@ -84,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(action, f"--out: cannot write {args.out!r}: {exc.strerror or exc}")
     print(f"wrote {args.out}: {graph.number_of_nodes()} operators, {graph.number_of_edges()} "
           f"edges ({graph.graph['name']}: forward, backward and update for a batch of "
-          f"{args.batch or DEFAULT_BATCH}); place it with `netsim place {args.out}`")
+          f"{args.batch or DEFAULT_BATCH}{'; times profiled on this CPU' if profiled else ''}); "
+          f"place it with `netsim place {args.out}`")
     return 0
 
 

@@ -19,6 +19,10 @@ memory over the step is weights + gradients + optimizer state), and :func:`write
 it with :func:`netsim.opgraph.save_profile`, the profile JSON ``netsim place`` loads (its
 schema: docs/baechi.md, "From your own model to a graph").
 
+:func:`profile_times` measures each of those operators' CPU time in real training steps
+(torch.profiler; each backward function matched to the forward operator that made it) and
+:func:`with_times` puts them in the graph (``netsim models graph --profile``).
+
 This module imports torch; only ``netsim models inspect|graph`` (and :mod:`netsim.torchnet.
 inspect`) import it, so ``import netsim`` never does.
 """
@@ -395,3 +399,261 @@ def write_graph(graph: nx.DiGraph, path: str | Path) -> None:
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+#: Training steps :func:`profile_times` profiles (after its warm-up) unless told.
+PROFILE_STEPS = 5
+#: Prefix of the ``record_function`` ranges :func:`profile_times` opens.
+_RANGE = "netsim::"
+#: Prefix of the autograd engine's event for one backward function.
+_BACKWARD_EVENT = "autograd::engine::evaluate_function:"
+#: Momentum of the SGD step profiled (the graph's update operators are momentum SGD).
+PROFILE_MOMENTUM = 0.9
+
+
+@contextlib.contextmanager
+def _quiet_fd2() -> Iterator[None]:
+    """Within the block, what C++ writes to file descriptor 2 is dropped (torch's profiler
+    library prints a line to stderr each time it starts and stops tracing)."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _outer_ops(event: Any) -> Iterator[Any]:
+    """The outermost ``aten::`` events below ``event`` (through ranges such as torch's
+    ``Optimizer.step#SGD.step``)."""
+    for child in event.cpu_children:
+        if child.name.startswith("aten::"):
+            yield child
+        else:
+            yield from _outer_ops(child)
+
+
+class _TimedInterpreter(fx.Interpreter):
+    """Runs each operator node's call (its module's, function's or method's, after the
+    Interpreter has fetched its arguments) in a ``record_function`` range named after it."""
+
+    _node = ""
+
+    def run_node(self, n: fx.Node) -> Any:
+        self._node = n.name
+        return super().run_node(n)
+
+    def _timed(self) -> Any:
+        return torch.profiler.record_function(f"{_RANGE}op:{self._node}")
+
+    def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+        module = self.fetch_attr(str(target))
+        with self._timed():
+            return module(*args, **kwargs)
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        with self._timed():
+            return target(*args, **kwargs)
+
+    def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+        self_obj, *rest = args
+        method = getattr(self_obj, str(target))
+        with self._timed():
+            return method(*rest, **kwargs)
+
+
+def profile_times(model: nn.Module, input_shape: Sequence[int], batch: int = DEFAULT_BATCH,
+                  steps: int = PROFILE_STEPS, seed: int = 0) -> dict[str, float]:
+    """Measured seconds of each operator of ``model``'s training step on this CPU (one
+    thread), keyed as :func:`training_graph` names its nodes (``NAME``, ``grad:NAME``,
+    ``update:NAME``).
+
+    A copy of ``model`` (its parameters on the CPU, in train mode) is traced as
+    :func:`trace_operators` traces it (the same node names) and trained on random inputs of
+    ``batch`` x ``input_shape`` under ``torch.profiler`` for ``steps`` steps, after two
+    unprofiled steps and one profiled warm-up. A step: the forward by an fx Interpreter that
+    runs each operator in a ``record_function`` range of its own; a loss (cross entropy on
+    random labels where the output is one (batch, classes) tensor, else the mean square of the
+    outputs); ``backward()``; ``torch.optim.SGD`` with momentum 0.9, then
+    ``zero_grad(set_to_none=True)``. Each operator gets, per step:
+
+    - ``NAME``: its range (the call of its module, function or method; the Interpreter fetches
+      the arguments outside it);
+    - ``grad:NAME``: each ``autograd::engine::evaluate_function`` event whose sequence number
+      one of its forward operations recorded (so each backward function is matched to the
+      forward operator that made it), and each ``AccumulateGrad`` that directly follows one of
+      those (its weights' gradients: the CPU engine runs those first once ready);
+    - ``update:NAME``: the optimizer's operations on its parameters (torch's single-tensor SGD
+      runs three in place per parameter, in parameter order; where the count differs, the
+      step's operations are shared in proportion to the parameters' sizes), plus, per
+      parameter, an even share of the optimizer's time outside its operations (its Python,
+      ``zero_grad`` included);
+    - the loss's forward is added to the operator that produces the output, its backward to
+      that operator's ``grad:``.
+
+    Left out: the forward's time outside the operators' ranges (the Interpreter's own, which
+    the model run plainly does not spend) and the backward's between its functions (the
+    autograd engine's own and, mostly, the profiler's: with it LeNet-5's backward measured
+    11-28 % over the plain one, without it within a few per cent). The input and the backward of an operator none of
+    whose inputs needs a gradient run nothing and are absent. Each figure is the median over
+    the profiled steps (s); the profiler's own overhead is in them. One intra-op thread
+    (:func:`require_torch`).
+
+    Raises
+    ------
+    ModelError
+        If the model's parameters are on the meta device, it has no trainable parameter, a
+        training step fails, or it cannot be traced (as :func:`trace_operators`).
+    """
+    import statistics
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    require_torch()
+    if any(t.device.type == "meta" for t in [*model.parameters(), *model.buffers()]):
+        raise ModelError("--profile: the model's parameters are on the meta device: build it "
+                         "on the CPU to time it")
+    net = copy.deepcopy(model).to("cpu").train()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn((batch, *[int(d) for d in input_shape]), generator=gen)
+    gm = trace_module(net, x)
+    gm.train()
+    owners: list[tuple[str, nn.Parameter]] = []  # (node, parameter), each at its first user
+    seen: set[int] = set()
+    for node in gm.graph.nodes:
+        found = list(gm.get_submodule(str(node.target)).parameters()) \
+            if node.op == "call_module" else []
+        found += [v for a in node.all_input_nodes if a.op == "get_attr"
+                  for v in [_attr(gm, str(a.target))] if isinstance(v, nn.Parameter)]
+        for p in found:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                owners.append((node.name, p))
+    if not owners:
+        raise ModelError("--profile: the model has no trainable parameter to train")
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    last = output.all_input_nodes[0].name if output.all_input_nodes else None
+    opt = torch.optim.SGD([p for _, p in owners], lr=1e-3, momentum=PROFILE_MOMENTUM)
+    interp = _TimedInterpreter(gm)
+    labels: list[torch.Tensor] = []
+
+    def loss_of(out: Any) -> torch.Tensor:
+        if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == batch:
+            if not labels:
+                labels.append(torch.randint(int(out.shape[1]), (batch,), generator=gen))
+            return nn.functional.cross_entropy(out, labels[0])
+        flat: list[torch.Tensor] = []
+        map_aggregate(out, lambda v: flat.append(v) if isinstance(v, torch.Tensor) else None)
+        return sum((t.float().square().mean() for t in flat if t.requires_grad),
+                   torch.zeros(()))
+
+    def step() -> None:
+        with record_function(f"{_RANGE}step"):
+            with record_function(f"{_RANGE}forward"):
+                out = interp.run(x)
+            with record_function(f"{_RANGE}loss"):
+                loss = loss_of(out)
+            with record_function(f"{_RANGE}backward"):
+                loss.backward()
+            with record_function(f"{_RANGE}update"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+    try:
+        for _ in range(2):
+            step()
+    except RuntimeError as exc:
+        raise ModelError(f"--profile: a training step fails: {_one_line(exc)}") from None
+    with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU], acc_events=True,
+                               schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+        for _ in range(steps + 1):
+            step()
+            prof.step()
+
+    def below(ev: Any) -> Iterator[Any]:
+        for child in ev.cpu_children:
+            yield child
+            yield from below(child)
+
+    def us(ev: Any) -> float:
+        return float(ev.time_range.elapsed_us())
+
+    sizes = [float(p.numel()) for _, p in owners]
+    per_step: list[dict[str, float]] = []
+    for top in prof.events():
+        if top.name != f"{_RANGE}step":
+            continue
+        times: dict[str, float] = defaultdict(float)
+        made_by: dict[int, str] = {}  # sequence number -> forward operator
+        for part in sorted(top.cpu_children, key=lambda e: e.time_range.start):
+            kind = part.name[len(_RANGE):]
+            if kind == "forward":
+                for ev in part.cpu_children:
+                    if ev.name.startswith(f"{_RANGE}op:"):
+                        name = ev.name[len(f"{_RANGE}op:"):]
+                        times[name] += us(ev)
+                        made_by.update((d.sequence_nr, name) for d in below(ev)
+                                       if d.sequence_nr >= 0)
+            elif kind == "loss" and last is not None:
+                times[last] += us(part)
+                made_by.update((d.sequence_nr, last) for d in below(part) if d.sequence_nr >= 0)
+            elif kind == "backward":
+                owner: str | None = None
+                functions = [d for d in below(part) if d.name.startswith(_BACKWARD_EVENT)
+                             and not (d.cpu_parent
+                                      and d.cpu_parent.name.startswith(_BACKWARD_EVENT))]
+                for ev in sorted(functions, key=lambda e: e.time_range.start):
+                    if ev.sequence_nr >= 0:
+                        owner = made_by.get(ev.sequence_nr)
+                    if owner is not None:
+                        times[f"grad:{owner}"] += us(ev)
+            elif kind == "update":
+                ops = sorted(_outer_ops(part), key=lambda e: e.time_range.start)
+                # the optimizer's own time (its Python: the range less its operations), a
+                # share per parameter
+                share = max(0.0, us(part) - sum(us(ev) for ev in ops)) / len(owners)
+                if len(ops) == 3 * len(owners):
+                    for k, (name, _) in enumerate(owners):
+                        mine = ops[3 * k:3 * k + 3]
+                        times[f"update:{name}"] += share + sum(us(ev) for ev in mine)
+                else:
+                    total = sum(us(ev) for ev in ops)
+                    for (name, _), size in zip(owners, sizes, strict=True):
+                        times[f"update:{name}"] += share + total * size / sum(sizes)
+        per_step.append(times)
+    names = sorted(set().union(*per_step))
+    return {n: statistics.median(s.get(n, 0.0) for s in per_step) * 1e-6 for n in names}
+
+
+def with_times(graph: nx.DiGraph, times: dict[str, float]) -> nx.DiGraph:
+    """``graph`` (a :func:`training_graph`) with each node's ``time_s`` from ``times``
+    (:func:`profile_times`; 0 for a node it did not time: the input, the backward of an
+    operator none of whose inputs needs a gradient), in place; returned. ``flop`` and
+    ``backward_flop`` are dropped: the graph is then the one its profile JSON holds
+    (``compute_us``, what ``netsim place`` reads), and every consumer takes the measured times
+    (co-placement fusion sums ``flop`` where every member has it; the heterogeneous mode scales
+    ``time_s`` from the reference device).
+
+    Raises
+    ------
+    ModelError
+        If a forward operator (other than an input) has no time: the times are not this
+        graph's.
+    """
+    missing = [n for n, a in graph.nodes(data=True) if ":" not in str(n)
+               and a.get("op") != "input" and n not in times]
+    if missing:
+        raise ModelError(f"--profile: operators not timed: {', '.join(map(str, missing[:5]))}"
+                         f"{' ...' if len(missing) > 5 else ''} (the times are not this graph's)")
+    for n, a in graph.nodes(data=True):
+        a["time_s"] = float(times.get(str(n), 0.0))
+        a.pop("flop", None)
+        a.pop("backward_flop", None)
+    return graph
