@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -89,7 +89,8 @@ def quick_grid(prune_epoch: int = 5) -> list[GridPoint]:
 
 
 def run_point(
-    point: GridPoint, seed: int, epochs: int, config: RealTrainingConfig | None = None
+    point: GridPoint, seed: int, epochs: int, config: RealTrainingConfig | None = None,
+    model_name: str = MODEL_NAME, factory: Callable[..., object] | None = None,
 ) -> list[dict]:
     """Run the real backend on one configuration and seed; one row per epoch (0 = initial).
 
@@ -99,19 +100,22 @@ def run_point(
     """
     config = config or RealTrainingConfig()
     rng = np.random.default_rng(seed)
-    n_train = _train_size(config)
+    make = factory or RealBackend
+    n_train = _train_size(config) if factory is None else \
+        len(make({"name": model_name, "variants": [{"params_fraction": 1.0}]}, ["a"], [1],  # type: ignore[attr-defined]
+                 {"real": config}, np.random.default_rng(0))._y_train)
     declared = [n_train // point.n_nodes] * point.n_nodes
     for i in range(n_train % point.n_nodes):
         declared[i] += 1
     # a late-pruning point names its fraction (GridPoint: prune_fraction goes with prune_epoch)
     second = cast(float, point.prune_fraction) if point.prune_epoch is not None else point.params_fraction
     model = {
-        "name": MODEL_NAME,
+        "name": model_name,
         "variants": [{"params_fraction": 1.0}, {"params_fraction": float(second)}],
     }
     ids = [f"n{i}" for i in range(point.n_nodes)]
     training = {"dirichlet_alpha": point.dirichlet_alpha, "real": config}
-    backend = RealBackend(model, ids, declared, training, rng)
+    backend: Any = make(model, ids, declared, training, rng)
     plan = {d: max(1, round(point.data_fraction * s)) for d, s in zip(ids, declared, strict=True)}
     per_epoch = int(sum(plan.values()))
     base = asdict(point)

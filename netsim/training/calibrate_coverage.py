@@ -13,7 +13,8 @@ Two designed grids, each on a real backend (numpy for ``mlp-digits``, torch for 
   shards); a fixed random set of k of them trains all its data every epoch. The run's lowest
   loss against the surrogate's lowest loss on the same label histograms (the backend's shards
   themselves), the same epochs and the model's curve with the fitted data floor: the grid
-  point of (``class_interference``, ``interference_exponent``) with the least RMS log error.
+  point of (``class_interference``, ``interference_exponent``) with the least RMS log error
+  over every epoch of every run.
 
 Seeds are common random numbers across the grid's points (the same test split and initial
 weights per seed).
@@ -126,8 +127,8 @@ def interference_runs(name: str, ks: Sequence[int], seeds: Sequence[int], epochs
                 used = {ids[i]: samples for i in chosen}
                 losses = [b.advance(used, 0).loss for _ in range(epochs)]  # type: ignore[attr-defined]
                 out.append({"skew": dict(skew), "k": int(k), "seed": seed,
-                            "lowest_loss": min(losses), "histograms": hist,
-                            "chosen": chosen, "epochs": epochs})
+                            "lowest_loss": min(losses), "losses": np.array(losses),
+                            "histograms": hist, "chosen": chosen, "epochs": epochs})
     return out
 
 
@@ -141,9 +142,9 @@ class InterferenceFit:
     table: pd.DataFrame
 
 
-def _surrogate_lowest(model: ModelSpec, run: dict, kappa: float, gamma: float,
-                      cache: dict) -> float:
-    """The surrogate's lowest loss over a run's epochs (its states cached per run)."""
+def _surrogate_losses(model: ModelSpec, run: dict, kappa: float, gamma: float,
+                      cache: dict) -> np.ndarray:
+    """The surrogate's loss after each of a run's epochs (its states cached per run)."""
     key = id(run)
     if key not in cache:
         skew = run["skew"]
@@ -166,26 +167,41 @@ def _surrogate_lowest(model: ModelSpec, run: dict, kappa: float, gamma: float,
     c = pred.curves[0]
     loss = model.loss
     assert loss is not None
-    return min(coverage_loss(n, u, share, floor=c.floor, half=c.samples_half,
-                             exponent=c.exponent, initial=pred.initial_loss,
-                             reference_samples=loss.reference_samples,
-                             data_floor=loss.data_floor, data_exponent=loss.data_exponent,
-                             interference=kappa, interference_exponent=gamma)
-               for n, u in states)
+    return np.array([coverage_loss(n, u, share, floor=c.floor, half=c.samples_half,
+                                   exponent=c.exponent, initial=pred.initial_loss,
+                                   reference_samples=loss.reference_samples,
+                                   data_floor=loss.data_floor,
+                                   data_exponent=loss.data_exponent, interference=kappa,
+                                   interference_exponent=gamma)
+                     for n, u in states])
+
+
+def _surrogate_lowest(model: ModelSpec, run: dict, kappa: float, gamma: float,
+                      cache: dict) -> float:
+    """The surrogate's lowest loss over a run's epochs."""
+    return float(_surrogate_losses(model, run, kappa, gamma, cache).min())
 
 
 def fit_interference(model: ModelSpec, runs: list[dict], kappas: Sequence[float] = KAPPAS,
                      gammas: Sequence[float] = GAMMAS) -> InterferenceFit:
-    """The (kappa, gamma) of the grid with the least RMS log error of the lowest loss."""
+    """The (kappa, gamma) of the grid with the least RMS log error over every epoch of every
+    run (the whole trajectory: a policy that re-plans reads the losses on the way, not only
+    the lowest); a run without its losses counts by its lowest loss."""
     cache: dict = {}
     real = np.array([r["lowest_loss"] for r in runs])
     best: tuple[float, float, float, np.ndarray] | None = None
     for kappa in kappas:
         for gamma in gammas:
-            pred = np.array([_surrogate_lowest(model, r, kappa, gamma, cache) for r in runs])
-            rms = float(np.sqrt(np.mean(np.log(pred / real) ** 2)))
+            errors, lowest = [], []
+            for r in runs:
+                sur = _surrogate_losses(model, r, kappa, gamma, cache)
+                lowest.append(float(sur.min()))
+                seen = r.get("losses")
+                errors.append(np.log(sur / seen) if seen is not None
+                              else np.log([lowest[-1] / r["lowest_loss"]]))
+            rms = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
             if best is None or rms < best[0]:
-                best = (rms, kappa, gamma, pred)
+                best = (rms, kappa, gamma, np.array(lowest))
     assert best is not None
     table = pd.DataFrame({"skew": [", ".join(f"{k} {v}" for k, v in r["skew"].items())
                                    for r in runs],
@@ -201,3 +217,43 @@ def with_floor(model: ModelSpec, fit: FloorFit) -> ModelSpec:
     return model.model_copy(update={"loss": loss.model_copy(update={
         "reference_samples": fit.reference_samples, "data_floor": fit.data_floor,
         "data_exponent": fit.data_exponent, "class_interference": 0.0})})
+
+
+#: The base-curve grid of a model that has no fitted curve (``--base-curve``): every node
+#: trains all its data every epoch, the whole training split shared out evenly
+BASE_POINTS = (("base", 10, None), ("nodes-5", 5, None), ("nodes-20", 20, None),
+               ("alpha-1", 10, 1.0), ("alpha-0.1", 10, 0.1))
+
+
+def base_curve_runs(name: str, seeds: Sequence[int], epochs: int,
+                    backend: str = "torch") -> pd.DataFrame:
+    """The base-curve grid (:data:`BASE_POINTS`) on the real backend: the curves table of
+    :func:`netsim.training.calibrate.run_point`, one row per epoch."""
+    from netsim.training import calibrate as cal
+
+    def factory(model, ids, samples, training, rng):
+        return default_backend(str(model["name"]), ids, samples,
+                               {"backend": backend, **training}, rng)
+
+    rows: list[dict] = []
+    for config, nodes, alpha in BASE_POINTS:
+        point = cal.GridPoint(config, n_nodes=nodes, dirichlet_alpha=alpha)
+        for seed in seeds:
+            rows += cal.run_point(point, seed, epochs, model_name=name, factory=factory)
+    table = pd.DataFrame(rows)
+    table["dirichlet_alpha"] = table["dirichlet_alpha"].astype(float)
+    table["prune_epoch"] = table["prune_epoch"].astype("Int64")
+    table["prune_fraction"] = table["prune_fraction"].astype(float)
+    return table.sort_values(["config", "seed", "epoch"], kind="stable").reset_index(drop=True)
+
+
+def with_base_curve(model: ModelSpec, fit) -> ModelSpec:
+    """``model`` with a fitted base curve (:class:`netsim.training.calibrate.SurrogateFit`)."""
+    loss = model.loss
+    assert loss is not None
+    full = fit.variants["full"]
+    return model.model_copy(update={"loss": loss.model_copy(update={
+        "initial_loss": fit.initial_loss, "floor_full": full[0], "samples_half": full[1],
+        "exponent": full[2], "heterogeneity": fit.heterogeneity,
+        "participant_exponent": fit.participant_exponent,
+        "noise_run_sigma": fit.noise_run_sigma, "noise_epoch_sigma": fit.noise_epoch_sigma})})
