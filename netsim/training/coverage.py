@@ -71,13 +71,12 @@ class CoverageState:
     def __init__(self, ids_index: Mapping[str, int], samples: np.ndarray,
                  histograms: np.ndarray | None, reference_samples: float | None) -> None:
         self._index = ids_index
-        self._samples = np.asarray(samples, dtype=float)
+        self._samples = np.asarray(samples)  # (the device table's own array: no copy)
         self._hist = histograms
         self.histograms = histograms
         """Each device's label histogram (None: IID), read-only."""
         if histograms is not None:
             histograms.setflags(write=False)
-        total = float(self._samples.sum())
         if histograms is None:
             self.share = np.ones(1)
         else:
@@ -89,9 +88,10 @@ class CoverageState:
         """Effective samples per class, m_c."""
         self.distinct = np.zeros(self.classes)
         """Distinct samples trained per class, U_c."""
-        self._used = np.zeros(len(self._samples)) if reference_samples is not None else None
+        # the most of its samples each device trained in one epoch (int32: 4 bytes a device)
+        self._used = np.zeros(len(self._samples), dtype=np.int32) \
+            if reference_samples is not None else None
         self.reference_samples = reference_samples
-        self._total = total
 
     def trained_mix(self, samples_by_device: Mapping[str, float]) -> np.ndarray:
         """The class mix ``t_c / sum(t)`` of an epoch's trained samples (device id -> samples
@@ -99,12 +99,12 @@ class CoverageState:
         rows = np.fromiter((self._index[d] for d in samples_by_device), dtype=np.int64,
                            count=len(samples_by_device))
         used = np.fromiter(samples_by_device.values(), dtype=float, count=len(rows))
-        held = self._samples[rows]
+        held = self._samples[rows].astype(float)
         frac = np.divide(used, held, out=np.zeros_like(used), where=held > 0)
         if self._used is not None:
-            before = self._used[rows]
-            more = np.maximum(np.minimum(used, held), before)
-            np.maximum.at(self._used, rows, more)
+            before = self._used[rows].astype(float)
+            more = np.maximum(np.minimum(np.rint(used), held), before)
+            np.maximum.at(self._used, rows, more.astype(np.int32))
             new_frac = np.divide(more - before, held, out=np.zeros_like(used), where=held > 0)
         if self._hist is None:
             if self._used is not None:
