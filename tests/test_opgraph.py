@@ -168,3 +168,17 @@ def test_grouping_options_follow_baechis_groupers_and_fusion_rule():
     chain = chain_graph(4, np.random.default_rng(0))
     assert group_and_fuse(chain).graph.number_of_nodes() == 1
     assert group_and_fuse(chain, single_consumer=False).graph.number_of_nodes() == 4
+
+
+def test_fusing_a_profiled_graph_keeps_the_measured_times():
+    """Every operator with both its FLOP and a measured time (netsim models graph --profile):
+    a fused node carries both sums, so its reference time is the members' measured times."""
+    g = chain_graph(5, np.random.default_rng(0))
+    for i, n in enumerate(g.nodes):
+        g.nodes[n]["time_s"] = 1e-3 * (i + 1)
+        g.nodes[n]["flop"] = 1e6 * (i + 2)
+    fused = group_and_fuse(g).graph
+    assert fused.number_of_nodes() == 1
+    ((_, a),) = fused.nodes(data=True)
+    assert a["time_s"] == pytest.approx(sum(1e-3 * (i + 1) for i in range(5)), rel=1e-12)
+    assert a["flop"] == pytest.approx(sum(x["flop"] for _, x in g.nodes(data=True)), rel=1e-12)

@@ -266,6 +266,9 @@ def _build(graph: nx.DiGraph, order: list, groups: dict, rep: dict, edge_order: 
     if node_order is not None:  # the fused nodes in this order
         members = {r: members[r] for r in node_order}
     all_flop = all("flop" in a for _, a in graph.nodes(data=True))
+    # a profiled graph carries each operator's measured time beside its FLOP: a fused node
+    # keeps both sums, so fusing never trades the measured times for FLOP
+    all_time = all("time_s" in a for _, a in graph.nodes(data=True))
     for r, ops in members.items():
         attrs = [graph.nodes[n] for n in ops]
         external_out = 0.0
@@ -281,7 +284,7 @@ def _build(graph: nx.DiGraph, order: list, groups: dict, rep: dict, edge_order: 
         }
         if all_flop:
             node["flop"] = float(sum(a["flop"] for a in attrs))
-        else:
+        if all_time or not all_flop:
             node["time_s"] = float(sum(node_reference_time_s(graph, n) for n in ops))
         if pieces_per_group[groups[r]] > 1:
             node["colocation"] = f"group:{groups[r]}"
