@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 import netsim.runloop as runloop
+from netsim.filedigest import trace_digest
 from netsim.gcpause import relaxed_gc
 from netsim.policy import Policy, make_policy, policy_params
 from netsim.results.recorder import Recorder
@@ -95,25 +94,6 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
         if node is not None and isinstance(node.get(keys[-1]), str):
             node[keys[-1]] = trace_digest(node[keys[-1]])
     return data
-
-
-@functools.lru_cache(maxsize=64)
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def trace_digest(path: str) -> str:
-    """``sha256:<hex>`` of a trace file's bytes (cached while its size and modification time
-    stay); the path itself where the file cannot be read (validation reports that)."""
-    try:
-        stat = os.stat(path)
-        return "sha256:" + _file_digest(path, stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        return path
 
 
 #: What :func:`scenario_hash` leaves out of the scenario's content (the run's own)

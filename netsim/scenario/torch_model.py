@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from netsim.filedigest import trace_digest
 from netsim.scenario.errors import Problem
 from netsim.scenario.schema import ModelSpec, Scenario, TorchModelSpec, TorchSource
 
@@ -259,8 +260,6 @@ def hashed_source(model: dict[str, Any]) -> None:
     """In a model's JSON data (run ids, scenario hashes), name a factory file and a data file
     by their content (``sha256:...``) rather than their paths, and leave out ``torch: null``
     (a model given by its figures hashes as before the field existed). In place."""
-    from netsim.api import trace_digest
-
     if "torch" in model and model["torch"] is None:
         del model["torch"]
     torch = model.get("torch")
