@@ -181,15 +181,7 @@ class FederatedAveraging:
             trained, n = self._local(i, int(samples_by_device.get(dev, 0)), self.params)
             if n:
                 server.add(trained, n)
-        mean = server.mean()
-        if mean is not None:
-            self.params = self._masked(mean)
-        self.epoch += 1
-        # a synchronous epoch runs only when no asynchronous job is in flight (the engine's
-        # rule), so no later update can be staler than this model: only it is kept
-        self._versions.clear()
-        self._versions.append(self.params)
-        return self._progress()
+        return self._synchronous_end(server.mean())
 
     def advance_tiers(self, edge_updates: Sequence[Any], variant_index: int) -> EpochProgress:
         """One synchronous hierarchical cloud round (docs/hierarchical.md): every edge starts
@@ -227,7 +219,13 @@ class FederatedAveraging:
         for k, model in enumerate(models):
             if weight[k]:
                 cloud.add(model, weight[k])
-        mean = cloud.mean()
+        return self._synchronous_end(cloud.mean())
+
+    def _synchronous_end(self, mean: Params | None) -> EpochProgress:
+        """Close a synchronous epoch: the global model becomes the masked ``mean`` (unchanged
+        when nobody trained), and it is the only version kept: a synchronous epoch runs only
+        when no asynchronous job is in flight (the engine's rule), so no later update can be
+        staler than it. Returns the test loss and accuracy."""
         if mean is not None:
             self.params = self._masked(mean)
         self.epoch += 1
