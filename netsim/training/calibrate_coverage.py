@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
-from netsim.training.coverage import CoverageState
+from netsim.training.coverage import CoverageState, coverage_loss
 from netsim.training.loss import LossPredictor
 
 #: backend factory: (model name, device ids, samples, training dict, rng) -> a real backend
@@ -162,8 +162,6 @@ def _surrogate_losses(model: ModelSpec, run: dict, kappa: float, gamma: float,
             states.append((cov.population_samples().copy(), cov.distinct_population()))
         cache[key] = (pred, cov.share, states)
     pred, share, states = cache[key]
-    from netsim.training.coverage import coverage_loss
-
     c = pred.curves[0]
     loss = model.loss
     assert loss is not None

@@ -100,20 +100,19 @@ class CoverageState:
                            count=len(samples_by_device))
         used = np.fromiter(samples_by_device.values(), dtype=float, count=len(rows))
         held = self._samples[rows].astype(float)
-        frac = np.divide(used, held, out=np.zeros_like(used), where=held > 0)
         if self._used is not None:
             before = self._used[rows].astype(float)
             more = np.maximum(np.minimum(np.rint(used), held), before)
             np.maximum.at(self._used, rows, more.astype(np.int32))
-            new_frac = np.divide(more - before, held, out=np.zeros_like(used), where=held > 0)
+            added = more - before  # the distinct samples each participant adds
         if self._hist is None:
             if self._used is not None:
-                self.distinct += float(np.sum(new_frac * held))
+                self.distinct += float(added.sum())
             return np.ones(1)
         h = self._hist[rows]
         if self._used is not None:
-            self.distinct += new_frac @ h
-        t = frac @ h
+            self.distinct += np.divide(added, held, out=np.zeros_like(used), where=held > 0) @ h
+        t = np.divide(used, held, out=np.zeros_like(used), where=held > 0) @ h
         s = t.sum()
         return t / s if s > 0 else np.zeros(self.classes)
 
