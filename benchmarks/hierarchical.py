@@ -4,6 +4,10 @@ measured in one process (issue 46, item 8; docs/hierarchical.md).
 Run: python benchmarks/hierarchical.py [--quick]
      python benchmarks/hierarchical.py --million
 
+First, the issue's measure (issue 56, item 6): hierfavg's marginal epoch on the built-in
+city-edge against cloud-only's with the same 1,000 participants a round, in whole runs
+through ``netsim.simulate`` (:func:`city_edge_marginal`). Then the epochs alone:
+
 A generated fleet of 10,000 devices in cells of 100 with an edge aggregator per cell (100
 edges; small-cnn, static, shared media). Each round draws 10 devices per edge (1,000
 participants) and runs, on one World, the star epoch of those participants (every transfer
@@ -91,6 +95,41 @@ def epoch_ratio(rounds: int, warm: int, prebuilt: bool) -> None:
           f"{statistics.median(ratios4):.2f}x")
 
 
+def city_edge_marginal(epochs: int, repeats: int) -> None:
+    """hierfavg (kappa_2 = 1, 5 participants per edge: 1,000 a round) against cloud-only
+    (k = 1,000) on the built-in city-edge (10,000 devices, 200 edges): each epoch's wall
+    time from the run's progress callback, the median over the epochs after the first half
+    (every participant's routes mostly built by then), runs alternating."""
+    import yaml
+
+    from netsim.scenario.loading import builtin_scenarios
+
+    data = yaml.safe_load(builtin_scenarios()["city-edge"].read_text(encoding="utf-8"))
+    data["training"].update({"max_epochs": epochs, "target_accuracy": 0.9999})
+
+    def marginal_s(policy: str, params: dict) -> float:
+        stamps: list[float] = []
+        netsim.simulate(data, policy, seed=0, params=params, raise_errors=True,
+                        progress=lambda epoch, now: stamps.append(time.perf_counter()))
+        gaps = np.diff(stamps)[epochs // 2:]
+        return float(np.median(gaps))
+
+    ratios, hier_ms, star_ms = [], [], []
+    for k in range(repeats):
+        gc.collect()
+        runs = [("hierfavg", {"edge_rounds": 1, "participants_per_edge": 5}),
+                ("cloud-only", {"k": 1000})]
+        times = {name: marginal_s(name, params) for name, params in runs[::1 - 2 * (k % 2)]}
+        ratios.append(times["hierfavg"] / times["cloud-only"])
+        hier_ms.append(1e3 * times["hierfavg"])
+        star_ms.append(1e3 * times["cloud-only"])
+    print(f"city-edge, {epochs} epochs a run, {repeats} runs each, alternating: hierfavg "
+          f"{statistics.median(hier_ms):.1f} ms, cloud-only {statistics.median(star_ms):.1f} ms "
+          f"per marginal epoch")
+    print(f"  hierfavg / cloud-only: median {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f})   target <= 1.5x")
+
+
 def million() -> None:
     n_edges = 10_000
     sc = fleet(1_000_000, per_cell=100, epochs=3)
@@ -120,6 +159,7 @@ def main() -> None:
     if args.million:
         million()
     else:
+        city_edge_marginal(epochs=60 if args.quick else 120, repeats=3 if args.quick else 5)
         for prebuilt in (True, False):
             epoch_ratio(rounds=12 if args.quick else 40, warm=4 if args.quick else 8,
                         prebuilt=prebuilt)

@@ -113,6 +113,9 @@ def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
             data[key] = value
     if data["policies"] and any(k in (extra or {}) for k in ("dynamics",)):
         data["training"]["max_epochs"] = 1500  # (an asynchronous epoch is one aggregation)
+    if not (data["generate"].get("edges") or data.get("edges")):
+        for needs_edges in ("hierfavg", "cloud-only"):  # (hierfavg needs edges: refused)
+            data["policies"].pop(needs_edges, None)
     return data
 
 

@@ -14,6 +14,6 @@ from netsim.api import SimulationResult, simulate
 from netsim.scenario import Scenario, ScenarioError, load_scenario
 from netsim.sweep import Results, compare, load_results  # netsim.sweep: a callable module
 
-__version__ = "0.6.0.dev0"
+__version__ = "0.7.0.dev0"
 __all__ = ["Results", "Scenario", "ScenarioError", "SimulationResult", "compare", "load_results",
            "load_scenario", "simulate", "sweep"]

@@ -34,18 +34,23 @@ class SimulationResult:
 #: Fields added after results were first stored, with the value that means "as before":
 #: left out of the hashes at that value, so run ids and scenario hashes of static scenarios
 #: stay what they were (finished runs are still found on resume).
-_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": [], "edges": []}
+_LATER_DEFAULTS: dict[str, Any] = {"dynamics": None, "media": [], "edges": [],
+                                   "goodput_factor": 1.0, "record_phase_times": False}
 _LATER_DEVICE_DEFAULTS = {"power_sleep_w": None, "battery_j": None, "battery_min_fraction": 0.2,
                           "edges": None}
 _LATER_LINK_DEFAULTS = {"medium": None, "rx_energy_j_per_bit": 0.0, "radio_power_w": 0.0,
-                        "tail_s": 0.0, "tail_power_w": 0.0}
+                        "tail_s": 0.0, "tail_power_w": 0.0, "goodput_factor": None}
 #: generated networks: private links (0.3) are "as before"; shared media (the default since
 #: 0.4) change the results, so they change the hashes
 _LATER_GENERATE_DEFAULTS = {"shared_media": False, "edges": None}
 #: training: local epochs and batch size (0.6.0, docs/curves.md); a model's loss parameters:
 #: the local-training exponents and the accuracy map (0.6.0)
 _LATER_TRAINING_DEFAULTS = {"local_epochs": 1, "batch_size": None, "target_accuracy": None,
-                            "shards_per_device": None}  # (0.7.0: label shards)
+                            "shards_per_device": None,  # (0.7.0: label shards)
+                            "label_bias": None}  # (0.7.0: Async-HFL's bias split)
+#: The model's fields of 0.7.0 (issue 55 item 4: how a sparse variant is sent), left out of
+#: the hash at their defaults (a variant's ``kind`` likewise, where it has none).
+_LATER_MODEL_DEFAULTS = {"sparse_upload": "bitmap", "prunable_params": None}
 _LATER_LOSS_DEFAULTS = {"local_step_exponent": 0.0, "local_epoch_exponent": 0.0,
                         "accuracy": None,  # hierarchical rounds (0.7.0, docs/hierarchical.md)
                         "edge_round_efficiency": 1.0, "edge_heterogeneity": 0.0,
@@ -75,6 +80,12 @@ def scenario_content(scenario: Scenario, exclude: set[str] | None = None) -> dic
         from netsim.scenario.torch_model import hashed_source
 
         hashed_source(model)
+        for key, default in _LATER_MODEL_DEFAULTS.items():
+            if key in model and model[key] == default:
+                del model[key]
+        for variant in model.get("variants") or []:
+            if isinstance(variant, dict) and "kind" in variant and variant["kind"] is None:
+                del variant["kind"]  # (0.7.0: a variant's kind, issue 55 item 4)
     for entries, defaults in ((data.get("devices"), _LATER_DEVICE_DEFAULTS),
                               (data.get("links"), _LATER_LINK_DEFAULTS),
                               ([data.get("generate")], _LATER_GENERATE_DEFAULTS),
@@ -107,10 +118,26 @@ def run_id(scenario: Scenario, policy_name: str, params: Mapping[str, Any], seed
 
 def _run_id_of(content: dict[str, Any], policy_name: str, params: Mapping[str, Any],
                seed: int) -> str:
-    """:func:`run_id` of a scenario's :func:`scenario_content`."""
+    """:func:`run_id` of a scenario's :func:`scenario_content`. A parameter that names a
+    file by its absolute path (the baechi policy's ``graph``, resolved from the scenario's
+    folder) counts by the file's content, as trace files do: the same run has the same id in
+    any checkout."""
+    if isinstance(content.get("policies"), dict):  # (the scenario's own parameters too)
+        content = {**content, "policies": {
+            name: {k: _file_by_content(v) for k, v in block.items()}
+            if isinstance(block, dict) else block
+            for name, block in content["policies"].items()}}
     payload = json.dumps({"scenario": content, "policy": policy_name,
-                          "params": dict(params), "seed": int(seed)}, sort_keys=True)
+                          "params": {k: _file_by_content(v) for k, v in dict(params).items()},
+                          "seed": int(seed)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _file_by_content(value: Any) -> Any:
+    """A parameter value for the run id: an absolute path to a file as its digest."""
+    if isinstance(value, str) and Path(value).is_absolute() and Path(value).is_file():
+        return {"file": Path(value).name, "content": trace_digest(value)}
+    return value
 
 
 def scenario_hash(scenario: Scenario) -> str:
@@ -158,7 +185,7 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
         runs every epoch as SimPy events, the reference path (same tables to rounding).
 
     A scenario whose model is the PyTorch model itself (``model: {torch: ...}``) has it
-    measured first (:func:`netsim.scenario.torch_model.measured_scenario`; its factory is
+    measured first (:func:`netsim.measuring.measured_scenario`; its factory is
     imported as named, unless an import gate is in force).
 
     Raises
@@ -167,7 +194,7 @@ def simulate(scenario: str | Path | dict | Scenario, policy: str | Policy = "fed
         For an invalid scenario or policy parameters, or a PyTorch model that cannot be
         measured (nothing is simulated).
     """
-    from netsim.scenario.torch_model import measured_scenario
+    from netsim.measuring import measured_scenario
 
     sc = measured_scenario(load_scenario(scenario))  # (a PyTorch model measured, once)
     pol = resolve_policy(sc, policy, params)

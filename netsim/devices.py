@@ -15,6 +15,7 @@ import numpy as np
 
 from netsim.fastepoch import RouteTable
 from netsim.network import Topology
+from netsim.network.goodput import payload_bps
 from netsim.network.topology import Radio
 from netsim.network.tree import NodeIndex, TreeTopology
 from netsim.scenario.fleet import Fleet, FleetLinks
@@ -102,14 +103,17 @@ def network_topology(net: ResolvedNetwork) -> Topology:
     """The topology of a resolved network: a generated fleet's in arrays
     (:func:`fleet_topology`), explicit devices and links as a graph."""
     if net.fleet is not None:
-        return fleet_topology(net.fleet, net.links)
-    return Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices))
+        return fleet_topology(net.fleet, net.links, net.goodput_factor)
+    return Topology(net.node_ids, net.links, net.media, n_devices=len(net.devices),
+                    goodput_factor=net.goodput_factor)
 
 
-def fleet_topology(fleet: Fleet, links: Sequence | None = None) -> TreeTopology:
+def fleet_topology(fleet: Fleet, links: Sequence | None = None,
+                   goodput_factor: float = 1.0) -> TreeTopology:
     """The topology of a generated fleet, in arrays (:class:`netsim.network.tree.TreeTopology`):
     the aggregator the root, the core router its child, cells under the core, devices under
-    their cells."""
+    their cells; every link's rate its payload rate at ``goodput_factor`` (the scenario's:
+    netsim.network.goodput)."""
     n_dev = fleet.n_devices
     core = n_dev
     cell_node = n_dev + 1 + np.arange(len(fleet.cell_ids))
@@ -125,7 +129,8 @@ def fleet_topology(fleet: Fleet, links: Sequence | None = None) -> TreeTopology:
     link_b = np.where(is_access, cell_node[cell], core)
     const = {f: np.where(is_backhaul, fleet.backhaul[f], fleet.fibre[f])
              for f in ("bandwidth_bps", "latency_s", "energy_j_per_bit")}
-    bandwidth = np.where(is_access, fleet.access_bps[k], const["bandwidth_bps"])
+    bandwidth = payload_bps(np.where(is_access, fleet.access_bps[k], const["bandwidth_bps"]),
+                            goodput_factor)
     latency = np.where(is_access, fleet.access_latency_s[k], const["latency_s"])
     j_per_bit = np.where(is_access, fleet.access_j_per_bit[k], const["energy_j_per_bit"])
     medium = np.where(is_access, fleet.cell_medium[cell], -1)

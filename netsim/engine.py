@@ -36,6 +36,7 @@ from netsim.energy import EnergyMeter, EnergySnapshot
 from netsim.epochs import arrays, buffered, events, guarded, hierarchy, tiered
 from netsim.epochs.outcome import EpochOutcome
 from netsim.fastepoch import RouteTable, route_caps
+from netsim.measuring import resolved_model
 from netsim.network import FlowNetwork
 from netsim.policy import (
     Decision,
@@ -44,7 +45,6 @@ from netsim.scenario.network import ResolvedNetwork, network_of, resolve_network
 from netsim.scenario.schema import ModelSpec, Scenario
 from netsim.simclock import fire_after
 from netsim.tiers import TierRoutes, Tiers, build_tiers
-from netsim.training.models import resolve_model
 from netsim.workload import Workload
 
 
@@ -56,7 +56,7 @@ def resolve_scenario(scenario: Scenario, seed: int) -> Scenario:
         "devices": net.devices if fleet else tuple(net.devices),
         "links": net.links if fleet else tuple(net.links), "aggregator": net.aggregator,
         "media": tuple(net.media), "edges": tuple(net.edges), "generate": None,
-        "model": epoch_model(resolve_model(scenario.model), scenario.training.local_epochs)})
+        "model": epoch_model(resolved_model(scenario.model), scenario.training.local_epochs)})
 
 
 def epoch_model(model: ModelSpec, local_epochs: int) -> ModelSpec:
@@ -104,7 +104,8 @@ class World:
         self.network = FlowNetwork(self.env, self.topology, self.meter)
         self.dynamics = Dynamics(scenario.dynamics, net.devices, net.links, agg_row,
                                  self.topology.capacity_bps,
-                                 dynamics_seed or run_streams(int(scenario.seed))[3])
+                                 dynamics_seed or run_streams(int(scenario.seed))[3],
+                                 net.goodput_factor)
         self.dynamic = not self.dynamics.static or bool(np.any(~np.isnan(sleep)))
         """Whether epochs need the changing world's path (else: exactly the static engine)."""
         self._budgets = np.array(self.topology.constraint_capacity[len(self.topology.capacity_bps):],
@@ -159,6 +160,10 @@ class World:
         """Devices with an asynchronous job in flight (read-only view; docs/async.md)."""
         self.buffer = UpdateBuffer(self.env, self._busy)
         self.epochs_by_path = {"arrays": 0, "events": 0}
+        self.keeps_phase_times = bool(scenario.record_phase_times)
+        """Whether static star epochs keep each participant's phase times (the players set
+        :attr:`phase_times`, the epoch's outcome takes them)."""
+        self.phase_times: tuple[np.ndarray, np.ndarray] | None = None
         """How many epochs of the changing world, and buffered epochs, ran on each path
         (benchmarks/dynamics.py, tests/test_buffered_arrays.py)."""
         self.events_why: dict[str, int] = {}
@@ -425,7 +430,8 @@ class World:
         self.aggregate(work, len(decision.participants) + len(decision.clusters),
                        devices=list(decision.participants))
         end = env.now
-        return EpochOutcome(start, end, self.meter.totals(end) - before)
+        times, self.phase_times = self.phase_times, None
+        return EpochOutcome(start, end, self.meter.totals(end) - before, phase_times=times)
 
     def workload_of(self, decision: Decision) -> Workload:
         """What each participant of ``decision`` moves and computes: its own workload, else

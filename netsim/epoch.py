@@ -11,6 +11,8 @@ devices that matters as much as the event count (benchmarks/engine.py).
 
 from __future__ import annotations
 
+import math
+
 import simpy
 
 from netsim.energy import EnergyMeter
@@ -41,15 +43,18 @@ class EpochBarrier:
 class EpochContext:
     """What every participant of one epoch shares."""
 
-    __slots__ = ("env", "network", "meter", "nbytes", "up_bytes", "barrier")
+    __slots__ = ("env", "network", "meter", "nbytes", "up_bytes", "barrier", "times")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, meter: EnergyMeter,
-                 nbytes: float, barrier: EpochBarrier, up_bytes: float | None = None) -> None:
+                 nbytes: float, barrier: EpochBarrier, up_bytes: float | None = None,
+                 times: dict[int, list[float]] | None = None) -> None:
         """``nbytes``: what each download moves (B); ``up_bytes``: each upload (B; default
-        ``nbytes``)."""
+        ``nbytes``); ``times``: where each participant's phase times go, by meter node
+        (download start and end, upload start and end, s; None: not kept)."""
         self.env, self.network, self.meter = env, network, meter
         self.nbytes, self.barrier = nbytes, barrier
         self.up_bytes = nbytes if up_bytes is None else up_bytes
+        self.times = times
 
 
 class Participant:
@@ -61,17 +66,25 @@ class Participant:
     def __init__(self, ctx: EpochContext, node: int, compute_s: float, down: Route,
                  up: Route) -> None:
         self.ctx, self.node, self.compute_s, self.up = ctx, node, compute_s, up
+        if ctx.times is not None:
+            ctx.times[node] = [float(ctx.env.now), math.nan, math.nan, math.nan]
         ctx.network.send_on(down, ctx.nbytes, self.downloaded)
 
     def downloaded(self, arrival_s: float) -> None:
         ctx = self.ctx
         ctx.meter.set_busy(self.node, arrival_s)
+        if ctx.times is not None:
+            ctx.times[self.node][1] = arrival_s
         fire_after(ctx.env, arrival_s + self.compute_s - ctx.env.now, self.trained)
 
     def trained(self, _event: simpy.Event) -> None:
         ctx = self.ctx
         ctx.meter.set_idle(self.node, ctx.env.now)
+        if ctx.times is not None:
+            ctx.times[self.node][2] = float(ctx.env.now)
         ctx.network.send_on(self.up, ctx.up_bytes, self.uploaded)
 
     def uploaded(self, arrival_s: float) -> None:
+        if self.ctx.times is not None:
+            self.ctx.times[self.node][3] = arrival_s
         self.ctx.barrier.arrived(arrival_s)

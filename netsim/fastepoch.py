@@ -378,6 +378,15 @@ def _play_piece(start_s: np.ndarray, caps: np.ndarray, bits: np.ndarray,
             float(capacity[outer]), until_s)
         hit &= ~np.isin(owner, flows)  # (the other flows: one binding constraint each)
     shared_owner, shared_hop = owner[hit], hops[hit]
+    if len(shared_owner) >= _BATCHED_FLOWS:
+        batched = _independent_groups(shared_owner, shared_hop,
+                                      None if coef is None else coef[hit], caps, capacity)
+        if batched is not None:  # many constraints, no flow capped below its share: at once
+            group, group_coef, group_capacity = batched
+            last_bit[shared_owner], left[shared_owner] = nested_last_bit_times_until(
+                start_s[shared_owner], bits[shared_owner], group, group_coef,
+                group_capacity, _INF, until_s)
+            shared_owner = shared_owner[:0]
     if len(shared_owner):
         shared_coef = None if coef is None else coef[hit]
         order = np.argsort(shared_hop, kind="stable")
@@ -389,6 +398,31 @@ def _play_piece(start_s: np.ndarray, caps: np.ndarray, bits: np.ndarray,
                 start_s[f], caps[f], bits[f], float(capacity[links[group[0]]]),
                 None if shared_coef is None else shared_coef[order[group]], until_s)
     return last_bit, left
+
+
+#: From this many flows on binding constraints (each flow on one), a phase whose flows can
+#: all take their constraint's whole capacity alone plays every constraint in one call
+#: (:func:`_independent_groups`) instead of one call each: an edge round's cells
+#: (benchmarks/hierarchical.py).
+_BATCHED_FLOWS = 64
+
+
+def _independent_groups(owner: np.ndarray, hop: np.ndarray, coef: np.ndarray | None,
+                        caps: np.ndarray, capacity: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Flows ``owner`` each on one binding constraint ``hop`` (coefficient ``coef`` there;
+    None: 1) as the groups of :func:`~netsim.network.nested.nested_last_bit_times_until`
+    under no outer constraint (infinite capacity: the groups never meet): (each flow's
+    group, its coefficient, each group's capacity); None where some flow's standalone rate
+    is below what its constraint gives it alone (cap x coef < capacity: it would be capped
+    below its share there, which the groups do not model; then: one call per constraint).
+    Within a group, members share its capacity in proportion to 1 / coef, as
+    :func:`~netsim.network.playback.last_bit_times_until` shares it when no cap binds."""
+    a = np.ones(len(hop)) if coef is None else coef
+    if np.any(caps[owner] * a < capacity[hop] * (1.0 - CAPACITY_TOLERANCE)):
+        return None
+    inner, group = np.unique(hop, return_inverse=True)
+    return group, a, capacity[inner]
 
 
 def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: np.ndarray,
@@ -434,7 +468,7 @@ def _nested(owner: np.ndarray, hops: np.ndarray, coef: np.ndarray | None, hit: n
     return flows, group, group_coef, group_capacity, outer
 
 
-def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTable,
+def book_radios(radio: RadioMeter, now_s: float | np.ndarray, rows: np.ndarray, down: RouteTable,
                 up: RouteTable, plan: PlainEpoch, uploading: np.ndarray | None = None,
                 moving: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """A plain epoch's radio energy (netsim.network.radio) as the event path drives it: each
@@ -452,7 +486,8 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
         up_mask = moving[1] if up_mask is None else up_mask & moving[1]
     ids, starts, arrivals = [], [], []
     for table, begin, end, mask in (
-            (down, np.full(len(rows), float(now_s)), plan.download_arrival_s, down_mask),
+            (down, np.broadcast_to(np.asarray(now_s, dtype=float), (len(rows),)),
+             plan.download_arrival_s, down_mask),
             (up, plan.trained_s, plan.upload_arrival_s, up_mask)):
         radio_start, radio_ids = table.radio_start, table.radio_ids
         if radio_start is None or radio_ids is None or not len(radio_ids):
@@ -471,13 +506,14 @@ def book_radios(radio: RadioMeter, now_s: float, rows: np.ndarray, down: RouteTa
                    first_phase=len(ids[0]) if len(ids) == 2 else None)
 
 
-def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray,
+def play_plain_epoch(now_s: float | np.ndarray, rows: np.ndarray, compute_s: np.ndarray,
                      bits: float | np.ndarray, down: RouteTable, up: RouteTable,
                      capacity_bps: np.ndarray, pieces: CapacityPieces | None = None,
                      onset_flows: np.ndarray | None = None,
                      up_bits: float | np.ndarray | None = None) -> PlainEpoch | None:
-    """The timeline of a plain epoch starting at ``now_s`` (s) on an idle network, or None when
-    it needs the event engine (see the module's conditions).
+    """The timeline of a plain epoch starting at ``now_s`` (s; one instant, or each
+    participant's download its own: a hierarchical round's edges at their own pace) on an
+    idle network, or None when it needs the event engine (see the module's conditions).
 
     ``rows``: each participant's row in ``down`` (aggregator to it) and ``up`` (it to the
     aggregator); ``compute_s``: its training time (s); ``bits``: what each download moves
@@ -495,7 +531,7 @@ def play_plain_epoch(now_s: float, rows: np.ndarray, compute_s: np.ndarray,
     """
     down_hops, up_hops = down.hops_of(rows), up.hops_of(rows)
     both = np.isin(up_hops[1], down_hops[1])  # (sets of the hops crossed: work follows them)
-    start = np.full(len(rows), float(now_s))
+    start = np.array(np.broadcast_to(np.asarray(now_s, dtype=float), (len(rows),)))
     played = play_phase(start, rows, down, bits, capacity_bps, down_hops, onset_flows, pieces)
     if played is None:
         return None

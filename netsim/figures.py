@@ -20,14 +20,16 @@ figure, a mapping ``suffix -> figure`` (written as ``NAME-SUFFIX``), or ``None``
 nothing to draw.
 
 Every drawn figure carries where it comes from (:func:`annotate`): a small caption line under
-it (scenario names, seeds, run count, netsim version) and the same in the PNG's and PDF's
-metadata (:func:`save`). :func:`overlapping_texts` finds text that collides in a rendered
+it (scenario names, seeds, run count, netsim version; a figure of one run per policy names
+what it drew, :func:`drawn_from`) and the same in the PNG's and PDF's metadata (:func:`save`). :func:`overlapping_texts` finds text that collides in a rendered
 figure (the tests hold every registered figure to none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from netsim.plugins import FIGURES, group
+from netsim.plugins import FIGURES, load_group
 from netsim.scenario.errors import Problem
 from netsim.sweep.results import Results
 
@@ -69,22 +71,19 @@ def first_sentence(doc: str) -> str:
 @cache
 def registered_figures() -> dict[str, FigureEntry]:
     """Every figure declared under the entry-point group ``netsim.figures`` (netsim's own in
-    plots/, and any installed package's), by name, sorted; loaded once per process.
+    plots/, and any installed package's), by name, sorted; loaded once per process. One
+    that fails to load, or loads something other than a :class:`FigureEntry`, is skipped
+    with a warning naming it (:func:`netsim.plugins.load_group`)."""
+    return load_group(FIGURES, _figure_entry)
 
-    Raises
-    ------
-    TypeError
-        If an entry point loads something other than a :class:`FigureEntry`.
-    """
-    out = {}
-    for name, ep in group(FIGURES).items():
-        entry = ep.load()
-        if not isinstance(entry, FigureEntry):
-            raise TypeError(f"entry point {name!r} of group {FIGURES!r} loads {entry!r}, "
-                            "not a netsim.figures.FigureEntry")
-        out[name] = entry if entry.name == name else FigureEntry(name, entry.plot, entry.runs,
-                                                                 entry.description)
-    return out
+
+def _figure_entry(entry: Any, name: str) -> FigureEntry:
+    """The :class:`FigureEntry` an entry point loads, under the entry point's ``name``."""
+    if not isinstance(entry, FigureEntry):
+        raise TypeError(f"entry point {name!r} of group {FIGURES!r} loads {entry!r}, "
+                        "not a netsim.figures.FigureEntry")
+    return entry if entry.name == name else FigureEntry(name, entry.plot, entry.runs,
+                                                        entry.description)
 
 
 def select_mask(runs: pd.DataFrame, selector: Selector) -> pd.Series:
@@ -108,6 +107,37 @@ def select_mask(runs: pd.DataFrame, selector: Selector) -> pd.Series:
     return mask
 
 
+SCALES = ("auto", "log", "linear")
+"""How figures scale their value axes (energy, time, loss): ``auto`` (logarithmic where the
+plotted values span more than a decade, :func:`plots.style.set_value_scale`), or every such
+axis ``log`` or ``linear`` (``netsim figures --log`` / ``--linear``, as ``netsim report``)."""
+
+_scale: ContextVar[str] = ContextVar("netsim_figure_scale", default="auto")
+
+
+def value_scale() -> str:
+    """The value-axis scale figures are drawn with now: one of :data:`SCALES`."""
+    return _scale.get()
+
+
+@contextmanager
+def scale(mode: str) -> Iterator[None]:
+    """Draw the figures inside the ``with`` block with value axes ``mode`` (:data:`SCALES`).
+
+    Raises
+    ------
+    ValueError
+        If ``mode`` is not one of :data:`SCALES`.
+    """
+    if mode not in SCALES:
+        raise ValueError(f"scale {mode!r} is not one of {', '.join(SCALES)}")
+    token = _scale.set(mode)
+    try:
+        yield
+    finally:
+        _scale.reset(token)
+
+
 @dataclass(frozen=True)
 class Drawn:
     """One drawn figure (``figure`` set) or why an entry drew none (``note``)."""
@@ -119,11 +149,12 @@ class Drawn:
 
 
 def draw(results: Results, entries: list[FigureEntry] | None = None,
-         only: list[str] | None = None) -> Iterator[Drawn]:
+         only: list[str] | None = None, value_axes: str = "auto") -> Iterator[Drawn]:
     """Draw each registered figure from ``results``; one :class:`Drawn` per figure or skip.
 
-    A plot function that raises yields a ``Drawn`` with ``error=True`` and the message; the
-    other figures are still drawn.
+    ``value_axes``: how energy, time and loss axes are scaled (:data:`SCALES`). A plot
+    function that raises yields a ``Drawn`` with ``error=True`` and the message; the other
+    figures are still drawn.
     """
     for entry in entries if entries is not None else registered_figures().values():
         if only and entry.name not in only:
@@ -133,7 +164,8 @@ def draw(results: Results, entries: list[FigureEntry] | None = None,
             if chosen.runs.empty:
                 yield Drawn(entry.name, note="no runs match its selector")
                 continue
-            drawn = entry.plot(chosen)
+            with scale(value_axes):
+                drawn = entry.plot(chosen)
         except Exception as exc:  # one broken figure must not stop the others
             yield Drawn(entry.name, note=f"{type(exc).__name__}: {exc}", error=True)
             continue
@@ -145,6 +177,15 @@ def draw(results: Results, entries: list[FigureEntry] | None = None,
                                                                f"{entry.name}-{suffix}"))
         else:
             yield Drawn(entry.name, annotate(drawn, chosen, entry.name))
+
+
+def drawn_from(fig: Any, run_ids: Iterable[str]) -> Any:
+    """Mark ``fig`` as drawn from these runs only (one run of each policy, say, of the many
+    it was given): its caption and metadata then name their scenarios, seeds and count
+    (``seed 0; 1 run``), not those of every run it was given (:func:`annotate`). Returns
+    ``fig``."""
+    fig.netsim_runs = [str(r) for r in run_ids]
+    return fig
 
 
 def _seeds_text(seeds: list[int]) -> str:
@@ -188,19 +229,29 @@ def _runs_per_bar(runs: pd.DataFrame) -> str:
 def caption_text(meta: Mapping[str, str]) -> str:
     """The caption line: ``scenario default; sweep smoke; seeds 0-9; 60 runs, 10 per policy
     and point; netsim 0.2.0`` (the runs per policy and point: what stands behind each bar or
-    interval, failed runs left out)."""
+    interval, failed runs left out); a figure of one run: ``...; seed 0; 1 run; ...``, of
+    one run per policy: ``seed 0; 3 runs, 1 per policy and point``."""
     parts = [f"scenario {meta['scenario']}"] + ([f"sweep {meta['sweep']}"] if meta["sweep"]
                                                 else [])
     per_bar = meta.get("per_bar", "")
-    runs = f"{meta['runs']} runs" + (f", {per_bar} per policy and point" if per_bar else "")
-    return "; ".join(parts + [f"seeds {meta['seeds']}", runs, f"netsim {meta['netsim']}"])
+    count = meta["runs"]
+    runs = f"{count} run{'' if count == '1' else 's'}" + (
+        f", {per_bar} per policy and point" if per_bar and count != "1" else "")
+    seeds = meta["seeds"]
+    one_seed = seeds.isdigit() or (seeds.startswith("-") and seeds[1:].isdigit())
+    return "; ".join(parts + [f"seed{'' if one_seed else 's'} {seeds}", runs,
+                              f"netsim {meta['netsim']}"])
 
 
 def annotate(fig: Any, results: Results, name: str = "") -> Any:
     """Add the provenance caption under ``fig`` (once) and keep it for :func:`save`'s
-    metadata; returns ``fig``."""
+    metadata; returns ``fig``. A figure marked by :func:`drawn_from` is captioned with the
+    runs it drew, not every run of ``results``."""
     if getattr(fig, "netsim_meta", None) is not None:
         return fig
+    drawn = getattr(fig, "netsim_runs", None)
+    if drawn is not None and "run_id" in results.runs:
+        results = results.select(results.runs["run_id"].astype(str).isin(drawn))
     meta = {"name": name, **provenance(results)}
     fig.netsim_meta = meta
     fig.text(0.01, 0.0, caption_text(meta), ha="left", va="top", fontsize=5, color="0.35")

@@ -29,6 +29,7 @@ from netsim.scenario.schema import (
     EdgeSpec,
     GeneratedEdgesSpec,
     GenerateSpec,
+    LabelBiasSpec,
     LinkSpec,
     MediumSpec,
     ModelSpec,
@@ -48,7 +49,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "media": MediumSpec, "edges": EdgeSpec, "generate.edges": GeneratedEdgesSpec,
     "model": ModelSpec, "variants": VariantSpec, "model (PyTorch)": TorchModelSpec,
     "model.torch": TorchSource, "model.torch.data": TorchDataSpec, "training": TrainingSpec,
-    "training.real": RealTrainingSpec, "dynamics": DynamicsSpec,
+    "training.label_bias": LabelBiasSpec, "training.real": RealTrainingSpec,
+    "dynamics": DynamicsSpec,
     "dynamics.availability": AvailabilitySpec, "dynamics.bandwidth": BandwidthSpec,
     "dynamics.compute": ComputeSpec,
 }
@@ -128,6 +130,10 @@ DESCRIPTIONS = {
     "training.target_probability": "pi: required share of runs reaching the target "
                                    "(DepL plans for it; netsim compare's best must meet it)",
     "training.dirichlet_alpha": "label skew of the local data (smaller: more skewed)",
+    "training.label_bias": "Async-HFL's preference-bias split: a primary and a secondary "
+                           "label per device (exclusive with the other skews)",
+    "training.label_bias.primary_labels": "how each device's primary label is drawn: "
+                                          "uniform, or the paper's normal label weights",
     "training.truth_sample_efficiency": "ground truth learns this much per sample vs the "
                                         "policies' predictor (model-mismatch studies)",
     "training.memory_overhead": "training memory as a multiple of the model's bytes",
@@ -186,9 +192,13 @@ def range_of(info: FieldInfo) -> str:
 
 
 def default_of(info: FieldInfo) -> str:
-    """The default as text; ``required`` when there is none."""
+    """The default as text; ``required`` when there is none (``required unless
+    target_accuracy`` where another field can stand in: ``json_schema_extra``'s
+    ``required_unless``)."""
     if info.default is PydanticUndefined and info.default_factory is None:
-        return "required"
+        extra = info.json_schema_extra
+        unless = extra.get("required_unless") if isinstance(extra, dict) else None
+        return f"required unless {unless}" if unless else "required"
     # netsim's default factories take no arguments (pydantic also allows one of the data)
     factory = cast("Callable[[], Any] | None", info.default_factory)
     value = factory() if factory is not None else info.default
@@ -200,18 +210,20 @@ def default_of(info: FieldInfo) -> str:
 
 
 def docstring_fields(model: type[BaseModel]) -> dict[str, str]:
-    """``name: text`` entries of a model's docstring (continuation lines indented)."""
+    """``name: text`` entries of a model's docstring: an entry starts a line, or follows
+    ``;`` or a sentence's end within a paragraph (``a: ...; b: ...``), and runs to the next
+    entry or the paragraph's end (a blank line); the separator ``;`` is left out."""
+    names = sorted(model.model_fields, key=len, reverse=True)
+    if not names:
+        return {}
+    entry = re.compile(r"(?:^|(?<=; )|(?<=\. ))(" + "|".join(map(re.escape, names)) + r"): ")
     out: dict[str, str] = {}
-    current = None
-    for line in (model.__doc__ or "").splitlines():
-        match = re.match(r"^\s{0,4}(\w+): (.*)$", line)
-        if match and match.group(1) in model.model_fields:
-            current = match.group(1)
-            out[current] = match.group(2).strip()
-        elif current and line.startswith("    ") and line.strip():
-            out[current] += " " + line.strip()
-        else:
-            current = None
+    for paragraph in re.split(r"\n\s*\n", model.__doc__ or ""):
+        text = " ".join(paragraph.split())
+        found = list(entry.finditer(text))
+        for k, match in enumerate(found):
+            body = text[match.end():found[k + 1].start() if k + 1 < len(found) else len(text)]
+            out.setdefault(match.group(1), body.strip().removesuffix(";").strip())
     return out
 
 

@@ -33,8 +33,10 @@ from netsim.costs import contention_free_time_s
 from netsim.devices import DeviceTable
 from netsim.dynamics.world import run_streams
 from netsim.engine import EpochOutcome, World, resolve_scenario
+from netsim.epochs import hierarchy
 from netsim.gcpause import collect_large_world, frozen_heap, relaxed_gc
 from netsim.policy import Decision, InvalidDecision, Observation, Policy, validate_decision
+from netsim.policy.requirements import unmet
 from netsim.results.recorder import Recorder
 from netsim.scenario.schema import Scenario
 from netsim.training.progress import EpochProgress
@@ -90,7 +92,10 @@ class Run:
         self.history: list[float] = [self.backend.initial_loss()]
         """The loss after each recorded epoch, the initial loss first."""
         recorder.initial_loss = self.history[0]
-        recorder.label_counts = _label_counts(self.backend)
+        self.label_counts = _label_counts(self.backend)
+        """Each device's label histogram (read-only; None: IID surrogate data): the
+        recorder's devices table and every :class:`Observation` hold this one array."""
+        recorder.label_counts = self.label_counts
         recorder.loss_source = loss_source(self.resolved)
         self.variant: int | None = None
         self.epoch = 0
@@ -133,7 +138,7 @@ class Run:
             tuple(self.history), self.variant, world.devices, available, world.model,
             training, self.resolved, measured["flop_per_s"], measured["down_bps"],
             measured["up_bps"], world.busy, world.buffered_now, world.tiers,
-            world.edges_busy)
+            world.edges_busy, self.label_counts)
         return self._obs
 
     def execute(self, decision: Decision, policy_name: str, trains: bool = True) -> EpochOutcome:
@@ -152,7 +157,7 @@ class Run:
         if decision.stop:
             self._end("target_missed", decision.reason)
         late = None if world.dynamic or decision.buffer_updates is not None \
-            or decision.workload is not None or decision.edge_rounds is not None \
+            or decision.workload is not None \
             else _ends_after(world, self._bound_table, decision, self.epoch, training)
         if late is not None:  # the deadline is a hard stop: nothing runs past it
             self._end("deadline", late)
@@ -212,7 +217,10 @@ class Run:
     def _check_new_epoch(self) -> None:
         """Whether another epoch may start: at most max_epochs, none at the deadline."""
         if self.epoch >= self.training.max_epochs:
-            raise RunOver(self.status)
+            if self.status == "target_missed" and not self.error:  # (said, never silent)
+                self.error = (f"stopped after training.max_epochs ({self.training.max_epochs}) "
+                              "epochs, before the target loss")
+            raise RunOver(self.status, self.error)
         if self.world.now_s >= self.training.deadline_s:
             self._end("deadline")
 
@@ -273,6 +281,9 @@ def run(scenario: Scenario, policy: Policy, seed: int, recorder: Recorder,
     status, error = "target_missed", ""
     r: Run | None = None
     try:
+        unmet_needs = unmet(policy, scenario)
+        if unmet_needs:  # (nothing built: the run could never train)
+            raise InvalidDecision("; ".join(unmet_needs))
         r = Run(scenario, seed, recorder, progress, fast_epochs)
         policy.reset(r.resolved, r.policy_rng)
         try:
@@ -336,7 +347,13 @@ def _label_counts(backend) -> np.ndarray | None:
     """The devices' label histograms the backend holds (rows by device; None: IID
     surrogate data, where every device holds the population's mix)."""
     counts = getattr(backend, "label_counts", None)
-    return None if counts is None else counts()
+    out = None if counts is None else counts()
+    if out is None:
+        return None
+    out = np.asarray(out)
+    if out.flags.writeable:  # (a real backend counts its shards afresh: frozen once here)
+        out.setflags(write=False)
+    return out
 
 
 def loss_source(resolved: Scenario) -> str:
@@ -378,10 +395,15 @@ def _contention_free(table: DeviceTable) -> DeviceTable:
 
 def _ends_after(world: World, table: DeviceTable, decision: Decision, epoch: int,
                 training: Any) -> str | None:
-    """Why a data-parallel epoch cannot end by the deadline (its contention-free time, a lower
-    bound of the engine's, already passes it), or None when it may."""
+    """Why a data-parallel epoch (or a synchronous cloud round of edge rounds) cannot end by
+    the deadline (its contention-free time, a lower bound of the engine's, already passes
+    it), or None when it may."""
     if decision.clusters or not decision.participants:
         return None
+    if decision.edge_rounds is not None:  # a synchronous cloud round (netsim.epochs.hierarchy)
+        end = world.now_s + hierarchy.lower_bound_s(world, decision)
+        return None if end <= training.deadline_s * (1.0 + 1e-9) \
+            else _late_message(epoch, end, training)
     n, index = len(decision.participants), table.index
     rows = np.fromiter((index[d] for d in decision.participants), dtype=np.intp, count=n)
     samples = np.fromiter(decision.participants.values(), dtype=float, count=n)

@@ -168,6 +168,13 @@ class TierRoutes:
         self._edge_tables: tuple[RouteTable, RouteTable] | None = None
         self._backhaul: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._rows = _PaddedRoutes()
+        self._last_tables: tuple[tuple[bytes, bytes], tuple[RouteTable, RouteTable]] | None \
+            = None
+
+    @property
+    def n_edges(self) -> int:
+        """How many edges the tier has."""
+        return self._tiers.n
 
     def device_route(self, row: int, edge: int, to_device: bool) -> Route:
         """The route from edge ``edge`` to device ``row`` (``to_device``), or back."""
@@ -187,7 +194,12 @@ class TierRoutes:
         built once (:meth:`device_route`), then kept in padded arrays, so an epoch's tables
         are gathered, not rebuilt."""
         e = edge_of[rows]
-        return self._rows.gather(self, rows, e, True), self._rows.gather(self, rows, e, False)
+        key = (rows.tobytes(), e.tobytes())
+        if self._last_tables is None or self._last_tables[0] != key:
+            # (an epoch asks again for each edge round, and for its deadline bound: kept)
+            self._last_tables = (key, (self._rows.gather(self, rows, e, True),
+                                       self._rows.gather(self, rows, e, False)))
+        return self._last_tables[1]
 
     def edge_tables(self) -> tuple[RouteTable, RouteTable]:
         """The routes from the cloud to each edge and back (row k: edge k)."""
@@ -264,7 +276,9 @@ class _PaddedRoutes:
     objects are those :meth:`TierRoutes.device_route` keeps)."""
 
     def __init__(self) -> None:
-        self.slot: dict[tuple[int, int, bool], int] = {}
+        self.keys = np.zeros(0, dtype=np.int64)
+        """Every kept route's key (:meth:`_key`), sorted; ``key_slot`` its slot."""
+        self.key_slot = np.zeros(0, dtype=np.intp)
         self.width, self.radio_width, self.n = 1, 1, 0
         self.rid = np.zeros(0, dtype=np.intp)
         self.cap = np.zeros(0)
@@ -275,17 +289,31 @@ class _PaddedRoutes:
         self.radio_count = np.zeros(0, dtype=np.intp)
         self.radios = np.zeros((0, 1), dtype=np.intp)
 
+    @staticmethod
+    def _key(rows: np.ndarray, edges: np.ndarray, n_edges: int, to_device: bool) -> np.ndarray:
+        """One integer per (device row, edge, direction)."""
+        return (rows.astype(np.int64) * n_edges + edges) * 2 + int(to_device)
+
+    def _slots(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each key's slot (-1: not kept) and whether it is kept."""
+        pos = np.searchsorted(self.keys, keys)
+        found = pos < len(self.keys)
+        found[found] = self.keys[pos[found]] == keys[found]
+        at = np.full(len(keys), -1, dtype=np.intp)
+        at[found] = self.key_slot[pos[found]]
+        return at, found
+
     def gather(self, owner: TierRoutes, rows: np.ndarray, edges: np.ndarray,
                to_device: bool) -> RouteTable:
         """The table of the routes of devices ``rows`` with edges ``edges`` (row j: j)."""
-        slot = self.slot
-        keys = list(zip(rows.tolist(), edges.tolist(), strict=True))
-        new = [(r, k) for r, k in dict.fromkeys(keys) if (r, k, to_device) not in slot]
-        if new:
-            self._add([owner.device_route(r, k, to_device) for r, k in new],
-                      [(r, k, to_device) for r, k in new])
-        at = np.fromiter((slot[(r, k, to_device)] for r, k in keys), dtype=np.intp,
-                         count=len(keys))
+        n_edges = owner.n_edges
+        keys = self._key(rows, edges, n_edges, to_device)
+        at, found = self._slots(keys)
+        if not found.all():
+            new = np.unique(keys[~found])
+            pairs = [divmod(int(k) // 2, n_edges) for k in new.tolist()]
+            self._add([owner.device_route(r, k, to_device) for r, k in pairs], new)
+            at, found = self._slots(keys)
         counts, radio_counts = self.count[at], self.radio_count[at]
         start = np.zeros(len(at) + 1, dtype=np.intp)
         np.cumsum(counts, out=start[1:])
@@ -297,7 +325,7 @@ class _PaddedRoutes:
                           self.hops[at][mask], self.refs[at][mask], (), radio_start,
                           self.radios[at][radio_mask])
 
-    def _add(self, routes: list[Route], keys: list[tuple[int, int, bool]]) -> None:
+    def _add(self, routes: list[Route], keys: np.ndarray) -> None:
         """Keep ``routes`` in new slots (arrays widened and grown as needed)."""
         m = len(routes)
         width = max(self.width, max(len(r.hops) for r in routes))
@@ -322,6 +350,8 @@ class _PaddedRoutes:
                                     ).astype(np.intp)
         self.radio_count = np.concatenate([self.radio_count, [len(r.radios) for r in routes]]
                                           ).astype(np.intp)
-        for key in keys:
-            self.slot[key] = self.n
-            self.n += 1
+        keys = np.concatenate([self.keys, keys])
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.key_slot = np.concatenate([self.key_slot, self.n + np.arange(m)])[order]
+        self.n += m

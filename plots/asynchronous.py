@@ -13,9 +13,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from netsim.figures import drawn_from
 from netsim.sweep.results import Results
-from plots.common import axis_label, band, curves_on_grid, still_running
-from plots.style import figure, legend_outside, line_style, style_for
+from plots.common import axis_label, band, curves_on_grid, still_running, time_label, time_unit
+from plots.style import (
+    figure,
+    legend_outside,
+    line_style,
+    series_label,
+    set_value_scale,
+    style_for,
+)
 
 ENERGY_COLUMNS = ["energy_compute_j", "energy_comm_j", "energy_idle_j", "energy_sleep_j"]
 ASYNC_POLICIES = ("fedbuff", "fedasync")
@@ -54,6 +62,9 @@ def loss_time_energy(results: Results):
                                                     sort=True):  # (points are per sweep)
         title = str(label) if not sweep or sweep in str(label) else f"{sweep}: {label}"
         fig, (ax_t, ax_e) = figure(ncols=2, sharey=True)
+        ends = [float(by_run[r]["end_s"].max()) for r in part["run_id"] if r in by_run]
+        unit, length = time_unit(max(ends, default=0.0))
+        shown: list[float] = []
         for policy, grp in part.groupby("policy_label", sort=True):
             by_time, by_energy = [], []
             for run in grp.itertuples():
@@ -61,7 +72,7 @@ def loss_time_energy(results: Results):
                 if ep is None or ep.empty:
                     continue
                 t, e, loss = run_curves(ep, float(run.initial_loss))
-                by_time.append((t, loss))
+                by_time.append((t / length, loss))
                 by_energy.append((e, loss))
             if not by_time:
                 continue
@@ -71,20 +82,23 @@ def loss_time_energy(results: Results):
                 mean, lo, hi = band(ys)
                 last = int(np.max(np.nonzero(still_running(curves, grid))[0], initial=0))
                 ax.plot(grid[: last + 1], mean[: last + 1],
-                        label=f"{policy} (n={len(curves)})" if ax is ax_e else None,
+                        label=f"{series_label(policy)} (n={len(curves)})" if ax is ax_e
+                        else None,
                         marker=st["marker"], markevery=[last], markersize=4, **line_style(st))
                 ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.15, linewidth=0)
+                shown.extend(mean)
         target = part["target_loss"].dropna()
         for ax in (ax_t, ax_e):
             if len(target):
                 ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,
                            label="target" if ax is ax_e else None)
-            ax.set_yscale("log")
-        ax_t.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), title=title)
+        set_value_scale(ax_t, "y", [*shown, *target.astype(float)])  # (the y axis is shared)
+        ax_t.set(xlabel=time_label("simulated time", unit), ylabel=axis_label("loss"),
+                 title=title)
         ax_e.set(xlabel="energy spent (J)", title=title)
         legend_outside(ax_e)
         fig.tight_layout()
-        out[f"point{int(point)}-{_slug(sweep or label)}"] = fig
+        out[f"point{int(point)}-{_slug(sweep or label)}"] = drawn_from(fig, part["run_id"])
     return out or None
 
 

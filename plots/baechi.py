@@ -268,23 +268,69 @@ def placement_time_figure(table: pd.DataFrame | str | Path, out: str | Path) -> 
     return _save(fig, out)
 
 
+def gantt_caption(rec: dict) -> str:
+    """The provenance line under a Gantt chart: what was placed (graph and algorithm where the
+    record names them), on how many devices of what memory, the step time, netsim's version."""
+    import netsim
+
+    parts = []
+    what = ", ".join(f"{k} {rec[k]}" for k in ("graph", "algorithm", "chosen", "mode")
+                     if rec.get(k))
+    if what:
+        parts.append(what)
+    devices = len(rec.get("devices", []))
+    memory = min(rec.get("memory_bytes") or [0])
+    parts.append(f"{devices} device{'' if devices == 1 else 's'}"
+                 + (f", {memory / 2**20:.4g} MiB each" if memory else ""))
+    ops, moves = len(rec.get("ops", [])), len(rec.get("transfers", []))
+    parts.append(f"{ops} operator{'' if ops == 1 else 's'}, {moves} transfer"
+                 f"{'' if moves == 1 else 's'}")
+    if rec.get("step_time_s") is not None:
+        parts.append(f"step {float(rec['step_time_s']) * 1e3:.4g} ms")
+    return "; ".join([*parts, f"netsim {netsim.__version__} (netsim place --gantt)"])
+
+
+OP_LANE = (-0.4, 0.5)
+"""Where a device's operator bars sit around its row (offset, height): above its transfers."""
+TRANSFER_LANE = (0.18, 0.2)
+"""Where the transfers a device sends sit (offset, height): a thin lane of their own under
+its operator bars, so they never cover them."""
+
+
 def gantt_figure(record: dict | str | Path, out: str | Path) -> Path:
     """Gantt chart of one step (operators per device, transfers) above per-device memory.
 
     ``record``: the dict written by ``policies.baechi.command.step_record`` (or its JSON file):
     devices, memory_bytes, ops [[node, device, start_s, end_s]], transfers [[node, src, dst,
-    bytes, start_s, end_s]], memory_trace [per device [[time_s, bytes]]].
+    bytes, start_s, end_s]], memory_trace [per device [[time_s, bytes]]]; ``graph``,
+    ``algorithm`` where given go into the caption. Each device's row holds its operators (wide
+    bars in its colour) and, in a thin grey lane of its own below them, the transfers it sends
+    (never drawn over an operator); a provenance caption (:func:`gantt_caption`) sits under the
+    figure and in the PNG's metadata.
     """
     rec: dict = record if isinstance(record, dict) else json.loads(Path(record).read_text(encoding="utf-8"))
     devices = rec["devices"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    lanes: dict[int, list[tuple[float, float]]] = {}
     for _, d, s, e in rec["ops"]:
-        top.barh(d, (e - s) * 1e3, left=s * 1e3, height=0.6, color=OKABE_ITO[d % 7], lw=0)
-    for _, a, b, _, s, e in rec["transfers"]:
-        top.plot([s * 1e3, e * 1e3], [a + 0.4, b + 0.4], color="0.4", lw=0.5, alpha=0.5)
+        lanes.setdefault(int(d), []).append((s * 1e3, (e - s) * 1e3))
+    for d, bars in sorted(lanes.items()):
+        top.broken_barh(bars, (d + OP_LANE[0], OP_LANE[1]), facecolors=OKABE_ITO[d % 7],
+                        linewidth=0, zorder=2, label="operators" if d == min(lanes) else None)
+    sent: dict[int, list[tuple[float, float]]] = {}
+    for _, a, _b, _, s, e in rec["transfers"]:
+        sent.setdefault(int(a), []).append((s * 1e3, max((e - s) * 1e3, 0.0)))
+    for d, bars in sorted(sent.items()):
+        top.broken_barh(bars, (d + TRANSFER_LANE[0], TRANSFER_LANE[1]), facecolors="0.35",
+                        linewidth=0, zorder=1,
+                        label="transfers sent (lane below)" if d == min(sent) else None)
     top.set_yticks(range(len(devices)), devices)
+    top.set_ylim(len(devices) - 0.5, -0.5)
     top.set_ylabel("device")
-    top.set_title("operators (bars) and transfers (grey lines) over one step")
+    top.grid(axis="y", visible=False)
+    top.set_title("operators (bars) and the transfers each device sends (grey lane) over one step")
+    if rec["transfers"]:
+        legend_outside(top, fontsize=7)  # (beside the lanes: never over a bar)
     for d, trace in enumerate(rec["memory_trace"]):
         if trace:
             t = [p[0] * 1e3 for p in trace]
@@ -294,14 +340,27 @@ def gantt_figure(record: dict | str | Path, out: str | Path) -> Path:
     bottom.axhline(limit, color="k", ls=":", label="device memory")
     bottom.set_xlabel("time (ms)")
     bottom.set_ylabel("memory (MiB)")
-    bottom.legend(fontsize=7, ncol=3)
+    legend_outside(bottom, fontsize=7)
+    caption = gantt_caption(rec)
+    fig.text(0.01, 0.0, caption, ha="left", va="top", fontsize=6, color="0.35")
+    fig.netsim_meta = {"name": "gantt", "caption": caption}  # type: ignore[attr-defined]
     return _save(fig, out)
 
 
 def _save(fig, out: str | Path) -> Path:
+    """Write ``fig`` (its caption and legends kept in the file; a Gantt chart's caption also
+    in the PNG's ``Description``), close it; returns the path."""
+    import netsim
+    from netsim.figures import extra_artists
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    meta = getattr(fig, "netsim_meta", None) or {}
+    info = {"Software": f"netsim {netsim.__version__}"}
+    if meta.get("caption") and out.suffix.lower() == ".png":
+        info["Description"] = meta["caption"]
+    fig.savefig(out, dpi=130, bbox_inches="tight", bbox_extra_artists=extra_artists(fig),
+                metadata=info if out.suffix.lower() == ".png" else None)
     plt.close(fig)
     return out

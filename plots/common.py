@@ -1,4 +1,5 @@
-"""Helpers shared by figure functions: axis labels with units, means with 95 % bands.
+"""Helpers shared by figure functions: axis labels with units, means with 95 % bands
+(Student-t, the interval ``netsim compare`` prints).
 
 Figure functions read result tables (never simulate), style through :mod:`plots.style`, and
 label every axis with its unit, which :func:`axis_label` derives from the column name's unit
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from netsim.sweep.stats import bootstrap_means
+from netsim.sweep.stats import t_intervals
 
 UNIT_SUFFIXES = {  # longest first: "_per_s" before "_s"
     "_j_per_bit": "J/bit", "_flop_per_s": "FLOP/s", "_bytes": "bytes", "_bps": "bit/s",
@@ -40,21 +40,27 @@ def axis_label(column: str) -> str:
 
 def band(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Column-wise mean and 95 % interval of a (runs x points) array, NaNs ignored: the
-    percentile bootstrap of the mean where no value is negative (energy, time, loss: the band
-    never crosses zero, :func:`netsim.sweep.stats.bootstrap_means`), else Student-t.
+    Student-t interval ``netsim compare`` prints (:func:`netsim.sweep.stats.t_intervals`, the
+    one interval of a mean in netsim), so a figure's error bar and the table's bracket over
+    the same runs agree.
 
-    A column with one value has a zero-width band; with none, NaN.
+    As drawn: where no value of a column is negative (energy, time, loss: a quantity that
+    cannot be), a low bound below 0 is clipped at 0; a column with one value has a
+    zero-width band (no spread to estimate); with none, NaN.
     """
     ys = np.atleast_2d(np.asarray(values, dtype=float))
-    if not (ys < 0).any():
-        return bootstrap_means(ys, level)
-    n = np.sum(~np.isnan(ys), axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(n > 0, np.nansum(ys, axis=0) / np.maximum(n, 1), np.nan)
-        sq = np.nansum((ys - mean) ** 2, axis=0)
-        sd = np.sqrt(np.where(n > 1, sq / np.maximum(n - 1, 1), 0.0))
-        half = stats.t.ppf(0.5 + level / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1))
-    return mean, mean - half, mean + half
+    mean, lo, hi = t_intervals(ys, level)
+    lo, hi = np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi)
+    with np.errstate(invalid="ignore"):
+        nonnegative = ~(ys < 0).any(axis=0)
+    return mean, np.where(nonnegative, np.maximum(lo, 0.0), lo), hi
+
+
+def interval(values: np.ndarray | pd.Series, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high) of one set of values as :func:`band` draws it (Student-t, a
+    non-negative quantity's low bound clipped at 0; one value: zero width)."""
+    mean, lo, hi = band(np.asarray(values, dtype=float).reshape(-1, 1), level)
+    return float(mean[0]), float(lo[0]), float(hi[0])
 
 
 def mean_band_by(runs: pd.DataFrame, x: str, y: str, series: str = "policy_label") -> pd.DataFrame:
@@ -101,3 +107,34 @@ def numeric_axes(runs: pd.DataFrame, axes: tuple[str, ...]) -> list[str]:
                 and values.nunique() >= 2:
             out.append(axis)
     return out
+
+
+TIME_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
+"""The units a time axis reads in, by its span (:func:`time_unit`)."""
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """The unit a time axis spanning ``span_s`` seconds reads in and its length (s): seconds
+    up to 10 min, minutes up to 3 h, hours up to 3 days, then days.
+
+    Examples
+    --------
+    >>> time_unit(90.0), time_unit(1800.0), time_unit(250_000.0), time_unit(1e6)
+    (('s', 1.0), ('min', 60.0), ('h', 3600.0), ('days', 86400.0))
+    """
+    span = float(span_s) if np.isfinite(span_s) else 0.0
+    for (name, length), limit in zip(TIME_UNITS, (600.0, 3 * 3600.0, 3 * 86400.0, np.inf),
+                                     strict=True):
+        if span <= limit:
+            return name, length
+    return TIME_UNITS[-1]
+
+
+def time_label(what: str, unit: str) -> str:
+    """An axis label of a time in ``unit``: ``simulated time (min)``."""
+    return f"{what} ({unit})"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 cell``, ``3 cells`` (``many``: the plural where it is not ``noun + "s"``)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"

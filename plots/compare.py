@@ -2,7 +2,9 @@
 
 Each function takes a :class:`netsim.sweep.results.Results` and returns a Matplotlib figure, a
 mapping ``suffix -> figure`` (one per scenario point or slice), or ``None`` when its data is
-absent. Means are over seeds, bands and error bars their 95 % intervals (percentile bootstrap of the mean for energy, time and loss, which never crosses zero; the caption gives the runs per bar); failed runs
+absent. Means are over seeds, bands and error bars their 95 % Student-t intervals: the
+interval ``netsim compare`` prints for the same runs (:func:`plots.common.band`; a low bound
+below 0 of energy, time or loss drawn at 0); the caption gives the runs per bar. Failed runs
 are left out.
 """
 
@@ -15,8 +17,28 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from netsim.sweep.results import Results
-from plots.common import axis_label, band, curves_on_grid, mean_band_by, numeric_axes, still_running
-from plots.style import ONE_COLUMN_IN, bar_hatches, figure, legend_outside, line_style, style_for
+from plots.common import (
+    axis_label,
+    band,
+    curves_on_grid,
+    mean_band_by,
+    numeric_axes,
+    still_running,
+    time_label,
+    time_unit,
+)
+from plots.style import (
+    ONE_COLUMN_IN,
+    bar_hatches,
+    error_bar_kw,
+    figure,
+    halo_error_bars,
+    legend_outside,
+    line_style,
+    series_label,
+    set_value_scale,
+    style_for,
+)
 
 
 def _styles(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
@@ -57,10 +79,11 @@ def energy_by_policy(results: Results):
         # in the legend's order (top to bottom)
         y = np.arange(len(points)) + (k - (len(policies) - 1) / 2) * width
         err = np.vstack([s["mean"] - s["lo"], s["hi"] - s["mean"]])
-        ax.barh(y, s["mean"], width, xerr=np.nan_to_num(err), capsize=2, label=policy,
-                color=styles[policy]["color"], edgecolor="black", linewidth=0.4,
-                hatch=hatches[policy],
-                error_kw={"linewidth": 0.6})
+        bars = ax.barh(y, s["mean"], width, xerr=np.nan_to_num(err), label=series_label(policy),
+                       color=styles[policy]["color"], edgecolor="black", linewidth=0.4,
+                       hatch=hatches[policy], error_kw=error_bar_kw())
+        halo_error_bars(bars)
+    set_value_scale(ax, "x", stats["mean"], from_zero=True)
     ax.set_yticks(np.arange(len(points)), [tick_label(labels[p]) for p in points])
     ax.invert_yaxis()
     ax.set(xlabel=axis_label("energy_j"))
@@ -71,13 +94,17 @@ def energy_by_policy(results: Results):
 
 
 def energy_time(results: Results):
-    """Mean time (s) vs mean energy (J) per policy and point, with 95 % intervals both ways."""
+    """Mean time vs mean energy (J) per policy and point, with 95 % intervals both ways; each
+    axis logarithmic where its means span more than a decade, time in s, min, h or days."""
     runs = results.runs
     e = mean_band_by(runs, "point", "energy_j")
     t = mean_band_by(runs, "point", "time_s")
     if e.empty:
         return None
     both = e.merge(t, on=["policy_label", "point"], suffixes=("_e", "_t"))
+    unit, length = time_unit(float(np.nanmax(both["hi_t"].to_numpy(float), initial=0.0)))
+    for col in ("mean_t", "lo_t", "hi_t"):
+        both[col] = both[col] / length
     styles = _styles(runs)
     fig, ax = figure()
     for policy, grp in both.groupby("policy_label", sort=True):
@@ -85,8 +112,12 @@ def energy_time(results: Results):
         ax.errorbar(grp["mean_t"], grp["mean_e"],
                     xerr=np.nan_to_num([grp["mean_t"] - grp["lo_t"], grp["hi_t"] - grp["mean_t"]]),
                     yerr=np.nan_to_num([grp["mean_e"] - grp["lo_e"], grp["hi_e"] - grp["mean_e"]]),
-                    fmt=st["marker"], color=st["color"], capsize=2, markersize=4, label=policy)
-    ax.set(xlabel="training time (s, simulated)", ylabel=axis_label("energy_j"))
+                    fmt=st["marker"], color=st["color"], capsize=2, markersize=4,
+                    label=series_label(policy),
+                    alpha=0.85)
+    set_value_scale(ax, "x", both["mean_t"])
+    set_value_scale(ax, "y", both["mean_e"])
+    ax.set(xlabel=time_label("simulated training time", unit), ylabel=axis_label("energy_j"))
     legend_outside(ax)
     fig.tight_layout()
     return fig
@@ -110,13 +141,20 @@ def metric_vs_axis(results: Results, metric: str = "energy_j"):
             stats = mean_band_by(part.assign(**{axis: part[axis].astype(float)}), axis, metric)
             if stats.empty:
                 continue
+            ylabel = axis_label(metric)
+            if metric.endswith("_s"):  # a time: in s, min, h or days by its span
+                unit, length = time_unit(float(np.nanmax(stats["hi"].to_numpy(float),
+                                                         initial=0.0)))
+                stats[["mean", "lo", "hi"]] = stats[["mean", "lo", "hi"]] / length
+                ylabel = time_label(ylabel.rsplit(" (", 1)[0], unit)
             fig, ax = figure()
             for policy, s in stats.groupby("policy_label", sort=True):
                 st = styles[policy]
-                ax.plot(s[axis], s["mean"], label=policy, **st, markersize=3)
+                ax.plot(s[axis], s["mean"], label=series_label(policy), **st, markersize=3)
                 ax.fill_between(s[axis], s["lo"], s["hi"], color=st["color"], alpha=0.2,
                                 linewidth=0)
-            ax.set(xlabel=axis_label(axis), ylabel=axis_label(metric))
+            set_value_scale(ax, "y", stats["mean"])
+            ax.set(xlabel=axis_label(axis), ylabel=ylabel)
             if any(k is not None for k in key):
                 ax.set_title(", ".join(f"{axis_label(o).split(' (')[0]} = {v}"
                                        for o, v in zip(others, key, strict=True)))
@@ -142,15 +180,17 @@ def loss_vs_time(results: Results):
     styles = _styles(results.runs)
     out = {}
     for (point, label), part in runs.groupby(["point", "point_label"], sort=True):
+        ends = [float(by_run[r]["end_s"].max()) for r in part["run_id"] if r in by_run]
+        unit, length = time_unit(max(ends, default=0.0))
         fig, ax = figure()
-        drawn = False
+        drawn, shown = False, []
         for policy, grp in part.groupby("policy_label", sort=True):
             curves = []
             for run in grp.itertuples():
                 ep = by_run.get(run.run_id)
                 if ep is None or not np.isfinite(ep["loss"].to_numpy(float)).any():
                     continue  # (no epoch, or no loss recorded: a query-only Flower app)
-                curves.append((np.concatenate([[0.0], ep["end_s"].to_numpy()]),
+                curves.append((np.concatenate([[0.0], ep["end_s"].to_numpy()]) / length,
                                np.concatenate([[run.initial_loss], ep["loss"].to_numpy()])))
             if not curves:
                 continue
@@ -158,10 +198,12 @@ def loss_vs_time(results: Results):
             mean, lo, hi = band(ys)
             st = styles[policy]
             last = int(np.max(np.nonzero(still_running(curves, grid))[0], initial=0))
-            ax.plot(grid[: last + 1], mean[: last + 1], label=f"{policy} (n={len(curves)})",
+            ax.plot(grid[: last + 1], mean[: last + 1],
+                    label=f"{series_label(policy)} (n={len(curves)})",
                     marker=st["marker"], markevery=[last], markersize=4, **line_style(st))
             ax.fill_between(grid, lo, hi, color=st["color"], alpha=0.15, linewidth=0)
             drawn = True
+            shown.extend(mean)
         if not drawn:
             plt.close(fig)
             continue
@@ -169,7 +211,9 @@ def loss_vs_time(results: Results):
         if len(target):
             ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=0.8,
                        label="target")
-        ax.set(xlabel="simulated time (s)", ylabel=axis_label("loss"), yscale="log", title=label)
+            shown.append(float(target.iloc[0]))
+        set_value_scale(ax, "y", shown)
+        ax.set(xlabel=time_label("simulated time", unit), ylabel=axis_label("loss"), title=label)
         legend_outside(ax)
         fig.tight_layout()
         out[f"point{int(point)}"] = fig

@@ -149,7 +149,9 @@ def model_per_epoch_figure(runs: pd.DataFrame, epochs: pd.DataFrame, pi: float |
     ax.set_ylabel(f"model variant (seed {seed}, pi = {pi:g})")
     legend_outside(ax)
     fig.tight_layout()
-    return fig
+    from netsim.figures import drawn_from
+
+    return drawn_from(fig, [sel.loc[sel.policy == n, "run_id"].iloc[0] for n in _policies(sel)])
 
 
 def cost_ratio_figure(runs: pd.DataFrame):

@@ -8,8 +8,9 @@ run tables (the ``netsim.figures`` registry, plots/registry.py).
   as late (``epochs.late_ids``) as hollow circles at the epoch's end.
 - :func:`energy_time` (``dynamics-energy-time``): energy (J) and time (s) to the target per
   policy, one bar per scenario point (the static twin and the churn scenario), mean over the
-  runs that reached the target with its 95 % interval (percentile bootstrap: never below zero), and each policy's success rate
-  with its Wilson 95 % interval.
+  runs that reached the target with its 95 % interval (Student-t, as ``netsim compare``
+  prints; drawn from 0 at the lowest), and each policy's success rate with its Wilson 95 %
+  interval.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from netsim.figures import drawn_from
 from netsim.sweep.results import Results
-from netsim.sweep.stats import mean_interval, wilson_interval
-from plots.style import figure, legend_outside, style_for
+from netsim.sweep.stats import wilson_interval
+from plots.common import interval, plural, time_label, time_unit
+from plots.style import error_bar_kw, figure, halo_error_bars, legend_outside, style_for
 
 ONLINE_COLOUR = "#56B4E9"   # light: online
 TRAIN_COLOUR = "#0072B2"    # dark: training in an epoch
@@ -92,7 +95,8 @@ def availability_map(results: Results):
         run = grp[grp["run_id"] == rid].iloc[0]
         epochs = results.epochs[results.epochs["run_id"] == rid].sort_values("epoch")
         devices = results.devices[results.devices["run_id"] == rid]
-        out[_slug(str(run["point_label"]), out)] = availability_figure(run, epochs, devices)
+        out[_slug(str(run["point_label"]), out)] = drawn_from(
+            availability_figure(run, epochs, devices), [rid])
     return out or None
 
 
@@ -149,6 +153,12 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
                 ends = [e for s, e in spans.get(d, []) if start - 1e-9 <= e <= stop + 1e-9]
                 drops.append((ends[0] if ends else stop, row[d]))
         late += [(stop, row[d]) for d in _ids(getattr(ep, "late_ids", None)) if d in row]
+    unit, length = time_unit(end)
+    online = [(y, s / length, w / length) for y, s, w in online]
+    trained = [(y, s / length, w / length) for y, s, w in trained]
+    drops = [(x / length, y) for x, y in drops]
+    late = [(x / length, y) for x, y in late]
+    end /= length
     for bars, height, style in ((online, 0.8, {"color": ONLINE_COLOUR, "alpha": 0.35,
                                                "label": "online"}),
                                 (trained, 0.5, {"color": TRAIN_COLOUR, "edgecolor": "white",
@@ -166,12 +176,13 @@ def availability_figure(run: pd.Series, epochs: pd.DataFrame, devices: pd.DataFr
     step = max(1, -(-len(names) // 30))
     ticks = list(range(0, len(names), step))
     ax.set_yticks(ticks, [names[i] for i in ticks], fontsize=5 if len(names) > 12 else 6)
-    ax.set_xlabel("simulated time (s)")
+    ax.set_xlabel(time_label("simulated time", unit))
     ax.set_ylabel("device (most online first)")
     ax.grid(False)
     ax.set_title(f"{run['scenario']}, {run['policy']}, seed {int(run['seed'])}: "
-                 f"{len(epochs)} epochs, {len(drops)} dropouts, {len(late)} late updates; "
-                 f"{len(names)} of {_n_devices(devices)} devices shown")
+                 f"{plural(len(epochs), 'epoch')}, {plural(len(drops), 'dropout')}, "
+                 f"{plural(len(late), 'late update')}; {len(names)} of "
+                 f"{plural(_n_devices(devices), 'device')} shown")
     legend_outside(ax)
     fig.tight_layout()
     return fig
@@ -194,7 +205,7 @@ def _point_labels(runs: pd.DataFrame) -> dict[int, str]:
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario point and policy label: success rate (Wilson 95 %) and, over the runs that
-    reached the target, energy (J) and time (s) means with 95 % percentile-bootstrap intervals."""
+    reached the target, energy (J) and time (s) means with 95 % Student-t intervals (as ``netsim compare``; a low bound below 0 drawn at 0)."""
     rows = []
     for (point, label), grp in with_point_key(runs).groupby(["point_key", "policy_label"],
                                                            sort=True):
@@ -204,7 +215,7 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
         row["success"], row["success_lo"], row["success_hi"] = wilson_interval(
             int(reached.sum()), len(grp))
         for metric in ("energy_j", "time_s"):
-            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = mean_interval(
+            row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = interval(
                 grp.loc[reached, metric])
         rows.append(row)
     return pd.DataFrame(rows)
@@ -229,14 +240,17 @@ def energy_time(results: Results):
     fig.set_size_inches(7.2, max(2.2, 0.9 + 0.12 * len(policies) * max(1, len(points))))
     height = 0.8 / max(1, len(points))
     y = np.arange(len(policies))
-    panels = [("energy_j", "energy to target (J)"), ("time_s", "time to target (s)"),
-              ("success", "success rate")]
-    for ax, (metric, xlabel) in zip(axes, panels, strict=True):
+    unit, length = time_unit(float(np.nanmax(table["time_s_hi"].to_numpy(float),
+                                             initial=0.0)))
+    panels = [("energy_j", "energy to target (J)", 1.0),
+              ("time_s", time_label("time to target", unit), length),
+              ("success", "success rate", 1.0)]
+    for ax, (metric, xlabel, per) in zip(axes, panels, strict=True):
         for k, (point, label) in enumerate(points.items()):
             sub = table[table["point_key"] == point].set_index("policy").reindex(policies)
-            mean = sub[metric].to_numpy(dtype=float)
-            lo = sub[f"{metric}_lo"].to_numpy(dtype=float)
-            hi = sub[f"{metric}_hi"].to_numpy(dtype=float)
+            mean = sub[metric].to_numpy(dtype=float) / per
+            lo = sub[f"{metric}_lo"].to_numpy(dtype=float) / per
+            hi = sub[f"{metric}_hi"].to_numpy(dtype=float) / per
             err = np.vstack([mean - lo, hi - mean])
             err = np.maximum(np.where(np.isnan(err), 0.0, err), 0.0)
             pos = y - 0.4 + height * (k + 0.5)
@@ -244,8 +258,8 @@ def energy_time(results: Results):
                     color=[styles[p]["color"] for p in policies],
                     hatch=HATCHES[k % len(HATCHES)], edgecolor="white", linewidth=0.4,
                     alpha=0.5 if k == 0 else 0.95, label=label)
-            ax.errorbar(np.nan_to_num(mean), pos, xerr=err, fmt="none", ecolor="black",
-                        elinewidth=0.7, capsize=1.5)
+            halo_error_bars(ax.errorbar(np.nan_to_num(mean), pos, xerr=err, fmt="none",
+                                        **error_bar_kw(capsize=1.5)))
             missing = pos[np.isnan(mean)]
             ax.plot(np.zeros_like(missing), missing, linestyle="", marker="x", color="black",
                     markersize=3)

@@ -15,19 +15,33 @@ when its quantity takes fewer than two values.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import NullFormatter
 
+from netsim.figures import drawn_from
 from netsim.sweep.results import Results
 from plots import depl, pact
 from plots.common import band
-from plots.style import figure, legend_outside, style_for
+from plots.style import figure, legend_outside, series_label, style_for
 
-PACT_FAMILY = ["pact", "pact-optimum", "compress-first", "pact-no-compression",
-               "pact-all-nodes", "fedavg-all", "greedy-energy", "fastest-k", "random-k"]
+PACT_OWN = ["pact", "pact-optimum", "compress-first", "pact-no-compression", "pact-all-nodes"]
+PACT_FAMILY = [*PACT_OWN, "fedavg-all", "greedy-energy", "fastest-k", "random-k"]
 DEPL_FAMILY = list(depl.ORDER)
+
+
+def family_runs(members: list[str], own: list[str]) -> Callable[[pd.DataFrame], pd.Series]:
+    """A figure's run selector (:mod:`netsim.figures`): the runs of ``members`` (a family
+    and the baselines it is compared with), but none unless some run is of the family's
+    ``own`` policies, so a sweep of baselines alone draws no ``pact-*`` figure."""
+    def select(runs: pd.DataFrame) -> pd.Series:
+        ran = runs["policy"].isin(own).any()
+        return runs["policy"].isin(members) & bool(ran)
+
+    select.__doc__ = f"runs of {', '.join(members)}, where one of {', '.join(own)} ran"
+    return select
 
 
 def _varies(runs: pd.DataFrame, column: str) -> bool:
@@ -104,11 +118,19 @@ def pact_schedule(results: Results):
     runs = results.runs[(results.runs["policy"] == "pact") & (results.runs["epochs"] > 0)]
     out = {}
     for point, grp in runs.groupby("point", sort=True):
-        rid = grp.sort_values("seed")["run_id"].iloc[0]
+        run = grp.sort_values(["seed", "policy_label" if "policy_label" in grp else "policy"]
+                              ).iloc[0]
+        rid = run["run_id"]
         epochs = results.epochs[results.epochs["run_id"] == rid]
         devices = results.devices[results.devices["run_id"] == rid]
         if not epochs.empty and not devices.empty:
-            out[f"point{int(point)}"] = pact.schedule_figure(epochs, devices)
+            fig = pact.schedule_figure(epochs, devices)
+            where = run.get("point_label") or run.get("scenario")
+            fig.suptitle(f"{series_label(str(run.get('policy_label', 'pact')))}, seed "
+                         f"{int(run['seed'])}" + (f", {where}" if where else "")
+                         + ": variant and devices per epoch", fontsize=8)
+            fig.tight_layout()
+            out[f"point{int(point)}"] = drawn_from(fig, [rid])
     return out or None
 
 
@@ -158,7 +180,7 @@ def pact_energy_vs_epsilon(results: Results):
 
 def _epsilon_figure(runs: pd.DataFrame, optimum: pd.DataFrame):
     fig, (left, right) = figure(ncols=2)
-    pact._energy_lines(left, runs, "epsilon")
+    pact._energy_lines(left, runs, "epsilon", key="policy")  # (epsilon is the x axis)
     if len(optimum):
         reached = optimum[optimum["target_reached"].astype(bool)]
         ref = (reached if len(reached) else optimum)["energy_j"].mean()

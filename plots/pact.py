@@ -2,8 +2,9 @@
 
 Tables under a results folder: netsim's ``runs``/``epochs`` (netsim.results.store), a
 ``points.parquet`` (run_id -> swept value x), and, where a figure needs them, ``plans.parquet``
-(planned energies) or ``epsilon.parquet``. Means with 95 % intervals over seeds (percentile bootstrap for non-negative quantities);
-Okabe-Ito colours with distinct line styles and markers (plots.style).
+(planned energies) or ``epsilon.parquet``. Means with 95 % Student-t intervals over seeds (the
+interval ``netsim compare`` prints, :func:`plots.common.band`); distinct colours, line styles
+and markers (plots.style).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from matplotlib.ticker import NullFormatter
 
 from netsim.results.store import read_table
 from plots.common import band
-from plots.style import figure, legend_outside, save, style_for
+from plots.style import figure, legend_outside, save, series_label, style_for
 
 
 def _runs(folder: Path) -> pd.DataFrame:
@@ -25,12 +26,15 @@ def _runs(folder: Path) -> pd.DataFrame:
     return runs.merge(points, on="run_id")
 
 
-def _energy_lines(ax, runs: pd.DataFrame, xlabel: str) -> None:
+def _energy_lines(ax, runs: pd.DataFrame, xlabel: str, key: str | None = None) -> None:
     """Mean energy (J) per policy vs x with its 95 % interval over the seeds that reached the
     target (a run that stops early spends less and is not comparable); hollow markers where
-    some seeds missed it, no point where all did."""
-    styles = style_for(sorted(runs["policy"].unique()))
-    for policy, everything in runs.groupby("policy"):
+    some seeds missed it, no point where all did. A line per ``key``: the policy label where
+    the runs have one (a policy run with several parameter sets: a line each, its parameters
+    in the legend), else the policy; ``key="policy"`` where x is the parameter itself."""
+    key = key or ("policy_label" if "policy_label" in runs else "policy")
+    styles = style_for(sorted(runs[key].unique()))
+    for policy, everything in runs.groupby(key):
         grp = everything[everything["target_reached"].astype(bool)]
         xs = np.sort(grp["x"].unique())
         if len(xs) == 0:
@@ -41,7 +45,8 @@ def _energy_lines(ax, runs: pd.DataFrame, xlabel: str) -> None:
         lo, hi = np.array([s[1][0] for s in stats]), np.array([s[2][0] for s in stats])
         ok = [np.mean(everything.loc[everything["x"] == x, "target_reached"]) for x in xs]
         st = styles[policy]
-        ax.plot(xs, mean, label=policy, color=st["color"], linestyle=st["linestyle"],
+        ax.plot(xs, mean, label=series_label(policy), color=st["color"],
+                linestyle=st["linestyle"],
                 marker=st["marker"], markersize=3)
         ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, linewidth=0)
         missed = np.array(ok) < 1.0

@@ -21,8 +21,9 @@ LOSS_VS_TIME = figure("loss-vs-time", compare.loss_vs_time)
 TIMELINE = figure("timeline", timeline.timeline_figure)
 
 # Per policy family (experiments/pact/run.py, experiments/depl/run.py), from stored runs.
-PACT = {"policy": families.PACT_FAMILY}
-DEPL = {"policy": families.DEPL_FAMILY}
+# (a family's figures only where the family ran: baselines alone draw none of them)
+PACT = families.family_runs(families.PACT_FAMILY, families.PACT_OWN)
+DEPL = families.family_runs(families.DEPL_FAMILY, families.DEPL_FAMILY)
 PACT_ENERGY_VS_TARGET = figure("pact-energy-vs-target", families.pact_energy_vs_target, PACT)
 PACT_ENERGY_VS_DEADLINE = figure("pact-energy-vs-deadline", families.pact_energy_vs_deadline,
                                  PACT)

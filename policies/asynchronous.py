@@ -40,8 +40,10 @@ class FedBuffParams(BaseModel):
 
 
 class FedAsyncParams(BaseModel):
-    """concurrency: how many devices train at once; max_staleness: optional, updates staler
-    than this many aggregations are discarded. The server steps at every arrival (K = 1)."""
+    """The server steps at every arrival (K = 1).
+
+    concurrency: how many devices train at once; max_staleness: optional, updates staler
+    than this many aggregations are discarded."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     concurrency: Annotated[int, Field(ge=1)] = 20

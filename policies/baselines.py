@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from netsim.costs import device_epoch_times, estimate_epoch
 from netsim.policy import Decision, NoParams, Observation, register
 from netsim.scenario.schema import Scenario
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 
 
 def can_hold(obs: Observation, variant: int = 0) -> np.ndarray:
@@ -199,23 +199,38 @@ class GreedyEnergy:
     the predictor (policy-side, anchored on the observed loss) rates each candidate's loss drop.
     Variants whose predicted floor is not below the loss target are left out (they can never
     reach it), unless no variant can; only devices that can hold a variant are its candidates,
-    and when none can train it stops with the reason."""
+    and when none can train it stops with the reason.
+
+    Under label skew (the observation holds each device's label histogram,
+    ``Observation.label_counts``) the predicted drop counts which classes a candidate adds:
+    the policy keeps its own per-class state of what it trained
+    (:class:`netsim.training.loss.PlanningCoverage`, the world's formula) and rates each
+    candidate by the loss that state predicts after it, so a cheap set that leaves classes
+    out is rated by what leaving them out costs (netsim's extension; docs/curves.md). Such
+    epochs record ``planned_loss`` and ``planned_classes`` (classes the run will have
+    trained) in their info. IID data (no ``training.dirichlet_alpha`` or
+    ``shards_per_device``), on every backend: the scalar state, as before."""
 
     def __init__(self, params: NoParams) -> None:
         self.name, self.params = "greedy-energy", params
         self._predictor: LossPredictor | None = None
+        self._coverage: PlanningCoverage | None = None
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         self._predictor = None
+        self._coverage = None
 
     def decide(self, obs: Observation) -> Decision:
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
-        pred, table = self._predictor, obs.devices
+            self._coverage = PlanningCoverage.of(self._predictor, obs.model, obs.training,
+                                                 obs.devices.index, obs.devices.samples,
+                                                 obs.label_counts)
+        pred, table, coverage = self._predictor, obs.devices, self._coverage
         current = obs.variant if obs.variant is not None else 0
         n_eff = pred.curves[current].samples_for(obs.loss) if obs.epoch else 0.0
         state = LossState(0.0 if not np.isfinite(n_eff) else n_eff, obs.variant)
-        best, best_score = None, np.inf
+        best, best_score, best_loss = None, np.inf, math.nan
         variants = [v for v in range(len(obs.model.variants))
                     if pred.curves[v].floor < obs.training.target_loss] or \
             list(range(len(obs.model.variants)))
@@ -232,11 +247,16 @@ class GreedyEnergy:
                 samples = np.zeros(table.n)
                 samples[chosen] = table.samples[chosen]
                 est = estimate_epoch(table, obs.model, v, samples)
-                after = pred.step(state, samples.sum(), v, participants=len(chosen))
-                drop = pred.mean(state) - pred.mean(after)
+                if coverage is None:
+                    after = pred.step(state, samples.sum(), v, participants=len(chosen))
+                    drop = pred.mean(state) - pred.mean(after)
+                    predicted = math.nan
+                else:  # which classes the candidate trains (PlanningCoverage)
+                    predicted = coverage.predict(all_samples(obs, chosen), v, obs.loss)
+                    drop = obs.loss - predicted
                 score = est.energy_j / drop if drop > 0 else np.inf
                 if score < best_score:
-                    best, best_score = (v, chosen), score
+                    best, best_score, best_loss = (v, chosen), score, predicted
                 if k >= len(order):
                     break
                 k = min(2 * k, len(order))
@@ -244,6 +264,15 @@ class GreedyEnergy:
             fallback = trainers_that_fit(obs, current)
             if not len(fallback):
                 return nobody_can_train(obs, current)
-            return Decision(participants=all_samples(obs, fallback), variant=current)
+            participants = all_samples(obs, fallback)
+            if coverage is not None:
+                coverage.commit(participants, current)
+            return Decision(participants=participants, variant=current)
         v, chosen = best
-        return Decision(participants=all_samples(obs, chosen), variant=v)
+        participants = all_samples(obs, chosen)
+        if coverage is None:
+            return Decision(participants=participants, variant=v)
+        coverage.commit(participants, v)
+        return Decision(participants=participants, variant=v,
+                        info={"planned_loss": best_loss,
+                              "planned_classes": coverage.classes_after({})})

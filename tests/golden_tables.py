@@ -29,6 +29,8 @@ ADDED_LATER = {"updates_aggregated", "staleness_mean", "staleness_max", "started
                "updates_ids", "updates_samples", "updates_staleness",
                "target_accuracy",  # (0.6.0: NaN unless the target is an accuracy)
                "failed", "phases",  # (0.7.0: a driven run's; 0 and "[]" here, test_flower.py)
+               # (0.7.0: a driven run's ClientApp calls; 0 here, tests/test_flower_apps.py)
+               "client_calls", "client_calls_failed",
                # (0.7.0: the edge tier, docs/hierarchical.md; a star run without edges: 0,
                # tests/test_hierarchy.py)
                "bytes_backhaul", "energy_backhaul_j", "energy_edges_j", "energy_cloud_j",

@@ -164,8 +164,8 @@ def test_runs_are_grouped_by_scenario_content_not_name(tmp_path, capsys):
     assert results.runs["scenario"].nunique() == 1
     assert results.runs.groupby("point")["seed"].nunique().sort_values().tolist() == [2, 3]
     assert results.runs["name_clash"].all() and len(results.name_clashes()) == 1
-    assert main(["compare", str(tmp_path), "--baseline", "fedavg-all"]) == 0
-    text = capsys.readouterr().out
+    assert main(["compare", str(tmp_path), "--baseline", "fedavg-all", "--wide"]) == 0
+    text = capsys.readouterr().out  # (--wide: the paired energy and time columns, with n)
     assert text.startswith("warning: 2 different scenarios are named 'two-phones'")
     assert "(3 seeds)" in text and "(2 seeds)" in text and "(5 seeds)" not in text
     assert text.count("(n=3)") == 2 and text.count("(n=2)") == 2  # paired over common seeds

@@ -32,7 +32,10 @@ def mean_rate(small):
     return success_rate(small, "depl-mean", 0.9)[0]
 
 
-@pytest.mark.parametrize("pi", [0.8, 0.9, 0.95])
+# Issue 54 (the default suite's time): pi 0.9 in the default suite, 0.8 and 0.95 (the same
+# check over another 200 seeds each, 3.4 s apiece) under soak: python -m pytest -m soak
+@pytest.mark.parametrize("pi", [pytest.param(0.8, marks=pytest.mark.soak), 0.9,
+                                pytest.param(0.95, marks=pytest.mark.soak)])
 def test_depl_keeps_its_probability_promise(small, mean_rate, pi):
     """Online DepL (the default) reaches L* in pi of the runs, within 2 standard errors over
     200 seeds both ways: it keeps the promise and does not buy certainty instead."""

@@ -124,7 +124,9 @@ def test_both_figures_are_registered_and_drawn_with_captions(results, tmp_path):
                           "dynamics-energy-time"}
     for d in drawn.values():
         caption = d.figure.texts[-1].get_text()
-        assert caption.startswith("scenario dynamics-test-") and "seeds 0, 1" in caption
+        assert caption.startswith("scenario dynamics-test-")
+        # (the map draws one run: its seed; the bars every run: their seeds)
+        assert ("seed 0; 1 run;" if "map" in d.name else "seeds 0, 1") in caption
         assert registry.overlapping_texts(d.figure) == [], d.name
         png, pdf = registry.save(d.figure, tmp_path / d.name)
         assert png.exists() and pdf.read_bytes()[:4] == b"%PDF"

@@ -85,6 +85,8 @@ def test_surrogate_fedavg_over_every_node_is_fedavg_all_plus_its_records(scenari
                              raise_errors=True)
     fedavg = netsim.simulate(sc, policy="fedavg-all", seed=1)
     _same_tables(flower, fedavg, rtol=2e-3, atol=1e-3)  # (1 mJ: a sleeping device's)
+    for runs in (flower.runs, fedavg.runs):  # (no ClientApp: netsim answers for the clients)
+        assert list(runs[["client_calls", "client_calls_failed"]].iloc[0]) == [0, 0]
     a, b = flower.epochs, fedavg.epochs
     for col in ["loss", "samples", "participants", "dropped", "late"]:
         assert list(a[col]) == list(b[col]), col
@@ -307,6 +309,8 @@ def test_a_client_app_that_raises_is_a_failed_client_not_a_failed_run(star):
     assert list(r.epochs["failed"]) == [1, 1]
     assert list(r.epochs["updates_aggregated"]) == [2, 2]
     assert list(r.epochs["samples"]) == [10, 10]
+    # the run's counts (runs table): 2 rounds of 3 train calls, d2's two failed
+    assert r.runs["client_calls"].iloc[0] == 6 and r.runs["client_calls_failed"].iloc[0] == 2
 
 
 def test_a_reply_without_num_examples_is_that_clients_error(star):

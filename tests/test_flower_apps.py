@@ -7,10 +7,13 @@ and each run's aggregate equal to an in-process loop's over the same node order 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import logging
 import random
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict  # 
 
 import netsim  # noqa: E402
 from netsim.cli import main  # noqa: E402
+from policies.flower.loading import fresh_app, read_app  # noqa: E402
 from policies.flower.policy import FlowerPolicy, _task_identity  # noqa: E402
 from policies.flower.records import message_bytes, node_id  # noqa: E402
 
@@ -53,6 +57,14 @@ def scenario_file(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "star8.yaml"
     path.write_text(yaml.safe_dump(_star()))
     return path
+
+
+def _module(folder: Path, name: str) -> Any:
+    """Module ``name`` of the app in ``folder``, imported anew (as a run imports it: the
+    folder on the Python path meanwhile, the app's modules forgotten before and after)."""
+    with fresh_app(read_app(folder)):
+        sys.path.insert(0, str(folder.resolve()))
+        return importlib.import_module(name)
 
 
 def _tables(out: Path):
@@ -184,8 +196,7 @@ def test_quickstart_numpy_aggregate_is_an_in_process_loops(scenario_file):
     r = netsim.simulate(str(scenario_file), policy=policy, seed=4)
     assert r.runs["status"].iloc[0] == "completed", r.runs["error"].iloc[0]
     saved = np.load("final_model.npz")
-    from quickstart_numpy.client_app import app as client_app
-
+    client_app = _module(NUMPY, "quickstart_numpy.client_app").app
     want = _in_process_fedavg(client_app, [np.ones((1, 1))], 3, {}, policy.seed)
     np.testing.assert_allclose(saved["arr_0"], want[0], rtol=1e-12, atol=1e-12)
     assert np.all(saved["arr_0"] > 1.0)  # (the noise moved it: the comparison can fail)
@@ -206,8 +217,7 @@ def test_quickstart_sklearn_clients_that_fail_are_counted_and_charged(scenario_f
     runs, epochs, devices = _tables(Path("res"))
     assert list(runs["status"]) == ["completed"]
     assert np.isfinite(epochs["loss"]).all()  # (the clients' test_logloss, weighted)
-    from sklearnexample.task import load_data
-
+    load_data = _module(SKLEARN, "sklearnexample.task").load_data
     shards = [load_data(k, len(DEVICES)) for k in range(len(DEVICES))]
     fits = [len(set(y)) == 3 for _, y, _, _ in shards]  # (all 3 classes: fit succeeds)
     ok = [dev for dev, fit in zip(DEVICES, fits, strict=True) if fit]
@@ -238,6 +248,43 @@ def test_quickstart_sklearn_clients_that_fail_are_counted_and_charged(scenario_f
                                                                      rel=1e-9)
     assert printed.err.count("Traceback") == len({str(r) for r in _raise_sites(bad, shards)})
     assert f"{3 * len(bad)} of {3 * 2 * len(DEVICES)} client calls failed" in printed.out
+    # (the run's own count, a warning: what a sweep's runs show too)
+    assert f"{3 * len(bad)} of {3 * 2 * len(DEVICES)} ClientApp calls failed in run " \
+        f"{runs['run_id'].iloc[0]}" in printed.err
+    # the run's counts in the runs table: every round's train and evaluate calls, the failed
+    # ones, each the sum over the epochs' phases
+    every = [p for text in epochs["phases"] for p in json.loads(text)]
+    assert runs["client_calls"].iloc[0] == 3 * 2 * len(DEVICES) == sum(
+        len(p["nodes"]) - len(p["unavailable"]) for p in every)
+    assert runs["client_calls_failed"].iloc[0] == 3 * len(bad) == sum(
+        len(p["failed"]) for p in every) == epochs["failed"].sum()
+
+
+def test_a_sweep_summary_counts_the_runs_whose_client_calls_failed(scenario_file, capsys):
+    """A sweep of quickstart-sklearn (small partitions fail in scikit-learn) beside random-k:
+    the flower runs' failed calls are in their runs rows, and the summary says how many runs
+    had failed client calls, of how many calls, naming them; netsim's own policy calls no
+    client (0 and 0)."""
+    sweep = scenario_file.parent / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"base": scenario_file.name, "seeds": [0, 1],
+                                     "policies": ["flower", {"name": "random-k",
+                                                             "params": {"k": 2}}]}))
+    code = main(["sweep", str(sweep), "--out", "swept", "--workers", "1", "--no-progress",
+                 "--app", str(SKLEARN), "--run-config", "num-server-rounds=2", "--quiet"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    runs = netsim.load_results(Path("swept")).runs.set_index(["policy", "seed"]).sort_index()
+    flower_runs = runs.loc["flower"]
+    assert list(flower_runs["status"]) == ["completed", "completed"]
+    assert list(flower_runs["client_calls"]) == [2 * 2 * len(DEVICES)] * 2
+    failed = flower_runs["client_calls_failed"]
+    assert (failed > 0).all() and (failed < len(DEVICES) * 2).all()
+    assert list(runs.loc["random-k", "client_calls"]) == [0, 0]
+    assert list(runs.loc["random-k", "client_calls_failed"]) == [0, 0]
+    assert f"2 of 2 driven run(s) had failed client calls ({failed.sum()} of " \
+        f"{4 * 2 * len(DEVICES)} calls; runs.client_calls_failed): " in printed.out
+    for run_id in flower_runs["run_id"]:
+        assert run_id in printed.out
 
 
 def _raise_sites(bad: list[str], shards: list) -> set[str]:
@@ -254,9 +301,11 @@ def test_quickstart_sklearn_aggregate_is_an_in_process_loops(scenario_file):
     r = netsim.simulate(str(scenario_file), policy=policy, seed=1)
     assert r.runs["status"].iloc[0] == "completed", r.runs["error"].iloc[0]
     import joblib
-    from sklearnexample.client_app import app as client_app
-    from sklearnexample.task import create_log_reg_and_instantiate_parameters, get_model_params
 
+    client_app = _module(SKLEARN, "sklearnexample.client_app").app
+    task = _module(SKLEARN, "sklearnexample.task")
+    create_log_reg_and_instantiate_parameters = task.create_log_reg_and_instantiate_parameters
+    get_model_params = task.get_model_params
     saved = joblib.load("logreg_model.pkl")
     initial = [np.array(a) for a in get_model_params(
         create_log_reg_and_instantiate_parameters("l2"))]
@@ -279,6 +328,7 @@ def test_a_round_whose_every_call_fails_ends_the_run_naming_the_error(scenario_f
     assert "every ClientApp call of server-round 1's train messages failed (8 of 8" in error
     assert "InvalidParameterError" in error and "none-such" in error
     assert len(epochs) == 1 and epochs["failed"].iloc[0] == 8
+    assert runs["client_calls"].iloc[0] == runs["client_calls_failed"].iloc[0] == 8
     assert printed.err.count("Traceback") == 1  # (one distinct error: its first traceback)
 
 
@@ -300,10 +350,12 @@ def test_every_traceback_with_debug(scenario_file, capsys):
 
 # -- quickstart-pandas: federated analytics, query messages only ----------------------------
 def test_quickstart_pandas_query_rounds_are_epochs_and_its_histogram_an_in_process_loops(
-        scenario_file):
+        scenario_file, caplog):
     """A query-only ServerApp: each of its rounds (its messages' group_id) is an epoch of one
     query phase; each reply is charged its metrics (two 9-bin histograms and four numbers);
-    the aggregated histograms equal those of the same ClientApp calls made in-process."""
+    the aggregated histograms equal those of the same ClientApp calls made in-process; no
+    loss warning (federated analytics has no loss), the loss NaN."""
+    caplog.set_level(logging.WARNING, logger="netsim.flower")
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
@@ -317,6 +369,8 @@ def test_quickstart_pandas_query_rounds_are_epochs_and_its_histogram_an_in_proce
     assert r.runs["status"].iloc[0] == "completed", r.runs["error"].iloc[0]
     epochs = r.epochs
     assert len(epochs) == 3
+    assert epochs["loss"].isna().all()
+    assert not [rec for rec in caplog.records if rec.name == "netsim.flower"]
     per_reply = 2 * (9 * 8 + 8 + 8)
     for rnd, row in epochs.iterrows():
         (phase,) = json.loads(row["phases"])
@@ -330,8 +384,9 @@ def test_quickstart_pandas_query_rounds_are_epochs_and_its_histogram_an_in_proce
     # (a lone mapping argument is the record's args itself, as logging keeps it)
     got = [rec.args for rec in records if rec.msg == "Aggregated histogram: %s"]
     assert len(got) == 3
-    from pandas_example.client_app import app as client_app
-    from pandas_example.server_app import aggregate_partial_histograms
+    client_app = _module(PANDAS, "pandas_example.client_app").app
+    aggregate_partial_histograms = _module(
+        PANDAS, "pandas_example.server_app").aggregate_partial_histograms
 
     with _task_identity(1):
         replies = [client_app(message=Message(RecordDict(), dst_node_id=node_id(d),
@@ -380,3 +435,149 @@ def test_bytes_of_a_message_are_its_records_values():
     assert message_bytes(content) == 3 * 4 * 8 + 3 * 4 + 8 + 2 + 1 + 16
     metrics = copy.deepcopy(RecordDict({"m": flwr.app.MetricRecord({"a": 1, "b": [1, 2, 3]})}))
     assert message_bytes(metrics) == 8 + 24
+
+
+# -- centralized-digits: the ServerApp's own evaluate_fn, and a module-level data cache -----
+CENTRAL = APPS / "centralized-digits"
+
+
+def test_the_same_run_twice_in_one_process_gives_the_same_result(scenario_file, tmp_path):
+    """Each run imports the app anew: its module-level data cache (built with NumPy's global
+    generator, as Flower's examples cache their FederatedDataset) does not carry over, so the
+    same run id gives the same losses twice in one process, a 4-device run is the same after
+    an 8-device one as alone, and afterwards the app's modules are gone and sys.path is what
+    it was."""
+    path_before = list(sys.path)
+    policy = FlowerPolicy(app=str(CENTRAL), quiet=True)
+    first, second = (netsim.simulate(str(scenario_file), policy=policy, seed=0)
+                     for _ in range(2))
+    assert first.runs["run_id"].iloc[0] == second.runs["run_id"].iloc[0]
+    assert first.runs["status"].iloc[0] == "completed", first.runs["error"].iloc[0]
+    assert np.isfinite(first.runs["final_loss"].iloc[0])
+    assert first.runs["final_loss"].iloc[0] == second.runs["final_loss"].iloc[0]
+    assert list(first.epochs["loss"]) == list(second.epochs["loss"])
+    assert sys.path == path_before
+    assert not [m for m in sys.modules if m.split(".")[0] == "centraldigits"]
+    small = _star()
+    small["devices"], small["links"] = small["devices"][:5], small["links"][:4]
+    four = tmp_path / "star4.yaml"
+    four.write_text(yaml.safe_dump(small))
+    alone = netsim.simulate(str(four), policy=FlowerPolicy(app=str(CENTRAL), quiet=True),
+                            seed=0)
+    assert list(alone.epochs["loss"]) != list(first.epochs["loss"])  # (another fleet)
+    netsim.simulate(str(scenario_file), policy=policy, seed=0)
+    after = netsim.simulate(str(four), policy=policy, seed=0)
+    assert list(after.epochs["loss"]) == list(alone.epochs["loss"])
+
+
+def test_the_server_apps_evaluate_fn_is_the_runs_loss(scenario_file, capsys):
+    """quickstart-pytorch's shape: the ServerApp gives FedAvg a centralized evaluate_fn
+    (``loss``), its clients report ``eval_loss``. By default (loss_source auto) the
+    evaluate_fn's loss is the run's: its value before round 1 the initial loss, each round's
+    the epoch's, the last the evaluation of the final model the app saves; no loss warning.
+    loss_source=clients reads the clients' replies (NaN here: they carry eval_loss, and the
+    warning says what was looked at); with loss_metric=eval_loss, their weighted mean."""
+    code = main(["run", str(scenario_file), "--app", str(CENTRAL), "--out", "auto",
+                 "--no-figure", "--quiet"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    runs, epochs, _ = _tables(Path("auto"))
+    assert runs["loss_source"].iloc[0] == "Flower evaluate_fn metric 'loss'"
+    assert runs["initial_loss"].iloc[0] == pytest.approx(np.log(10.0), rel=1e-9)
+    assert len(epochs) == 3 and np.isfinite(epochs["loss"]).all()
+    assert list(epochs["loss"]) == sorted(epochs["loss"], reverse=True)
+    task = _module(CENTRAL, "centraldigits.task")
+    saved = np.load("final_model.npz")
+    want, accuracy = task.test([saved["arr_0"], saved["arr_1"]],
+                               *task.load_centralized_dataset())
+    assert runs["final_loss"].iloc[0] == want
+    assert epochs["accuracy"].iloc[-1] == accuracy
+    assert "loss is NaN" not in printed.err
+
+    code = main(["run", str(scenario_file), "--app", str(CENTRAL), "--out", "clients",
+                 "--param", "flower.loss_source=clients", "--no-figure", "--quiet"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    runs, clients, _ = _tables(Path("clients"))
+    assert runs["loss_source"].iloc[0].startswith("Flower clients' aggregated")
+    assert clients["loss"].isna().all()
+    assert "loss_source clients; looked at the clients' evaluate replies (metrics: " \
+        "eval_acc, eval_loss, num-examples)" in printed.err
+    assert list(clients["end_s"]) == list(epochs["end_s"])  # (the same run otherwise)
+
+    code = main(["run", str(scenario_file), "--app", str(CENTRAL), "--out", "eval_loss",
+                 "--param", "flower.loss_source=clients", "--param",
+                 "flower.loss_metric=eval_loss", "--no-figure", "--quiet"])
+    assert code == 0
+    _, named, _ = _tables(Path("eval_loss"))
+    assert np.isfinite(named["loss"]).all()
+    assert not np.allclose(named["loss"], epochs["loss"])
+
+
+def test_loss_source_server_without_an_evaluate_fn_says_so_and_a_bad_one_is_refused(
+        scenario_file, capsys):
+    code = main(["run", str(scenario_file), "--app", str(NUMPY), "--run-config",
+                 "num-server-rounds=1", "--param", "flower.loss_source=server", "--out",
+                 "res", "--no-figure", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "an evaluate_fn, but none was given to Flower's start()" in err
+    assert "evaluate replies" not in err  # (server: the clients' were not looked at)
+    code = main(["run", str(scenario_file), "--app", str(CENTRAL), "--param",
+                 "flower.loss_source=central", "--out", "bad"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "policies.flower.loss_source: Input should be 'auto', 'server', 'clients' or 'train'" in err
+
+
+# -- clear messages -------------------------------------------------------------------------
+def _numpy_copy(tmp_path: Path, component: str = "quickstart_numpy.client_app:app",
+                extra_import: str = "") -> Path:
+    """quickstart-numpy copied to ``tmp_path``, its clientapp entry ``component``, its
+    client_app.py importing ``extra_import`` first."""
+    import shutil
+
+    folder = tmp_path / "numpy-copy"
+    shutil.copytree(NUMPY, folder)
+    toml = folder / "pyproject.toml"
+    toml.write_text(toml.read_text().replace('"quickstart_numpy.client_app:app"',
+                                             repr(component).replace("'", '"')))
+    if extra_import:
+        client = folder / "quickstart_numpy" / "client_app.py"
+        client.write_text(extra_import + "\n" + client.read_text())
+    return folder
+
+
+@pytest.mark.parametrize(("component", "said"), [
+    ("quickstart_numpy.client_ap:app", "there is no module 'quickstart_numpy.client_ap' "
+     "(package 'quickstart_numpy', {pkg}, holds client_app, server_app, task): is the name "
+     "misspelt?"),
+    ("quickstart_numpy.client_app:ap", "quickstart_numpy.client_app has no attribute 'ap' "
+     "(its names: ")])
+def test_a_misspelt_component_names_its_pyproject_entry(scenario_file, tmp_path, capsys,
+                                                        component, said):
+    folder = _numpy_copy(tmp_path, component)
+    code = main(["run", str(scenario_file), "--app", str(folder), "--out", "res"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"policies.flower.app: {folder / 'pyproject.toml'}'s [tool.flwr.app.components] " \
+        f"clientapp = {component!r}: " + said.format(pkg=folder / "quickstart_numpy") in err
+    assert "PYTHONPATH" not in err  # (the folder is on the path: that is not the cure)
+
+
+def test_a_module_gone_from_the_installed_flwr_names_its_version(scenario_file, tmp_path,
+                                                                 capsys):
+    """flwr.client.typing, gone in flwr 1.42: 'not installed' would be wrong (flwr is)."""
+    import importlib.metadata
+
+    folder = _numpy_copy(tmp_path, extra_import="from flwr.client.typing import ClientFn")
+    code = main(["run", str(scenario_file), "--app", str(folder), "--out", "res"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "importing 'quickstart_numpy.client_app' needs 'flwr.client.typing', which the " \
+        f"installed flwr {importlib.metadata.version('flwr')} does not have" in err
+    assert "not installed" not in err
+    folder = _numpy_copy(tmp_path / "2", extra_import="import netsim_no_such_package")
+    code = main(["run", str(scenario_file), "--app", str(folder), "--out", "res"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'netsim_no_such_package', which is not installed" in err

@@ -36,12 +36,27 @@ def test_the_app_trains_under_fedprox_on_the_churn_world():
 
 
 def test_the_server_app_runs_on_netsims_grid():
-    r = netsim.simulate(_short(HERE / "churn.yaml", 10), policy="flower", seed=0, params={
-        "server_app": "experiments.flower.server_app:app",
-        "client_app": "experiments.flower.client_app:app",
-        "run_config": {"num-server-rounds": 2}}, raise_errors=True)
+    """The ServerApp's own evaluate_fn (centralized evaluation on the held-out digits) is the
+    run's loss by default (loss_source auto), its value before the first round the initial
+    loss; loss_source=clients takes the clients' aggregated evaluate loss instead."""
+    params = {"server_app": "experiments.flower.server_app:app",
+              "client_app": "experiments.flower.client_app:app",
+              "run_config": {"num-server-rounds": 2}}
+    scenario = _short(HERE / "churn.yaml", 10)
+    r = netsim.simulate(scenario, policy="flower", seed=0, params=params, raise_errors=True)
     assert len(r.epochs) == 2
-    assert r.runs["loss_source"].iloc[0].startswith("Flower clients' aggregated")
+    assert r.runs["loss_source"].iloc[0] == "Flower evaluate_fn metric 'loss'"
+    from experiments.flower import server_app, task
+
+    initial = float(server_app.evaluate(0, task.initial_arrays())["loss"])
+    assert r.runs["initial_loss"].iloc[0] == pytest.approx(initial, rel=1e-12)
+    assert np.isfinite(r.epochs["loss"]).all() and r.epochs["loss"].iloc[-1] < initial
+    c = netsim.simulate(scenario, policy="flower", seed=0, raise_errors=True,
+                        params={**params, "loss_source": "clients"})
+    assert c.runs["loss_source"].iloc[0].startswith("Flower clients' aggregated")
+    assert np.isnan(c.runs["initial_loss"].iloc[0])
+    assert list(c.epochs["end_s"]) == list(r.epochs["end_s"])  # (the same run otherwise)
+    assert not np.allclose(c.epochs["loss"], r.epochs["loss"])
 
 
 def test_the_scale_world_validates():

@@ -238,7 +238,7 @@ def test_calibrate_runs_without_a_loss_are_named_not_a_scipy_traceback(tiny_app,
     err = capsys.readouterr().err
     assert code == 2
     assert "losses must be finite and > 0 to fit" in err
-    assert "metrics present: mse (evaluate_fn)" in err  # (the warning names what there is)
+    assert "centralized evaluation (metrics: mse)" in err  # (the warning names what there is)
     assert "Residuals" not in err and not out.exists()
 
 

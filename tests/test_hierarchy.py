@@ -1,8 +1,9 @@
 """Synchronous hierarchical rounds (docs/hierarchical.md, netsim.epochs.hierarchy).
 
-What must hold (issue 46, item 5): a cloud round on private links equals its closed form to
-1e-9 (kappa_2 x max over edges (max over its devices (down + compute + up) + edge
-aggregation) + backhaul up (max-min at the cloud link) + cloud aggregation + backhaul down);
+What must hold (issue 46, item 5; issue 56, item 5): a cloud round on private links equals its
+closed form to 1e-9 (each edge at its own pace: max over edges (kappa_2 x (max over its
+devices (down + compute + up) + its aggregation) + its backhaul up, max-min at a shared
+cloud link from each edge's own end) + cloud aggregation + backhaul down);
 backhaul bytes per cloud round are edges x model x 2 (the star's: devices x model x 2); with
 kappa_2 = 1 and every device the real backend's hierarchical average is fedavg-all's model to
 1e-12; the arrays and the events give the same tables; energy adds up.
@@ -74,21 +75,41 @@ class Every:
                                       if t.samples[i] > 0}, edge_rounds=self.kappa)
 
 
+def _sharing_two(starts: list[float], bits: float, capacity_bps: float) -> list[float]:
+    """When each of two flows of ``bits`` bits starting at ``starts`` leaves its last bit on
+    one link of ``capacity_bps`` shared max-min (alone: all of it; together: half each)."""
+    (a, ka), (b, kb) = sorted(zip(starts, range(2), strict=True))
+    alone_end = a + bits / capacity_bps
+    out = [0.0, 0.0]
+    if alone_end <= b:  # the first is done before the second starts
+        out[ka], out[kb] = alone_end, b + bits / capacity_bps
+        return out
+    left_a = bits - (b - a) * capacity_bps  # bits the first has left when the second starts
+    t = b + 2 * left_a / capacity_bps        # both at half until the first is done
+    out[ka] = t
+    out[kb] = t + (bits - left_a) / capacity_bps
+    return out
+
+
 def closed_form(kappa: int, shared_cloud_bps: float | None = None) -> float:
-    """The cloud round of the module docstring, by hand."""
+    """The cloud round of the module docstring, by hand: each edge at its own pace, its
+    backhaul upload from the end of its last round, the cloud when both have arrived."""
     nbytes = MODEL["params"] * MODEL["bytes_per_param"]
     bits = 8 * nbytes
     per_edge: dict[str, list[float]] = {e: [] for e in EDGES}
     for _, flops, samples, bps, lat, edge in DEVICES:
         transfer = bits / bps + lat
         per_edge[edge].append(2 * transfer + samples * MODEL["train_flop_per_sample"] / flops)
-    rounds = max(max(t) + 2 * MODEL["params"] * len(t) / EDGES[e] for e, t in per_edge.items())
+    done = {e: kappa * (max(t) + 2 * MODEL["params"] * len(t) / EDGES[e])
+            for e, t in per_edge.items()}
     if shared_cloud_bps is None:  # each edge alone on its link
-        backhaul = max(bits / 5e7 + 0.05, bits / 4e7 + 0.04)
-    else:  # both share the router's link: each gets half of it (its own link is faster)
-        backhaul = 2 * bits / shared_cloud_bps + 0.031
+        up = max(done["gw1"] + bits / 5e7 + 0.05, done["gw2"] + bits / 4e7 + 0.04)
+        down = max(bits / 5e7 + 0.05, bits / 4e7 + 0.04)
+    else:  # both share the router's link (their own links are faster), from their own ends
+        up = max(_sharing_two([done["gw1"], done["gw2"]], bits, shared_cloud_bps)) + 0.031
+        down = 2 * bits / shared_cloud_bps + 0.031
     cloud = 2 * MODEL["params"] * len(EDGES) / CLOUD_FLOPS
-    return kappa * rounds + backhaul + cloud + backhaul
+    return up + cloud + down
 
 
 @pytest.mark.parametrize("shared", [None, 2e6])

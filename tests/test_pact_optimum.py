@@ -9,14 +9,19 @@ from policies.pact.optimum import MIP_REL_GAP, check_size, solve_optimum
 from policies.pact.planner import Planner
 
 EPSILONS = (0.05, 0.025, 0.0125)   # each half the previous: nested grids
-N_INSTANCES = 20
+# Issue 54 (the default suite's time): the three properties over the first 10 random
+# instances in the default suite (7 s), over all 20 (13-21 s: each instance's MILP and three
+# PACT plans) in the soak suite (test_the_three_properties_over_20_instances below); the 10
+# are the first 10 of the 20 (the same seeds). The gap's mean over eps holds over the first
+# 4-6 and 10-20 instances, not 7-9 (instance 7's coarse gap is 12 %): 10, not fewer.
+N_INSTANCES = 10
+N_INSTANCES_SOAK = 20
 
 
-@pytest.fixture(scope="module")
-def instances():
-    """20 feasible random instances (3 devices, 3 variants, 5 epochs) with their optimum."""
+def _instances(n: int) -> list:
+    """``n`` feasible random instances (3 devices, 3 variants, 5 epochs) with their optimum."""
     out, seed = [], 0
-    while len(out) < N_INSTANCES:
+    while len(out) < n:
         problem = scenario_problem(small_instance(np.random.default_rng(seed), n_devices=3,
                                                   n_variants=3, max_epochs=5))
         seed += 1
@@ -27,7 +32,17 @@ def instances():
     return out
 
 
+@pytest.fixture(scope="module")
+def instances():
+    """10 feasible random instances with their optimum (20 under soak: see N_INSTANCES)."""
+    return _instances(N_INSTANCES)
+
+
 def test_pact_is_never_below_the_optimum_and_within_2_percent_at_finest_eps(instances):
+    _never_below_the_optimum_and_within_2_percent(instances)
+
+
+def _never_below_the_optimum_and_within_2_percent(instances) -> None:
     for _, opt, plans in instances:
         for eps, plan in plans.items():
             assert plan.feasible, (eps, plan.reason)
@@ -36,6 +51,10 @@ def test_pact_is_never_below_the_optimum_and_within_2_percent_at_finest_eps(inst
 
 
 def test_gap_does_not_grow_as_eps_shrinks(instances):
+    _gap_does_not_grow_as_eps_shrinks(instances)
+
+
+def _gap_does_not_grow_as_eps_shrinks(instances) -> None:
     gaps = np.array([[plans[e].energy_j / opt.energy_j - 1 for e in EPSILONS]
                      for _, opt, plans in instances])
     # the graph's own best path: never worse on a refined grid (nested grids)
@@ -48,6 +67,10 @@ def test_gap_does_not_grow_as_eps_shrinks(instances):
 
 
 def test_plans_meet_target_deadline_and_epoch_limit_under_the_predictor(instances):
+    _plans_meet_target_deadline_and_epoch_limit(instances)
+
+
+def _plans_meet_target_deadline_and_epoch_limit(instances) -> None:
     for problem, opt, plans in instances:
         for plan in [opt, *plans.values()]:
             state = problem.start
@@ -58,6 +81,15 @@ def test_plans_meet_target_deadline_and_epoch_limit_under_the_predictor(instance
             assert problem.predictor.mean(state) <= problem.target_loss * (1 + 1e-9)
             assert sum(ep.time_s for ep in plan.epochs) <= problem.time_left_s
             assert len(plan.epochs) <= problem.epochs_left
+
+
+@pytest.mark.soak  # (the three properties above over 20 instances, 13-21 s: -m soak)
+def test_the_three_properties_over_20_instances():
+    """The default suite checks them over 8 instances (N_INSTANCES); here over all 20."""
+    instances = _instances(N_INSTANCES_SOAK)
+    _never_below_the_optimum_and_within_2_percent(instances)
+    _gap_does_not_grow_as_eps_shrinks(instances)
+    _plans_meet_target_deadline_and_epoch_limit(instances)
 
 
 def test_optimum_refuses_instances_too_large_with_the_reason():
@@ -196,8 +228,18 @@ def test_the_optimum_is_the_least_energy_over_every_plan_enumerated():
     """On tiny instances every plan (<= 2 epochs, any variants forward, any samples) is
     enumerated and its loss replayed by the progress model: the configuration MILP's plan is
     the cheapest, proven optimal, or it says none exists where none does."""
+    # Issue 54 (the default suite's time): 6 seeds here (3.5 s), all 12 under soak (below)
+    _least_energy_over_every_plan_enumerated(range(6))
+
+
+@pytest.mark.soak  # (12 seeds x 3 cases, 7 s: python -m pytest -m soak)
+def test_the_optimum_is_the_least_energy_over_every_plan_enumerated_over_12_seeds():
+    _least_energy_over_every_plan_enumerated(range(12))
+
+
+def _least_energy_over_every_plan_enumerated(seeds) -> None:
     checked = feasible = 0
-    for seed in range(12):
+    for seed in seeds:
         for factor, deadline in ((0.6, 1.0), (1.3, 1.0), (1.3, 0.4)):
             problem = scenario_problem(_tiny(seed, factor, deadline))
             truth = _brute_force(problem)
@@ -232,14 +274,17 @@ def test_the_held_out_sized_instance_is_proven_within_60_s_and_never_worse_than_
 
 
 def test_optimum_refuses_a_network_whose_costs_its_linear_model_does_not_reproduce():
-    """Six phones in a generated Wi-Fi/LTE cell (shared media, radio energy): the linear cost
+    """Four phones in a generated Wi-Fi/LTE cell (shared media, radio energy): the linear cost
     differs from the simulator's, so the reference refuses with the figures; the same fleet on
     private links (shared_media false, nothing binding) is taken and proven."""
     sc = netsim.scenario.loading.scenario_data("default")
+    # Issue 54 (the default suite's time): 4 phones, not 6: refused on the shared cell the same
+    # way (the linear cost 45 % off, 39 % at 6), and the private fleet's MILP is proven in
+    # 0.5 s instead of 14 s.
     sc = {**sc, "model": "small-cnn",
           "training": {**sc["training"], "target_loss": 0.8, "max_epochs": 40,
                        "deadline_s": "10 hours"},
-          "generate": {**sc["generate"], "n_devices": 6, "mix": {"phone": 1.0}}}
+          "generate": {**sc["generate"], "n_devices": 4, "mix": {"phone": 1.0}}}
     with pytest.raises(ValueError, match="linear cost differs from the simulator's"):
         check_size(scenario_problem(sc))
     private = {**sc, "generate": {**sc["generate"], "shared_media": False}}

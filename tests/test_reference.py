@@ -65,9 +65,34 @@ def test_every_command_has_help_that_ends_a_sentence(capsys):
     assert all(helps[n] for n in sub.choices)
 
 
-def test_the_reference_page_is_generated_from_the_code():
+@pytest.fixture
+def builtin_plugins_only(monkeypatch):
+    """Only the entry points netsim itself declares, whatever else is installed (issue 54: a
+    user's own policy package must not change netsim's generated pages or fail its tests)."""
+    import netsim.plugins
+    from netsim.policy.registry import _load
+
+    real = netsim.plugins.entry_points
+    monkeypatch.setattr(netsim.plugins, "entry_points", lambda group: [
+        ep for ep in real(group=group) if netsim.plugins.is_builtin(ep)])
+    _load.cache_clear()
+    yield
+    _load.cache_clear()
+
+
+def test_the_reference_page_is_generated_from_the_code(builtin_plugins_only):
     assert PAGE.read_text(encoding="utf-8") == reference_markdown(), (
         "docs/reference.md is stale: run `netsim schema --markdown > docs/reference.md`")
+
+
+def test_a_users_installed_policy_is_left_out_of_netsims_page(add_entry_point,
+                                                              builtin_plugins_only):
+    from netsim.policy import registered
+
+    before = reference_markdown()
+    add_entry_point("netsim.policies", "user-one", "test_policy_contract:UserOne")
+    assert "user-one" not in registered() and "fedavg-all" in registered()
+    assert reference_markdown() == before
 
 
 #: The unit each field-name suffix carries (issue 36): the whole name may be the suffix

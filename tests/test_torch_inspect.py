@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import textwrap
@@ -12,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from torch.nn.utils import prune  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from netsim.cli import main  # noqa: E402
@@ -115,8 +117,51 @@ def test_unstructured_variants_from_masks():
         v = by[f"pruned-{amount}"]
         assert v.kind == "unstructured" and v.flop_fraction == 1.0
         assert v.params_fraction == pytest.approx(nnz / 61_706, abs=0)
-        assert v.upload_bytes == nnz * 4 + math.ceil(61_706 / 8)
+        # values plus one bit per prunable weight (the 61,470 weights; biases are sent whole)
+        assert v.upload_bytes == nnz * 4 + math.ceil(61_470 / 8)
+    assert report.prunable_params == sum(weights) == 61_470
     assert by["full"].upload_bytes == report.upload_bytes == 61_706 * 4
+
+
+@pytest.mark.parametrize("encoding", ["bitmap", "values", "dense"])
+def test_upload_bytes_are_the_pruned_models_own_tensors(encoding):
+    model = TORCH_MODELS["small-cnn"]().eval()
+    report = inspect_model(lambda: copy.deepcopy(model), (1, 28, 28), "lenet",
+                           sparse_upload=encoding)
+    assert report.sparse_upload == encoding
+    by = {v.name: v for v in report.variants}
+    for amount in (0.5, 0.75, 0.9):
+        pruned = copy.deepcopy(model)  # pruned here by torch itself, counted tensor by tensor
+        for module in pruned.modules():
+            for name, param in list(module.named_parameters(recurse=False)):
+                if param.dim() >= 2:
+                    prune.l1_unstructured(module, name, amount=amount)
+                    prune.remove(module, name)  # (the zeros written into the weight)
+        tensors = list(pruned.parameters())
+        values = sum(int(torch.count_nonzero(t)) * t.element_size() for t in tensors)
+        bits = sum(t.numel() for t in tensors if t.dim() >= 2)
+        dense = sum(t.numel() * t.element_size() for t in tensors)
+        want = {"bitmap": values + math.ceil(bits / 8), "values": values, "dense": dense}
+        assert by[f"pruned-{round(amount * 100)}"].upload_bytes == want[encoding]
+    smaller, _ = channel_pruned(model, (1, 28, 28))
+    assert smaller is not None  # the structured variant is its own dense tensors, any encoding
+    assert by["channels-50"].upload_bytes == sum(t.numel() * t.element_size()
+                                                 for t in smaller.parameters()) == 62_952
+
+
+def test_inspect_sparse_upload_on_the_command_line(capsys):
+    assert main(["models", "inspect", "small-cnn", "--sparse-upload", "values", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sparse_upload"] == "values" and out["prunable_params"] == 61_470
+    assert {v["name"]: v["upload_bytes"] for v in out["variants"]}["pruned-90"] == \
+        round(out["variants"][3]["params_fraction"] * 61_706) * 4
+    with pytest.raises(SystemExit) as stop:
+        main(["models", "inspect", "small-cnn", "--sparse-upload", "zip"])
+    assert stop.value.code == 2 and "--sparse-upload: invalid choice: 'zip'" \
+        in capsys.readouterr().err
+    assert main(["models", "graph", "small-cnn", "--out", "g.json",
+                 "--sparse-upload", "dense"]) == 2
+    assert "--sparse-upload: only netsim models inspect takes it" in capsys.readouterr().err
 
 
 def test_structured_variant_is_the_smaller_models_own():

@@ -19,9 +19,9 @@ pytest.importorskip("torch")
 import netsim  # noqa: E402
 from netsim.api import scenario_content  # noqa: E402
 from netsim.cli import main  # noqa: E402
+from netsim.measuring import measured_scenario  # noqa: E402
 from netsim.scenario.loading import load_scenario, validate_scenario  # noqa: E402
 from netsim.scenario.schema import ModelSpec, TorchModelSpec  # noqa: E402
-from netsim.scenario.torch_model import measured_scenario  # noqa: E402
 from netsim.torchnet import MISSING_TORCH  # noqa: E402
 from netsim.training.models import loss_param_table  # noqa: E402
 
@@ -258,3 +258,26 @@ def test_torch_missing_is_the_pip_install_line(folder, monkeypatch, capsys):
     assert main(["validate", write(folder, data)]) == 2
     assert f"model.torch: {MISSING_TORCH}" in capsys.readouterr().err
     assert 'pip install -e ".[torch]"' in MISSING_TORCH
+
+
+def test_target_accuracy_with_a_pytorch_model_needs_its_accuracy_map():
+    from netsim.scenario.loading import validate_scenario
+
+    data = {"name": "ta", "aggregator": "server",
+            "devices": [{"id": "server", "flop_per_s": 1e12, "memory_bytes": 8e10,
+                         "power_busy_w": 100, "power_idle_w": 10},
+                        {"id": "p1", "flop_per_s": 1e9, "memory_bytes": 4e9,
+                         "power_busy_w": 5, "power_idle_w": 1, "samples": 100}],
+            "links": [{"a": "p1", "b": "server", "bandwidth_bps": 1e7}],
+            "model": {"torch": {"factory": "small-cnn"}},
+            "training": {"target_accuracy": 0.9, "deadline_s": 1000, "max_epochs": 1}}
+    result = validate_scenario(data)
+    assert [p.path for p in result.problems] == ["training.target_accuracy"]
+    assert "model.loss.accuracy" in result.problems[0].message
+    data["model"]["loss"] = {"initial_loss": 2.3, "floor_full": 0.05, "samples_half": 3000.0,
+                             "exponent": 0.9, "accuracy": {"chance": 0.1, "top": 1.0,
+                                                           "loss_mid": 1.0, "exponent": 1.0}}
+    result = validate_scenario(data)
+    assert not result.problems, result.problems
+    amap = result.scenario.model.loss.accuracy
+    assert amap.accuracy(result.scenario.training.target_loss) == pytest.approx(0.9)

@@ -119,17 +119,27 @@ grid: {training.target_loss: [0.3, -1]}
 
 # --- unit traps ----------------------------------------------------------------------------
 
-def test_millibit_is_a_warning_naming_what_was_read(star, tmp_path, capsys):
+def test_millibit_is_an_error_naming_what_was_read(star, tmp_path, capsys):
+    # (issue 54: a case mistake is refused, not warned about; tests/test_units_trap.py)
     star["links"][0]["bandwidth_bps"] = "20 mbps"
     result = validate_scenario(star)
-    assert result.problems == [] and len(result.warnings) == 1
-    w = result.warnings[0]
-    assert w.path == "links[0].bandwidth_bps"
-    assert "0.02 bit/s" in w.message and "did you mean 20 Mbit/s" in w.message
+    assert result.warnings == [] and len(result.problems) == 1
+    p = result.problems[0]
+    assert p.path == "links[0].bandwidth_bps"
+    assert "0.02 bit/s" in p.message and "write '20 Mbps' (20 Mbit/s)" in p.message
+    with pytest.raises(netsim.ScenarioError if hasattr(netsim, "ScenarioError") else ValueError):
+        load_scenario(star)
+    path = write(tmp_path, star)
+    assert main(["validate", str(path)]) == 2
+    assert "links[0].bandwidth_bps: '20 mbps'" in capsys.readouterr().err
+
+
+def test_an_implausible_number_is_a_warning(star, tmp_path, capsys):
+    star["links"][0]["bandwidth_bps"] = 0.02    # (a number is never a case mistake)
+    (w,) = validate_scenario(star).warnings
+    assert w.path == "links[0].bandwidth_bps" and "0.02 bit/s" in w.message
     with pytest.warns(ScenarioWarning, match="0.02 bit/s"):
         load_scenario(star)
-    with pytest.raises(netsim.ScenarioError if hasattr(netsim, "ScenarioError") else ValueError):
-        load_scenario(star, strict=True)
     path = write(tmp_path, star)
     assert main(["validate", str(path)]) == 0
     assert "warning: links[0].bandwidth_bps" in capsys.readouterr().err
@@ -137,9 +147,19 @@ def test_millibit_is_a_warning_naming_what_was_read(star, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("field, value, expect", [
-    (("devices", 1, "flop_per_s"), "2 mFLOPS", "did you mean 2 MFLOP/s"),
-    (("devices", 1, "power_busy_w"), "5 MW", "did you mean 5 mW"),
-    (("devices", 1, "memory_bytes"), "4 mB", "did you mean 4 MB"),
+    (("devices", 1, "flop_per_s"), "2 mFLOPS", "write '2 MFLOPS' (2 MFLOP/s)"),
+    (("devices", 1, "power_busy_w"), "5 MW", "write '5 mW'"),
+    (("devices", 1, "memory_bytes"), "4 mB", "write '4 MB'"),
+])
+def test_case_mistakes_are_errors(star, field, value, expect):
+    section, i, key = field
+    star[section][i][key] = value
+    result = validate_scenario(star)
+    assert result.warnings == []
+    assert expect in paths_of(star)[f"{section}[{i}].{key}"]
+
+
+@pytest.mark.parametrize("field, value, expect", [
     (("links", 1, "bandwidth_bps"), 500, "500 bit/s"),
     (("links", 1, "bandwidth_bps"), "20 Tbit/s", "2e+13 bit/s"),
 ])

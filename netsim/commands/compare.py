@@ -1,4 +1,5 @@
-"""``netsim compare DIR [--baseline NAME] [--csv FILE]``: each policy per scenario point.
+"""``netsim compare DIR [--baseline NAME] [--csv FILE] [--wide]``: each policy per scenario
+point, within 100 columns (``--wide``: every column).
 
 Runs are grouped by the scenario's content hash, never by its name alone: two different
 scenarios that share a name are shown apart, with a warning. Per point and policy: the success
@@ -30,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, metavar="NAME",
                    help="policy label to pair every other policy with, seed by seed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the full table as CSV")
+    p.add_argument("--wide", action="store_true",
+                   help="every column (the runs that reached the target, final loss, time/best, "
+                        "paired time, ratios to an optimum), lines as long as they come "
+                        "(default: the main columns within 100 characters)")
     p.set_defaults(func=compare_command)
 
 
@@ -46,7 +51,7 @@ def compare_command(args: argparse.Namespace) -> int:
         table = compare_table(results.runs, baseline=args.baseline)
     except ValueError as exc:
         raise ScenarioError([Problem("--baseline", str(exc))], "command line") from None
-    print(format_compare(table, results.name_clashes()), end="")
+    print(format_compare(table, results.name_clashes(), wide=args.wide), end="")
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.csv, index=False)

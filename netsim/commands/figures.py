@@ -1,10 +1,12 @@
-"""``netsim figures --results DIR --out FIGDIR [--only NAME ...]``; ``netsim figures`` alone
-lists the registered figures (netsim's and any installed package's) with what each shows.
+"""``netsim figures --results DIR --out FIGDIR [--only NAME ...] [--log | --linear]``;
+``netsim figures`` alone lists the registered figures (netsim's and any installed package's)
+with what each shows.
 
 Redraws every figure registered under the entry-point group ``netsim.figures`` from the stored
 results in DIR (nothing is simulated) as PNG and PDF in FIGDIR, replacing only figures netsim
 wrote there (a file of yours at a figure's name stops it, exit code 2, before anything is
-drawn). Figures whose runs are absent
+drawn). Energy, time and loss axes are logarithmic where the values drawn span more than a
+decade (--log or --linear: every such axis). Figures whose runs are absent
 are skipped, listed on one line per reason; a figure whose plot function fails is reported and
 the exit code is 1.
 """
@@ -32,7 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FIGDIR", help="folder for PNG and PDF files (with --results)")
     p.add_argument("--only", action="append", metavar="NAME", help="draw only this figure "
                    "(repeatable; `netsim figures` lists the names)")
+    add_scale_options(p)
     p.set_defaults(func=figures_command)
+
+
+def add_scale_options(p: argparse.ArgumentParser) -> None:
+    """``--log`` / ``--linear``: every value axis (energy, time, loss) logarithmic or linear;
+    without either, logarithmic where the values drawn span more than a decade (``auto``,
+    :data:`netsim.figures.SCALES`). Sets ``args.value_axes``."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--log", dest="value_axes", action="store_const", const="log",
+                       help="energy, time and loss axes logarithmic (default: where the values "
+                            "drawn span more than a decade)")
+    group.add_argument("--linear", dest="value_axes", action="store_const", const="linear",
+                       help="energy, time and loss axes linear")
+    p.set_defaults(value_axes="auto")
 
 
 def skipped_lines(drawn: Iterable[Drawn]) -> list[str]:
@@ -72,7 +88,7 @@ def figures_command(args: argparse.Namespace) -> int:
         raise ScenarioError(problems, "command line")
     results = load_results(args.results)
     out, failed, written, skipped = Path(args.out), 0, 0, []
-    for drawn in draw(results, only=args.only):
+    for drawn in draw(results, only=args.only, value_axes=args.value_axes):
         if drawn.figure is None:
             failed += drawn.error
             if drawn.error:

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "path, and the code (module:attr) a run would import; imports nothing")
     p.add_argument("scenario", help="scenario file or built-in name")
     p.add_argument("--strict", action="store_true",
-                   help="treat warnings (implausible magnitudes, unit traps) as errors")
+                   help="treat warnings (implausible magnitudes) as errors; unit traps (a case "
+                        "mistake: '20 mbps') always are")
     p.set_defaults(func=_validate)
     p = sub.add_parser("policies", help="list registered policies, or one's parameters",
                        description="Without NAME: every registered policy with its description. "
@@ -85,8 +86,12 @@ def _policies(args: argparse.Namespace) -> int:
         from netsim.scenario.errors import ScenarioError
 
         if args.name not in entries:
-            raise ScenarioError([Problem("NAME", f"no policy {args.name!r}; one of: "
-                                                 f"{', '.join(entries)}")], "command line")
+            from netsim.plugins import POLICIES, broken_plugin
+
+            broken = broken_plugin(POLICIES, args.name)
+            raise ScenarioError([Problem("NAME", f"policy {args.name!r}: {broken.unavailable()}"
+                                         if broken else f"no policy {args.name!r}; one of: "
+                                         f"{', '.join(entries)}")], "command line")
         print(f"{args.name}: {entries[args.name].description}")
         print(format_rows(with_units(policy_rows(args.name))), end="")
         return 0

@@ -35,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one sample's input shape without the batch, e.g. 1,28,28 (default "
                         "for the built-in networks: theirs)")
     p.add_argument("--json", action="store_true", help="inspect: print one JSON object")
+    p.add_argument("--sparse-upload", choices=["bitmap", "values", "dense"], default=None,
+                   metavar="ENCODING",
+                   help="inspect: how an unstructured variant's upload is counted (a "
+                        "scenario's model.sparse_upload): bitmap (default: the kept values "
+                        "plus one bit per prunable weight), values (the kept values only) or "
+                        "dense (the whole model)")
     p.add_argument("--out", metavar="GRAPH.json", help="graph: the file to write")
     p.add_argument("--batch", type=int, default=None, metavar="N",
                    help="graph: samples per training step (default 32)")
@@ -63,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     profiled = bool(getattr(args, "profile", False))
     if action == "inspect" and profiled:
         return _fail(action, "--profile: only netsim models graph takes it")
+    if action == "graph" and getattr(args, "sparse_upload", None) is not None:
+        return _fail(action, "--sparse-upload: only netsim models inspect takes it")
     if action == "inspect" and (args.out or args.batch is not None):
         return _fail(action, f"{'--out' if args.out else '--batch'}: only netsim models graph "
                              "takes it")
@@ -79,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         factory = load_factory(args.model)
         shape = _shape(args)
         if action == "inspect":
-            report = inspect_model(factory, shape, args.model)
+            report = inspect_model(factory, shape, args.model,
+                                   getattr(args, "sparse_upload", None) or "bitmap")
             _print(report.to_dict(), args.json)
             return 0
         graph = training_graph(make_model(factory, args.model, meta=True), shape,
@@ -127,14 +136,17 @@ def _print(report: dict, as_json: bool) -> None:
     shape = ",".join(str(d) for d in report["input_shape"])
     print(f"{report['model']} on inputs of {shape}:")
     print(f"  params               {report['params']:>16,}")
-    print(f"  upload               {report['upload_bytes']:>16,.0f} bytes (float32)")
+    print(f"  upload               {report['upload_bytes']:>16,.0f} bytes (dense)")
     print(f"  forward              {report['forward_flop_per_sample']:>16.4g} FLOP/sample")
     print(f"  training             {report['train_flop_per_sample']:>16.4g} FLOP/sample "
           f"({report['train_flop_per_sample'] / max(report['forward_flop_per_sample'], 1):.3f}"
           " x forward)")
     print(f"  activations          {report['activation_bytes_per_sample']:>16,.0f} bytes/sample")
     print(f"  parameter memory     {report['param_memory_bytes']:>16,.0f} bytes")
-    print("  variants (name, kind, params_fraction, flop_fraction, upload bytes):")
+    print(f"  prunable             {report['prunable_params']:>16,} params (weights of 2+ "
+          "dimensions)")
+    print("  variants (name, kind, params_fraction, flop_fraction, upload bytes; "
+          f"unstructured: {report['sparse_upload']}):")
     for v in report["variants"]:
         print(f"    {v['name']:<12} {v['kind']:<13} {v['params_fraction']:>7.4f} "
               f"{v['flop_fraction']:>7.4f} {v['upload_bytes']:>14,.0f}")

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("results", metavar="DIR", help="results folder")
     p.add_argument("--out", default=None, metavar="FILE", help="HTML file (default DIR/report.html)")
     p.add_argument("--title", default=None, help="page title (default: netsim results: DIR)")
+    from netsim.commands.figures import add_scale_options
+
+    add_scale_options(p)
     p.set_defaults(func=report_command)
 
 
@@ -49,7 +52,7 @@ def report_command(args: argparse.Namespace) -> int:
     if problems:
         raise ScenarioError(problems, "command line")
     results = load_results(args.results)
-    drawn = list(draw(results))
+    drawn = list(draw(results, value_axes=args.value_axes))
     notes = [f"FAILED {d.name}: {d.note}" for d in drawn if d.error]
     notes += skipped_lines(drawn)  # one line per reason
     page = render_report(results, [(d.name, d.figure) for d in drawn if d.figure is not None],

@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--policy")
     p.add_argument("--policy", action="extend", nargs="+", metavar="NAME",
                    help="policies to run: --policy a b, or --policy a --policy b (default: the "
-                        f"scenario's 'policies' block, else {', '.join(DEFAULT_POLICIES)})")
+                        f"scenario's 'policies' block, else {', '.join(DEFAULT_POLICIES)}); "
+                        "your own policy class as module:Class or path/to/file.py:Class, "
+                        "with --allow-imports")
     p.add_argument("--seed", action="append", type=int, metavar="N",
                    help="seed (repeatable; default: the scenario's seed)")
     p.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
@@ -58,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="netsim-out", help="output folder (default ./netsim-out)")
     p.add_argument("--no-figure", action="store_true", help="skip the figure")
     p.add_argument("--strict", action="store_true",
-                   help="treat warnings (implausible magnitudes, unit traps) as errors")
+                   help="treat warnings (implausible magnitudes) as errors; unit traps (a case "
+                        "mistake: '20 mbps') always are")
     add_app_arguments(p)
     p.set_defaults(func=run_command)
 
@@ -195,6 +198,11 @@ def _unknown_policy(name: str, known: list[str]) -> Problem:
     """``--policy: unknown policy 'pactt'; did you mean 'pact'?`` (else every name)."""
     import difflib
 
+    from netsim.plugins import POLICIES, broken_plugin
+
+    broken = broken_plugin(POLICIES, name)
+    if broken is not None:
+        return Problem("--policy", f"policy {name!r}: {broken.unavailable()}")
     if _looks_like_scenario(name):
         return Problem("--policy", f"unknown policy {name!r}: it names a scenario; give one "
                                    "scenario, before --policy (netsim run SCENARIO --policy NAME ...)")
@@ -208,6 +216,7 @@ def _policy_problems(scenario: Scenario | None, names: list[str],
     """Unknown policies and bad parameters of the policies to run (every one, not the first)."""
     from netsim.api import resolve_policy
     from netsim.policy import make_policy, registered
+    from netsim.policy.requirements import requirement_problems
 
     out = []
     for name in params:
@@ -221,7 +230,8 @@ def _policy_problems(scenario: Scenario | None, names: list[str],
             continue
         try:
             if scenario is not None:
-                resolve_policy(scenario, name, params.get(name))
+                policy = resolve_policy(scenario, name, params.get(name))
+                out += requirement_problems(policy, scenario, "--policy", name)
             else:
                 make_policy(name, params.get(name))
         except ScenarioError as exc:
@@ -250,9 +260,14 @@ def check_run_inputs(args: argparse.Namespace) -> tuple[Scenario, list[str],
     app = getattr(args, "app", None)
     names = given or (policies_taking("app") if app else []) \
         or (list(scenario.policies) if scenario is not None else []) or DEFAULT_POLICIES
+    from netsim.policy.registry import local_policies  # (--policy mypolicy:CheapestK)
+
+    names, own = local_policies(names, bool(getattr(args, "allow_imports", False)))
+    problems += own
     problems += _app_params(args, names, params)
     if scenario is not None:
-        from netsim.scenario.torch_model import measured_scenario, model_imports
+        from netsim.measuring import measured_scenario
+        from netsim.scenario.torch_model import model_imports
 
         gate = _gate(args, params)
         refused = refusals(model_imports(scenario.model), gate)
@@ -346,11 +361,14 @@ def failed_calls(results: list[Any]) -> list[str]:
         calls = failed = 0
         reasons: dict[str, int] = {}
         for text, info in zip(r.epochs["phases"], r.epochs["info"], strict=True):
-            for phase in json.loads(text):
+            # a driven round's phases carry the nodes it messaged; a hierarchical epoch's
+            # phases (backhaul, edge and cloud aggregation) carry none and call no client
+            driven = [phase for phase in json.loads(text) if "nodes" in phase]
+            for phase in driven:
                 calls += len(phase["nodes"]) - len(phase["unavailable"])
                 failed += len(phase["failed"])
-            errors = json.loads(info).get("flower_errors", {})
-            for phase in json.loads(text):
+            errors = json.loads(info).get("flower_errors", {}) if driven else {}
+            for phase in driven:
                 for dev in phase["failed"]:
                     reason = str(errors.get(dev, "?"))
                     reasons[reason] = reasons.get(reason, 0) + 1

@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true", help="recompute runs stored as failed")
     p.add_argument("--dry-run", action="store_true", help="validate and count runs; run nothing")
     p.add_argument("--strict", action="store_true",
-                   help="treat scenario warnings (implausible magnitudes, unit traps) as errors, "
-                        "and exit code 1 if any run failed")
+                   help="treat scenario warnings (implausible magnitudes) as errors (unit "
+                        "traps always are), and exit code 1 if any run failed")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument(ALLOW_FLAG, action="store_true",
                    help="import the module:attr names the sweep file gives: a file is data, "
@@ -122,5 +122,41 @@ def _sweep(args: argparse.Namespace) -> int:
               "run the same command again to resume", file=sys.stderr)
         return 130
     print(summary.text())
+    calls = failed_client_calls(args.out, [t.run_id for t in plan.tasks])
+    if calls:
+        print(calls)
     print(f"results in {args.out}  (netsim compare {args.out}; netsim report {args.out})")
     return 1 if args.strict and summary.failures else 0
+
+
+def failed_client_calls(out: str, run_ids: list[str]) -> str | None:
+    """The summary's line on driven runs whose client calls failed (``runs.client_calls``
+    and ``client_calls_failed``: a Flower ClientApp that raised, say), among ``run_ids``
+    stored under ``out``: how many runs, how many of their calls, and the first few runs;
+    None when no run had a failed call (runs stored before the columns existed count as
+    none)."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from netsim.results.store import completed_runs
+
+    done = completed_runs(out)
+    files = [str(Path(out) / "runs" / f"{r}.parquet") for r in run_ids if r in done]
+    if not files:
+        return None
+    schema = pa.schema([("run_id", pa.string()), ("policy", pa.string()),
+                        ("seed", pa.int64()), ("client_calls", pa.int64()),
+                        ("client_calls_failed", pa.int64())])
+    runs = ds.dataset(files, format="parquet", schema=schema).to_table().to_pandas()
+    hit = runs[runs["client_calls_failed"].fillna(0) > 0]
+    if hit.empty:
+        return None
+    driven = runs[runs["client_calls"].fillna(0) > 0]
+    shown = ", ".join(f"{r.run_id} ({r.policy} seed {r.seed}: {int(r.client_calls_failed)} "
+                      f"of {int(r.client_calls)})" for r in hit.head(3).itertuples())
+    more = f", ... and {len(hit) - 3} more" if len(hit) > 3 else ""
+    return (f"{len(hit)} of {len(driven)} driven run(s) had failed client calls "
+            f"({int(hit['client_calls_failed'].sum())} of {int(hit['client_calls'].sum())} "
+            f"calls; runs.client_calls_failed): {shown}{more}")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsim.dynamics.traces import BandwidthTrace
+from netsim.network.goodput import link_goodput, payload_bps
 
 _INF = math.inf
 
@@ -112,7 +113,10 @@ class TraceCapacity(CapacitySchedule):
     """Capacities from a bandwidth trace (see the module docstring)."""
 
     def __init__(self, base_bps: np.ndarray, trace: BandwidthTrace, links: Sequence,
-                 repeat: bool) -> None:
+                 repeat: bool, goodput_factor: float = 1.0) -> None:
+        """A trace's rates are bandwidths as ``links[].bandwidth_bps`` are: each link's
+        capacity is its payload rate at its goodput factor (its own, else
+        ``goodput_factor``, the scenario's: netsim.network.goodput)."""
         super().__init__(base_bps)
         self.repeat, self.span_s = repeat, float(trace.span_s)
         from netsim.dynamics.traces import link_series
@@ -125,8 +129,9 @@ class TraceCapacity(CapacitySchedule):
         for i, (t, ab, ba) in series.items():
             row = np.searchsorted(t, self._times, side="right") - 1  # the link's row in force
             has = row >= 0
-            table[has, 2 * i] = ab[row[has]]
-            table[has, 2 * i + 1] = ba[row[has]]
+            factor = link_goodput(links[i], goodput_factor)
+            table[has, 2 * i] = payload_bps(ab[row[has]], factor)
+            table[has, 2 * i + 1] = payload_bps(ba[row[has]], factor)
         self._table = table
 
     @property

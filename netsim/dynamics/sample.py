@@ -45,7 +45,7 @@ def sample_traces(scenario: Scenario, seed: int, horizon_s: float
     ids = [d.id for d in net.devices]
     agg = ids.index(net.aggregator)
     dyn = Dynamics(scenario.dynamics, net.devices, net.links, agg, topology.capacity_bps,
-                   run_streams(seed)[3])
+                   run_streams(seed)[3], net.goodput_factor)
     dyn.timeline.advance(horizon_s)
     rows = []
     for d, flat in enumerate(dyn.timeline.intervals_s(horizon_s)):

@@ -63,14 +63,15 @@ class Dynamics:
 
     def __init__(self, spec: DynamicsSpec | None, devices: Sequence[DeviceSpec],
                  links: Sequence[LinkSpec], aggregator: int, base_bps: Sequence[float],
-                 seed: np.random.SeedSequence) -> None:
+                 seed: np.random.SeedSequence, goodput_factor: float = 1.0) -> None:
         self.spec = spec
         n = len(devices)
         avail_seed, bw_seed, compute_seed = seed.spawn(3)
         self.bernoulli = spec is None or spec.availability.model == "bernoulli"
         self.timeline = AvailabilityTimeline(self._sessions(spec, devices, aggregator,
                                                             avail_seed), n)
-        self.capacity = self._capacity(spec, links, np.asarray(base_bps, dtype=float), bw_seed)
+        self.capacity = self._capacity(spec, links, np.asarray(base_bps, dtype=float), bw_seed,
+                                       goodput_factor)
         compute = spec.compute if spec is not None else None
         self._spread = compute.spread if compute is not None else 0.0
         self._straggle = compute.straggler_probability if compute is not None else 0.0
@@ -116,7 +117,7 @@ class Dynamics:
 
     @staticmethod
     def _capacity(spec: DynamicsSpec | None, links: Sequence[LinkSpec], base: np.ndarray,
-                  seed: np.random.SeedSequence) -> CapacitySchedule:
+                  seed: np.random.SeedSequence, goodput_factor: float = 1.0) -> CapacitySchedule:
         if spec is None or spec.bandwidth.model == "constant":
             return CapacitySchedule(base)
         b = spec.bandwidth
@@ -124,7 +125,8 @@ class Dynamics:
             from netsim.dynamics.traces import read_bandwidth_trace
 
             assert b.trace is not None
-            return TraceCapacity(base, read_bandwidth_trace(b.trace), links, b.repeat)
+            return TraceCapacity(base, read_bandwidth_trace(b.trace), links, b.repeat,
+                                 goodput_factor)
         return LognormalCapacity(base, b.sigma, b.correlation_s, b.step_s,
                                  np.random.default_rng(seed))
 

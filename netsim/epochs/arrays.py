@@ -43,6 +43,10 @@ def play(world: EpochWorld, decision: Decision, work: Workload,
         return False
     book(world, plan, rows, down_bytes, up_bytes=up_bytes)
     measure(world, plan, rows, flops[rows], down_bytes, now, up_bytes=up_bytes)
+    if world.keeps_phase_times:
+        world.phase_times = (rows, np.stack([np.full(len(rows), float(now)),
+                                             plan.download_arrival_s, plan.trained_s,
+                                             plan.upload_arrival_s], axis=1))
     end = float(plan.upload_arrival_s.max())
     if end > now:
         world.env.run(until=end)
@@ -66,7 +70,8 @@ def participant_work(work: Workload, decision: Decision
 def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray,
          model_bytes: float | np.ndarray, pieces: CapacityPieces | None = None,
          tables: tuple[RouteTable, RouteTable] | None = None,
-         up_bytes: float | np.ndarray | None = None) -> None:
+         up_bytes: float | np.ndarray | None = None,
+         start_s: np.ndarray | None = None) -> None:
     """Book a plain epoch's bytes, communication energy and busy time as the event path
     books them (downloads in participant order, uploads in the order training ends).
     ``model_bytes``: what each download moves (B; one figure for all, or each participant's);
@@ -76,7 +81,8 @@ def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray,
     station rates in force when it starts (it may start after a change): the downloads are
     booked at the rates in force now, the uploads piece by piece at each piece's rates.
     ``tables``: the routes played (row j: participant j; a hierarchical phase's routes to
-    the edges, netsim.epochs.hierarchy), else the device table's (row: device row)."""
+    the edges, netsim.epochs.hierarchy), else the device table's (row: device row).
+    ``start_s``: each download's start (s; None: now, the clock's)."""
     if tables is None:
         down, up = world.devices.down_routes, world.devices.up_routes  # (ids, hops: any caps)
         table_rows = rows
@@ -96,7 +102,8 @@ def book(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray,
     world.meter.add_busy_many(rows, plan.trained_s - plan.download_arrival_s)
     moves = (sizes_down > 0.0, sizes_up > 0.0)  # (a transfer of no bytes wakes no radio)
     if moves[0].any() or moves[1].any():
-        book_radios(world.network.radio, float(world.env.now), table_rows, down, up, plan,
+        book_radios(world.network.radio, float(world.env.now) if start_s is None else start_s,
+                    table_rows, down, up, plan,
                     moving=None if moves[0].all() and moves[1].all() else moves)
 
 
@@ -122,7 +129,7 @@ def book_moving(network: Any, table: RouteTable, booked: np.ndarray, size_bytes:
 
 
 def measure(world: EpochWorld, plan: PlainEpoch, rows: np.ndarray, flop_per_s: np.ndarray,
-            nbytes: float | np.ndarray, start_s: float,
+            nbytes: float | np.ndarray, start_s: float | np.ndarray,
             latency_s: tuple[np.ndarray, np.ndarray] | None = None,
             up_bytes: float | np.ndarray | None = None) -> None:
     """What the participants of an array epoch achieved: their speed and the throughput

@@ -6,6 +6,8 @@ end of training is scheduled directly. Model-parallel clusters run as processes
 
 from __future__ import annotations
 
+import numpy as np
+
 from netsim.epoch import EpochBarrier, EpochContext, Participant
 from netsim.epochs import clusters
 from netsim.epochs.shared import EpochWorld
@@ -18,7 +20,9 @@ def run(world: EpochWorld, decision: Decision, work: Workload) -> None:
     arrival (the reference path: any decision, any network state)."""
     env, fps, nbytes = world.env, work.flop_per_sample, work.download_bytes
     barrier = EpochBarrier(env, len(decision.participants) + len(decision.clusters))
-    ctx = EpochContext(env, world.network, world.meter, nbytes, barrier, work.upload_bytes)
+    times: dict[int, list[float]] | None = {} if world.keeps_phase_times else None
+    ctx = EpochContext(env, world.network, world.meter, nbytes, barrier, work.upload_bytes,
+                       times)
     index, flops = world.devices.index, world.flops
     rows = [index[dev] for dev in decision.participants]
     down, up = world.routes_down.of_rows(rows), world.routes_up.of_rows(rows)
@@ -31,8 +35,11 @@ def run(world: EpochWorld, decision: Decision, work: Workload) -> None:
                 Participant(ctx, i, samples * fps / flops[i], route_down, route_up)
                 continue
             mine = EpochContext(env, world.network, world.meter, own[dev].download_bytes,
-                                barrier, own[dev].upload_bytes)
+                                barrier, own[dev].upload_bytes, times)
             Participant(mine, i, own[dev].flop / flops[i], route_down, route_up)
     for cluster in decision.clusters:
         env.process(clusters.cluster(world, cluster, fps, nbytes, barrier))
     env.run(until=barrier.event)
+    if times is not None:
+        world.phase_times = (np.array(rows, dtype=np.intp),
+                             np.array([times[i] for i in rows], dtype=float).reshape(-1, 4))

@@ -114,6 +114,10 @@ class EpochOutcome:
     """What the cloud aggregator drew in the epoch (J, every category)."""
     phases: tuple[dict[str, Any], ...] = ()
     """A hierarchical epoch's phases in order, each with its tier (``epochs.phases``)."""
+    phase_times: tuple[Any, Any] | None = None
+    """Where the scenario keeps them (``record_phase_times``) and the epoch is a static star
+    epoch: (device rows, per row its download start and end and its upload start and end,
+    s; training runs from the download's end to the upload's start)."""
 
     @property
     def wasted_j(self) -> float:

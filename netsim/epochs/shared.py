@@ -36,6 +36,8 @@ class EpochWorld(Protocol):
     dynamic: bool
     fast_epochs: bool
     epochs_by_path: dict[str, int]
+    keeps_phase_times: bool
+    phase_times: Any
     events_why: dict[str, int]
     routes_down: Any
     """Each device's route from the aggregator, by device row (routes built when asked)."""

@@ -26,6 +26,8 @@ from typing import NamedTuple, Protocol, cast, overload
 import networkx as nx
 import numpy as np
 
+from netsim.network.goodput import link_goodput, payload_bps
+
 
 class LinkLike(Protocol):
     """What the topology needs of a link: its end points, bandwidth (bit/s per direction),
@@ -265,9 +267,13 @@ class Topology:
     """
 
     def __init__(self, node_ids: Sequence[str], links: Sequence[LinkLike],
-                 media: Sequence[MediumLike] = (), n_devices: int | None = None) -> None:
+                 media: Sequence[MediumLike] = (), n_devices: int | None = None,
+                 goodput_factor: float = 1.0) -> None:
         """``n_devices``: the first that many nodes are devices, the rest network nodes
-        (None: every node is a device); it decides stations and radios."""
+        (None: every node is a device); it decides stations and radios.
+        ``goodput_factor``: the share of a link's bandwidth that carries payload where the
+        link gives none of its own (netsim.network.goodput): every capacity and rate below is
+        its payload rate."""
         self.node_ids = list(node_ids)
         self.index = {n: i for i, n in enumerate(self.node_ids)}
         self.links = list(links)
@@ -281,8 +287,9 @@ class Topology:
             for end in (link.a, link.b):
                 if end not in self.index:
                     raise ValueError(f"links[{i}]: unknown node {end!r}")
-            self.capacity_bps[2 * i] = float(link.bandwidth_bps)
-            self.capacity_bps[2 * i + 1] = float(link.bandwidth_bps)
+            rate = payload_bps(float(link.bandwidth_bps), link_goodput(link, goodput_factor))
+            self.capacity_bps[2 * i] = rate
+            self.capacity_bps[2 * i + 1] = rate
             weight = float(link.latency_s) + 1e-12  # hop count breaks latency ties
             prev = self.graph.get_edge_data(link.a, link.b)
             if prev is None or weight < prev["weight"]:
@@ -291,7 +298,7 @@ class Topology:
         self._edge: dict[tuple[str, str], tuple[int, int, float, float, float]] = {}
         for u, v, i in self.graph.edges(data="link"):
             link = self.links[i]
-            epb, bw, lat = float(link.energy_j_per_bit), float(link.bandwidth_bps), \
+            epb, bw, lat = float(link.energy_j_per_bit), self.capacity_bps[2 * i], \
                 float(link.latency_s)
             forward = 2 * i if link.a == u else 2 * i + 1
             self._edge[(u, v)] = (forward, self.index[u], epb, bw, lat)

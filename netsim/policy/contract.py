@@ -88,6 +88,13 @@ class Observation:
     edges_busy: np.ndarray | None = None
     """Which edges still work from an earlier asynchronous hierarchical decision, or whose
     model waits in the cloud's buffer (read-only bool array over edges; None without edges)."""
+    label_counts: np.ndarray | None = None
+    """Each device's label histogram: samples of each class it holds, an (n, classes) array
+    by the device table's rows (read-only; samples, float in the surrogate, whose rows sum
+    to each device's ``samples``; int counts of its shard on a real backend). None where no
+    histogram is kept: IID data in the surrogate, every device holding the population's mix.
+    What a planner needs to know which classes a device set trains
+    (:class:`netsim.training.loss.PlanningCoverage`, docs/curves.md)."""
 
     @property
     def loss(self) -> float:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from netsim.plugins import POLICIES, group
+from netsim.plugins import POLICIES, broken_plugin, load_group
 from netsim.policy.contract import Policy
 from netsim.scenario.errors import Problem, ScenarioError, problems_from_validation
 
@@ -70,12 +70,82 @@ def entry_of(obj: Any, name: str) -> PolicyEntry:
 
 @cache
 def _load() -> tuple[tuple[str, PolicyEntry], ...]:
-    return tuple((name, entry_of(ep.load(), name)) for name, ep in group(POLICIES).items())
+    # (a plug-in that fails to load is skipped with a warning: netsim.plugins.load_group)
+    return tuple(load_group(POLICIES, entry_of).items())
+
+
+#: Policies registered in this process only, by name (:func:`register_local`).
+_LOCAL: dict[str, PolicyEntry] = {}
 
 
 def registered() -> dict[str, PolicyEntry]:
-    """Every registered policy by name (sorted), loaded once per process."""
-    return dict(_load())
+    """Every registered policy by name (sorted), loaded once per process, and those
+    registered in this process (:func:`register_local`)."""
+    if not _LOCAL:
+        return dict(_load())
+    return dict(sorted({**dict(_load()), **_LOCAL}.items()))
+
+
+def local_policies(names: list[str], allow_imports: bool,
+                   where: str = "--policy") -> tuple[list[str], list[Problem]]:
+    """``names`` with each that names a user's own policy class (``mypolicy:CheapestK``,
+    ``path/to/mypolicy.py:CheapestK``: :func:`netsim.plugins.names_an_object`) imported,
+    registered in this process (:func:`register_local`) and replaced by its registered
+    name; imported only with ``allow_imports`` (``--allow-imports``), else a problem saying
+    to add it. Also every problem (import errors, an object that is no policy class); a
+    name with a problem is left out of the names returned."""
+    from netsim.plugins import OBJECT_FORMS, import_object, names_an_object
+
+    known = registered()
+    out: list[str] = []
+    problems: list[Problem] = []
+    for name in names:
+        if name in known or not names_an_object(name):
+            out.append(name)
+            continue
+        if not allow_imports:
+            problems.append(Problem(where, f"{name!r} names a policy class to import "
+                                           f"({OBJECT_FORMS}); importing runs its code, so "
+                                           "netsim does it only with --allow-imports: add it"))
+            continue
+        try:
+            entry = register_local(_entry_named(import_object(name), name))
+        except (ValueError, TypeError) as exc:
+            problems.append(Problem(where, str(exc)))
+            continue
+        out.append(entry.name)
+    return out, problems
+
+
+def _entry_named(obj: Any, text: str) -> PolicyEntry:
+    """The :class:`PolicyEntry` of an object a user named (``text``), under its own
+    registered name."""
+    entry = obj if isinstance(obj, PolicyEntry) else getattr(obj, "__dict__", {}).get(
+        ENTRY_ATTRIBUTE)
+    if not isinstance(entry, PolicyEntry):
+        raise TypeError(f"{text!r} is {obj!r}, not a policy class: decorate it with "
+                        "@netsim.policy.register(NAME, DESCRIPTION, PARAMS) "
+                        "(docs/writing-a-policy.md)")
+    return entry
+
+
+def register_local(entry: PolicyEntry) -> PolicyEntry:
+    """Make ``entry`` available by name in this process only: a user's own policy class
+    named on the command line (``netsim run --policy mypolicy:CheapestK --allow-imports``)
+    or a Policy object given to ``netsim.sweep``. Returns it.
+
+    Raises
+    ------
+    ValueError
+        If an installed policy (an entry point) other than ``entry``'s is registered under
+        its name (an earlier local one is replaced).
+    """
+    known = dict(_load()).get(entry.name)
+    if known is not None and known.factory is not entry.factory:
+        raise ValueError(f"policy name {entry.name!r} is taken by the registered policy "
+                         f"{known.factory!r}: give your policy another name")
+    _LOCAL[entry.name] = entry
+    return entry
 
 
 def make_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
@@ -88,13 +158,16 @@ def make_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
     """
     entries = registered()
     if name not in entries:
-        raise ScenarioError([Problem("policy", f"unknown policy {name!r} "
-                                               f"(registered: {', '.join(entries)})")], "policy")
+        broken = broken_plugin(POLICIES, name)
+        raise ScenarioError([Problem("policy", f"policy {name!r}: {broken.unavailable()}" if broken else
+                                     f"unknown policy {name!r} (registered: "
+                                     f"{', '.join(entries)})")], "policy")
     entry = entries[name]
     try:
         p = entry.params.model_validate(dict(params or {}))
     except ValidationError as exc:
-        raise ScenarioError(problems_from_validation(exc, prefix=f"policies.{name}"),
+        raise ScenarioError(problems_from_validation(exc, prefix=f"policies.{name}",
+                                                     model=entry.params),
                             "policy") from None
     return entry.factory(p)
 

@@ -5,7 +5,10 @@
   final_accuracy, loss_source: where the training curve comes from; planned_epochs,
   planned_energy_j, planned_time_s: the first decision's plan of a planning policy, NaN for
   others, so plan and outcome sit side by side; plan_status, plan_gap: what an exact
-  reference proved about that plan, "optimal" or "time_limit" with its relative gap)
+  reference proved about that plan, "optimal" or "time_limit" with its relative gap;
+  client_calls, client_calls_failed: a driven run's ClientApp calls (a Flower app's, real
+  mode) and those that failed (raised, an error reply, an update without its example count),
+  over the whole run, 0 for netsim's own policies and Flower's surrogate mode)
 - epochs: run_id, epoch, start_s, end_s, energy_compute_j, energy_comm_j, energy_idle_j, loss,
   variant, participants, samples  (+ variant_name, accuracy, participant_ids, info; the
   changing world's (docs/dynamics.md) dropped, late, energy_wasted_j, energy_sleep_j, and
@@ -34,7 +37,9 @@
   intervals as a flat list [start0, end0, start1, end1, ...] (s); label_counts: the labels
   the device holds, one count per class, where the data is skewed or trained for real (the
   real backends' shards; the surrogate's drawn histograms, rounded), absent for the
-  surrogate's IID data)
+  surrogate's IID data; phase_times_s, where the scenario says ``record_phase_times``: per
+  static star epoch the device took part in, seven numbers in a flat list: the epoch, its
+  download start and end, training start and end, upload start and end (s))
 
 Energy categories: compute, comm, idle and sleep; their sum is ``runs.energy_j``.
 """
@@ -86,6 +91,9 @@ class Recorder:
         self.initial_loss = math.nan
         self.label_counts: Any = None
         """Each device's label histogram (rows by device) where the backend holds them."""
+        self._phase_times: dict[int, list[float]] | None = None
+        """Per device row, the flat phase times of the epochs it took part in (where the
+        scenario keeps them: ``record_phase_times``)."""
         self.loss_source = ""
         self.energy_j = 0.0
         self._epochs: list[dict[str, Any]] = []
@@ -101,6 +109,10 @@ class Recorder:
         self._dropouts: dict[int, int] = {}
         self._wasted: dict[int, float] = {}
         self._asynchronous = False
+        self.client_calls = 0
+        """A driven run's ClientApp calls (``runs.client_calls``; the driver counts them)."""
+        self.client_calls_failed = 0
+        """Those of them that failed (``runs.client_calls_failed``)."""
 
     @property
     def last_accuracy(self) -> float | None:
@@ -141,6 +153,12 @@ class Recorder:
             samples = sum(tiers.counted.values())
         for row, joules in outcome.wasted_j_by_row.items():
             self._wasted[row] = self._wasted.get(row, 0.0) + joules
+        if outcome.phase_times is not None:
+            kept = self._phase_times if self._phase_times is not None else {}
+            self._phase_times = kept
+            rows, times = outcome.phase_times
+            for row, (d0, d1, u0, u1) in zip(rows.tolist(), times.tolist(), strict=True):
+                kept.setdefault(row, []).extend((float(epoch), d0, d1, d1, u0, u0, u1))
         for dev in outcome.dropped:
             row = self._row[dev]
             self._dropouts[row] = self._dropouts.get(row, 0) + 1
@@ -200,6 +218,9 @@ class Recorder:
                 "energy_sleep_j": snap.sleep_j, "online_s": online,
                 "battery_end_j": battery, "online_intervals_s": intervals,
             }
+            if self._phase_times is not None:  # (record_phase_times: what each one did)
+                kept = self._phase_times
+                self._device_columns["phase_times_s"] = [kept.get(i, []) for i in range(n)]
             counts = self.label_counts
             if counts is not None:  # skewed or real data: what each device held
                 rounded = np.rint(np.asarray(counts, dtype=float)).astype(np.int64).tolist()
@@ -223,6 +244,8 @@ class Recorder:
             "loss_source": self.loss_source,
             **{k: self._first_plan.get(k, math.nan) for k in PLAN_KEYS},
             "plan_status": self._plan_status,
+            "client_calls": int(self.client_calls),
+            "client_calls_failed": int(self.client_calls_failed),
         }
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -84,16 +84,34 @@ def with_target_loss(data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem
     path, accuracy = "training.target_accuracy", training["target_accuracy"]
     if "target_loss" in training:
         return data, [Problem(path, "give target_loss or target_accuracy, not both")]
-    model = resolved_model(data.get("model"))
-    if model is None or not isinstance(accuracy, int | float) or isinstance(accuracy, bool):
-        return data, []  # (the model's or the field's own problem is reported)
-    amap = model.loss.accuracy if model.loss is not None else None
+    raw = data.get("model")
+    if isinstance(raw, dict) and raw.get("torch") is not None:  # (a PyTorch model's own loss)
+        from netsim.scenario.schema import TorchModelSpec
+
+        torch_model = _valid(TorchModelSpec, raw)
+        if torch_model is None or not isinstance(accuracy, int | float) \
+                or isinstance(accuracy, bool):
+            return data, []  # (the model's or the field's own problem is reported)
+        if torch_model.loss is None or torch_model.loss.accuracy is None:
+            return data, [Problem(path, "a PyTorch model (model: {torch: ...}) has no accuracy "
+                                        "map unless model.loss.accuracy gives one (fitted to "
+                                        "it: netsim calibrate); give training.target_loss "
+                                        "instead")]
+        model = None
+        amap = torch_model.loss.accuracy
+        name = torch_model.name or "the PyTorch model"
+    else:
+        model = resolved_model(raw)
+        if model is None or not isinstance(accuracy, int | float) or isinstance(accuracy, bool):
+            return data, []  # (the model's or the field's own problem is reported)
+        amap = model.loss.accuracy if model.loss is not None else None
+        name = model.name
     if amap is None:
-        return data, [Problem(path, f"model {model.name!r} has no accuracy map (its loss "
+        return data, [Problem(path, f"model {name!r} has no accuracy map (its loss "
                                     "parameters' accuracy); give target_loss instead")]
     if not amap.chance < accuracy < amap.top:
         return data, [Problem(path, f"{accuracy!r} outside ({amap.chance:g}, {amap.top:g}), "
-                                    f"the accuracies model {model.name!r}'s map spans")]
+                                    f"the accuracies model {name!r}'s map spans")]
     return {**data, "training": {**training, "target_loss": amap.loss_for(float(accuracy))}}, []
 
 
@@ -157,7 +175,9 @@ def _torch_problems(model: ModelSpec | None) -> list[Problem]:
 
 def policy_problems(data: dict[str, Any]) -> list[Problem]:
     """The ``policies:`` block: each name registered, its parameters valid for that policy."""
+    from netsim.plugins import POLICIES, broken_plugin
     from netsim.policy import registered
+    from netsim.policy.requirements import reasons, requirements_of
 
     block = data.get("policies")
     if not isinstance(block, dict):
@@ -165,16 +185,28 @@ def policy_problems(data: dict[str, Any]) -> list[Problem]:
     entries, out = registered(), []
     for name, params in block.items():
         if not isinstance(name, str) or name not in entries:
-            out.append(Problem(f"policies.{name}", f"unknown policy {name!r}"
-                                                   + name_hint(str(name), list(entries))))
+            broken = broken_plugin(POLICIES, name) if isinstance(name, str) else None
+            out.append(Problem(f"policies.{name}", broken.unavailable() if broken else
+                               f"unknown policy {name!r}" + name_hint(str(name), list(entries))))
             continue
+        out += [Problem(f"policies.{name}", reason) for reason in reasons(
+            requirements_of(entries[name].factory), name, _declares_edges(data),
+            data.get("dynamics") is not None)]
         if not isinstance(params, dict):
             continue  # the schema reports it
         try:
             entries[name].params.model_validate(params)
         except ValidationError as exc:
-            out += problems_from_validation(exc, prefix=f"policies.{name}")
+            out += problems_from_validation(exc, prefix=f"policies.{name}",
+                                            model=entries[name].params)
     return out
+
+
+def _declares_edges(data: dict[str, Any]) -> bool:
+    """Whether the raw scenario has edge aggregators (``edges:`` or ``generate.edges``)."""
+    generate = data.get("generate")
+    return bool(_as_list(data.get("edges"))) or (
+        generate is not None and _field(generate, "edges") is not None)
 
 
 def generate_problems(data: dict[str, Any]) -> list[Problem]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+#: pydantic's names of constrained and validated union branches (``constrained-str``).
+_TAG_PREFIXES = ("constrained-", "function-")
 #: pydantic's bound errors: (context key, wording); bounds are shown as ``1e+24``, not digits.
 _BOUNDS = {"greater_than": ("gt", "greater than"),
            "greater_than_equal": ("ge", "greater than or equal to"),
@@ -42,19 +46,78 @@ def format_path(loc: Iterable[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and (part in _TYPE_TAGS or "[" in part or part[:1].isupper()):
+        elif _is_tag(part):
             continue
         else:
             out += f".{part}" if out else str(part)
     return out
 
 
+def _is_tag(part: Any) -> bool:
+    """Whether a location part is pydantic's name of a union branch (``str``,
+    ``DeviceSpec``, ``list[...]``, ``constrained-str``), not a field."""
+    return isinstance(part, str) and (part in _TYPE_TAGS or "[" in part or part[:1].isupper()
+                                      or part.startswith(_TAG_PREFIXES))
+
+
 def _is_tagged(loc: Sequence[Any]) -> bool:
-    return any(isinstance(p, str) and (p in _TYPE_TAGS or "[" in p or p[:1].isupper()) for p in loc)
+    return any(_is_tag(p) for p in loc)
 
 
-def problems_from_validation(error: ValidationError, prefix: str = "") -> list[Problem]:
-    """Turn pydantic's errors into problems; for a union, keep the branch the input was meant for."""
+def _unwrap(tp: Any) -> list[Any]:
+    """The types a field's annotation stands for: ``Annotated``, unions and ``None`` removed."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(get_args(tp)[0])
+    if origin is Union or origin is types.UnionType:
+        return [t for arg in get_args(tp) for t in _unwrap(arg)]
+    return [] if tp is type(None) else [tp]
+
+
+def fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The field names of the model(s) found by following ``loc`` (pydantic's error location,
+    up to the unknown key) from ``model``: through fields, list items and dict values; union
+    tags (``DeviceSpec``) pick their branch. Empty where the path leads to no model."""
+    current: list[Any] = [model]
+    for part in loc:
+        found: list[Any] = []
+        for tp in (t for c in current for t in _unwrap(c)):
+            origin, args = get_origin(tp), get_args(tp)
+            if isinstance(part, int):
+                if origin in (list, tuple, set, frozenset, Sequence) and args:
+                    found.append(args[0])
+            elif isinstance(tp, type) and issubclass(tp, BaseModel):
+                if part in tp.model_fields:
+                    found.append(tp.model_fields[part].annotation)
+                elif part == tp.__name__ or (isinstance(part, str) and part in _TYPE_TAGS):
+                    found.append(tp)  # (a union's tag: this branch)
+            elif origin is dict and len(args) == 2 and isinstance(part, str):
+                found.append(args[1])
+        current = found or (current if _is_tag(part) else [])
+    names: list[str] = []
+    for tp in (t for c in current for t in _unwrap(c)):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            names += [n for n in tp.model_fields if n not in names]
+    return names
+
+
+def unknown_field_message(key: Any, known: Sequence[str]) -> str:
+    """``unknown field; did you mean 'flop_per_s'?`` (the closest known name), else
+    ``unknown field (a typo?)`` with the known names (at most 12)."""
+    close = difflib.get_close_matches(str(key), list(known), n=1) if known else []
+    if close:
+        return f"unknown field; did you mean {close[0]!r}?"
+    if not known:
+        return "unknown field (a typo?)"
+    shown = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+    return f"unknown field (a typo?); the fields here: {shown}"
+
+
+def problems_from_validation(error: ValidationError, prefix: str = "",
+                             model: type[BaseModel] | None = None) -> list[Problem]:
+    """Turn pydantic's errors into problems; for a union, keep the branch the input was meant
+    for. With the ``model`` validated, an unknown field gets the closest known name
+    (``did you mean 'flop_per_s'?``)."""
     problems: list[Problem] = []
     seen: set[tuple[str, str]] = set()
     for err in error.errors():
@@ -75,7 +138,8 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
                 and not isinstance(value, bool) and repr(value) not in msg:
             msg = f"{msg} (got {value!r})"
         if kind == "extra_forbidden":
-            msg = "unknown field (a typo?)"
+            msg = unknown_field_message(loc[-1] if loc else "",
+                                        fields_at(model, loc[:-1]) if model else [])
         key = (path, msg)
         if key not in seen:
             seen.add(key)

@@ -4,7 +4,9 @@ Validation reports every problem at once with its field path; nothing runs on an
 scenario. Field problems come from the schema (pydantic); cross-field ones (duplicate ids,
 unknown aggregator, link end, model or policy, unreachable devices, a network where no device
 can ever train) from :mod:`netsim.scenario.checks`, run on the raw mapping so that both are
-reported in the same pass. Implausible magnitudes (unit traps) are warnings.
+reported in the same pass. Implausible magnitudes are warnings, except unit traps (a case
+mistake such as ``'20 mbps'`` for ``'20 Mbps'``: :func:`netsim.units.unit_trap`), which are
+problems.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from netsim.scenario.network import (  # noqa: F401  (re-exported: their home be
     resolve_network,
 )
 from netsim.scenario.schema import Scenario
-from netsim.units import unit_warnings
+from netsim.units import unit_checks
 from netsim.yamlio import YamlLimitError, describe_error, read_text, safe_load
 
 
@@ -167,14 +169,18 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
         try:
             scenario, problems = Scenario.model_validate(raw), targeted
         except ValidationError as exc:
-            scenario, problems = None, problems_from_validation(exc) + targeted
+            found = problems_from_validation(exc, model=Scenario)
+            if targeted:  # (target_accuracy could not stand in: its reason, not "required")
+                found = [p for p in found if p.path != "training.target_loss"]
+            scenario, problems = None, found + targeted
         except (OverflowError, RecursionError) as exc:
             scenario, problems = None, [Problem("", f"cannot be read: {exc}")]
-    problems = _unique(problems + cross_problems(raw, None if scenario is None
-                                                 else scenario.devices)
+    traps, implausible = unit_checks(
+        data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)
+    problems = _unique([Problem(path, msg) for path, msg in traps] + problems
+                       + cross_problems(raw, None if scenario is None else scenario.devices)
                        + edge_problems(raw))
-    warnings = [Problem(path, msg) for path, msg in unit_warnings(
-        data.model_dump(include={"devices", "links"}) if isinstance(data, Scenario) else raw)]
+    warnings = [Problem(path, msg) for path, msg in implausible]
     if scenario is not None and not problems:
         warnings += data_set_warnings(scenario)
     return Validation(scenario if not problems else None, problems, warnings)
@@ -227,7 +233,7 @@ def load_scenario(source: str | Path | dict[str, Any] | Scenario,
                   strict: bool = False) -> Scenario:
     """A validated :class:`Scenario` from a file path, built-in name, mapping or Scenario.
 
-    Warnings (implausible magnitudes, see :func:`netsim.units.unit_warnings`) are issued as
+    Warnings (implausible magnitudes, see :func:`netsim.units.unit_checks`) are issued as
     :class:`ScenarioWarning`; with ``strict`` they are problems.
 
     Raises

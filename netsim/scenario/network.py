@@ -5,7 +5,7 @@ and the validation's checks all need without importing one another)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,9 @@ class ResolvedNetwork:
     media: list[MediumSpec] = field(default_factory=list)
     edges: list[EdgeSpec] = field(default_factory=list)
     """Edge aggregators (docs/hierarchical.md)."""
+    goodput_factor: float = 1.0
+    """The scenario's goodput factor, for links that do not give their own
+    (netsim.network.goodput)."""
 
     @property
     def fleet(self) -> Fleet | None:
@@ -72,17 +75,19 @@ def resolve_network(scenario: Scenario, seed: int) -> ResolvedNetwork:
     (with power states, sleep power and batteries, when the scenario has dynamics)."""
     if scenario.generate is None:
         return network_of(scenario)
-    return generated_network(scenario.generate, seed,
-                             power_states=scenario.dynamics is not None)
+    return replace(generated_network(scenario.generate, seed,
+                                     power_states=scenario.dynamics is not None),
+                   goodput_factor=float(scenario.goodput_factor))
 
 
 def network_of(scenario: Scenario) -> ResolvedNetwork:
     """The network of a *resolved* scenario (explicit, or a fleet's sequences kept as they
     are: never a list of a million specs)."""
     devices, links = scenario.devices or (), scenario.links or ()
+    goodput = float(scenario.goodput_factor)
     net = ResolvedNetwork(devices, links, str(scenario.aggregator), list(scenario.media),
-                          list(scenario.edges))
+                          list(scenario.edges), goodput)
     if net.fleet is not None:
         return net
     return ResolvedNetwork(list(devices), list(links), str(scenario.aggregator),
-                           list(scenario.media), list(scenario.edges))
+                           list(scenario.media), list(scenario.edges), goodput)

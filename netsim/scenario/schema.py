@@ -131,6 +131,10 @@ class LinkSpec(_Strict):
     transfer on this link ends (cut short by a new transfer)."""
     tail_power_w: Annotated[Watts, _range("ge", 0, 1e6)] = 0.0
     """Power (W) of that tail."""
+    goodput_factor: Annotated[float, Field(gt=0, le=1)] | None = None
+    """The share of ``bandwidth_bps`` that carries payload (netsim.network.goodput: TCP over
+    Ethernet 1448 / 1514 = 0.956 of a line rate); absent: the scenario's
+    ``goodput_factor``."""
 
 
 class MediumSpec(_Strict):
@@ -148,12 +152,24 @@ class MediumSpec(_Strict):
     """wifi: the budget's loss per active flow beyond the onset (fraction of air time)."""
 
 
+#: How an upload encodes an unstructured variant's sparse weights (``model.sparse_upload``).
+SparseUpload = Literal["values", "bitmap", "dense"]
+
+
 class VariantSpec(_Strict):
-    """A model version: the fractions of the full model's parameters and FLOP it keeps."""
+    """A model version: the fractions of the full model's parameters and FLOP it keeps, and
+    what kind of model it is (which sets its bytes: :meth:`ModelSpec.model_bytes`)."""
 
     name: Annotated[str, Field(min_length=1)]
     params_fraction: Annotated[float, Field(gt=0, le=1)]
     flop_fraction: Annotated[float, Field(gt=0, le=1)]
+    kind: Literal["unstructured", "structured"] | None = None
+    """``unstructured``: the full model with magnitude masks (``params_fraction`` of the
+    parameters non-zero), sent as ``model.sparse_upload`` says; ``structured``: a smaller
+    dense model (channel pruning), sent as its own ``params x params_fraction`` parameters;
+    absent: a variant declared by its fractions, sent as ``params x params_fraction``
+    parameters (netsim's count before 0.7.0: the zoo's variants, whose FLOP shrink with their
+    parameters as a smaller model's do). ``model: {torch: ...}`` measures it."""
 
 
 class AccuracyMap(_Strict):
@@ -336,6 +352,10 @@ class TorchModelSpec(_Strict):
     bytes_per_param: Annotated[float, _range("gt", 0, 1e3)] | None = None
     """Bytes per parameter on the wire and in memory; absent: measured (the parameters' bytes
     over their count: 4 for float32)."""
+    sparse_upload: SparseUpload = "bitmap"
+    """How an unstructured (pruned-NN) variant is sent: ``bitmap`` (its non-zero values and
+    one bit per prunable weight), ``values`` (the non-zero values only: both ends know the
+    mask) or ``dense`` (the whole model, zeros included); as ``ModelSpec.sparse_upload``."""
     loss: LossParams | None = None
     """The surrogate's curve; absent: the generic one (netsim/data/loss_params.yaml), not
     fitted to this model."""
@@ -351,6 +371,19 @@ class ModelSpec(_Strict):
     variants: Annotated[tuple[VariantSpec, ...], Field(min_length=1)] = Field(
         default_factory=lambda: (VariantSpec(name="full", params_fraction=1.0, flop_fraction=1.0),)
     )
+    sparse_upload: SparseUpload = "bitmap"
+    """How an upload (and a download) encodes an ``unstructured`` variant (one with
+    ``kind: unstructured``): ``bitmap`` (default: the non-zero values, ``params x
+    params_fraction x bytes_per_param``, plus one bit per prunable weight, ``prunable_params /
+    8`` bytes: self-describing, so every update decodes on its own, a stale asynchronous one
+    trained under an older mask included), ``values`` (the values only: both ends know the
+    mask, as when the server sends it once per variant change) or ``dense`` (the whole model,
+    zeros included: ``params x bytes_per_param``). Structured variants and variants without a
+    kind are dense models of their own size whatever this says."""
+    prunable_params: Annotated[float, _range("gt", 0, 1e15)] | None = None
+    """Parameters a magnitude mask covers (every weight of two or more dimensions; biases and
+    norms are never pruned): one bit each in a ``bitmap`` upload; absent: all ``params``
+    (an upper bound). ``model: {torch: ...}`` measures it."""
     loss: LossParams | None = None
     source: str = ""
     torch: TorchSource | None = None
@@ -366,11 +399,33 @@ class ModelSpec(_Strict):
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError("variant names must be unique")
+        if self.prunable_params is not None and self.prunable_params > self.params:
+            raise ValueError(f"prunable_params: {self.prunable_params:g} is more than the "
+                             f"model's params ({self.params:g})")
         return self
 
     def model_bytes(self, variant: int) -> float:
-        """Bytes of the given variant's parameters (what a download or upload moves)."""
-        return self.params * self.variants[variant].params_fraction * self.bytes_per_param
+        """Bytes (B) one download or upload of the given variant moves, netsim's one formula
+        (every cost, planner and the engine read it):
+
+        * a variant without a kind, or ``structured`` (a smaller dense model): its
+          parameters, ``params x params_fraction x bytes_per_param``;
+        * ``unstructured`` (masks on the full model), as ``sparse_upload`` says: ``values``:
+          the kept values, ``params x params_fraction x bytes_per_param``; ``bitmap``: those
+          plus one bit per prunable weight, ``ceil(prunable_params / 8)`` (``params`` when
+          not given); ``dense``: the full model, ``params x bytes_per_param``.
+
+        The full variant (``params_fraction`` 1) is the full model's bytes in every case.
+        """
+        v = self.variants[variant]
+        kept = self.params * v.params_fraction * self.bytes_per_param
+        if v.kind != "unstructured" or v.params_fraction >= 1.0 \
+                or self.sparse_upload == "values":
+            return kept
+        if self.sparse_upload == "dense":
+            return self.params * self.bytes_per_param
+        prunable = self.params if self.prunable_params is None else self.prunable_params
+        return kept + math.ceil(prunable / 8.0)
 
     def flop_per_sample(self, variant: int) -> float:
         """Training FLOP per sample (forward + backward) of the given variant."""
@@ -414,11 +469,36 @@ def _batch_size(value: Any) -> Any:
 BatchSize = Annotated[Annotated[int, Field(ge=1, le=10**9)] | None, BeforeValidator(_batch_size)]
 
 
+class LabelBiasSpec(_Strict):
+    """Async-HFL's "preference bias" split (Yu et al., IoTDI 2023, its ``load_data.py``
+    ``BiasLoader``; the rule as netsim writes it is ours, netsim.training.labels): each
+    device holds ``primary`` of its samples from one label, ``secondary`` from one other
+    label drawn uniformly, and the rest (``1 - primary - secondary``) spread evenly over
+    every label but the primary. ``primary_labels``: how each device's primary label is
+    drawn: ``uniform`` (every label alike) or ``normal`` (the paper's
+    ``label_distribution: normal``: label weights a logistic density over the labels in a
+    random order, ``utils/dists.py`` ``normal``)."""
+
+    primary: Annotated[float, Field(gt=0, le=1)]
+    """Fraction of each device's samples from its primary label (0-1]."""
+    secondary: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Fraction from its secondary label [0-1); primary + secondary <= 1."""
+    primary_labels: Literal["uniform", "normal"] = "uniform"
+
+    @model_validator(mode="after")
+    def _fractions(self) -> LabelBiasSpec:
+        if self.primary + self.secondary > 1.0 + 1e-12:
+            raise ValueError(f"primary ({self.primary:g}) + secondary ({self.secondary:g}) "
+                             "is more than 1: they are fractions of each device's samples")
+        return self
+
+
 class TrainingSpec(_Strict):
     """Training goal and limits."""
 
     backend: Literal["surrogate", "real", "torch"] = "surrogate"
-    target_loss: Annotated[float, PositiveF]
+    target_loss: Annotated[float, PositiveF,
+                           Field(json_schema_extra={"required_unless": "target_accuracy"})]
     """The loss that ends the run (nats); with ``target_accuracy`` instead, the equivalent
     loss by the model's accuracy map, filled in when the scenario is read."""
     target_accuracy: Annotated[float, Field(gt=0, lt=1)] | None = None
@@ -434,6 +514,9 @@ class TrainingSpec(_Strict):
     """McMahan et al.'s pathological non-IID split: the data sorted by label, cut into
     ``shards_per_device`` shards per device, each device dealt that many (so it holds about
     that many classes); exclusive with ``dirichlet_alpha``; at most the model's classes."""
+    label_bias: LabelBiasSpec | None = None
+    """Async-HFL's preference-bias split (:class:`LabelBiasSpec`, e.g. ``{primary: 0.8,
+    secondary: 0.2}``); exclusive with ``dirichlet_alpha`` and ``shards_per_device``."""
     truth_sample_efficiency: Annotated[float, Field(gt=0, le=10)] = 1.0
     memory_overhead: Annotated[float, Field(ge=1, le=100)] = 3.0
     local_epochs: Annotated[int, Field(ge=1, le=10_000)] = 1
@@ -446,15 +529,18 @@ class TrainingSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_skew(self) -> TrainingSpec:
-        if self.dirichlet_alpha is not None and self.shards_per_device is not None:
-            raise ValueError("dirichlet_alpha and shards_per_device are two ways to skew the "
+        given = [name for name in ("dirichlet_alpha", "shards_per_device", "label_bias")
+                 if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} are {len(given)} ways to skew the "
                              "labels: give one of them")
         return self
 
     @property
     def label_skewed(self) -> bool:
-        """Whether the devices' labels are skewed (Dirichlet or shards)."""
-        return self.dirichlet_alpha is not None or self.shards_per_device is not None
+        """Whether the devices' labels are skewed (Dirichlet, shards or label bias)."""
+        return self.dirichlet_alpha is not None or self.shards_per_device is not None \
+            or self.label_bias is not None
 
 
 class GenerateSpec(_Strict):
@@ -604,6 +690,16 @@ class Scenario(_Strict):
     dynamics: DynamicsSpec | None = None
     edges: tuple[EdgeSpec, ...] = ()
     """Edge aggregators between devices and the cloud aggregator (docs/hierarchical.md)."""
+    record_phase_times: bool = False
+    """Keep each participant's phase times in the devices table (``phase_times_s``: per
+    epoch its download start and end, training start and end, upload start and end), for
+    static star epochs (the arrays and the events alike); off by default, since a fleet's
+    every epoch would add a row per participant."""
+    goodput_factor: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """The share of every link's ``bandwidth_bps`` that carries payload, where a link does
+    not say (``links[].goodput_factor``; a generated network's links all take this): 1, the
+    bandwidths are payload rates (netsim's reading before 0.7.0); 0.956 reads them as
+    Ethernet line rates under TCP (netsim.network.goodput, docs/semantics.md)."""
 
     @field_serializer("devices", "links", mode="wrap")
     def _sequences_as_tuples(self, value: Any, handler: SerializerFunctionWrapHandler,

@@ -2,7 +2,7 @@
 docs/byo-model.md): what netsim reads of it without importing torch or the model's code.
 
 ``model: {torch: {factory: "pkg.mod:factory", input_shape: [1, 28, 28]}}`` names a model. When
-the scenario is resolved (:func:`measured_scenario`, ``netsim run`` once before it runs,
+the scenario is resolved (:func:`netsim.measuring.measured_scenario`, ``netsim run`` once before it runs,
 :func:`netsim.simulate`, :func:`netsim.training.models.resolve_model`), it is measured into a
 :class:`~netsim.scenario.schema.ModelSpec` by :func:`netsim.torchnet.scenario.measure_model`
 (parameters, bytes per parameter, training FLOP per sample, variants; the generic loss curve
@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from netsim.filedigest import trace_digest
 from netsim.scenario.errors import Problem
-from netsim.scenario.schema import ModelSpec, Scenario, TorchModelSpec, TorchSource
+from netsim.scenario.schema import ModelSpec, TorchModelSpec, TorchSource
 
 #: The field that names the factory (its path in problems and in ``netsim validate``).
 FACTORY_FIELD = "model.torch.factory"
@@ -274,21 +274,3 @@ def hashed_source(model: dict[str, Any]) -> None:
         torch["data"] = {**data, "npz": trace_digest(data["npz"])}
 
 
-def measured_scenario(scenario: Scenario) -> Scenario:
-    """``scenario`` with a PyTorch model (``model: {torch: ...}``) measured
-    (:func:`netsim.torchnet.scenario.measure_model`; with the torch backend, its data's labels
-    checked against the model's outputs); the scenario itself for any other model.
-
-    Raises
-    ------
-    ScenarioError
-        As :func:`measure_model`.
-    """
-    if not isinstance(scenario.model, TorchModelSpec):
-        return scenario
-    from netsim.torchnet.scenario import check_labels, measure_model
-
-    model = measure_model(scenario.model)
-    if scenario.training.backend == "torch":
-        check_labels(model.torch)  # type: ignore[arg-type]
-    return scenario.model_copy(update={"model": model})

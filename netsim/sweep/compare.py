@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -168,14 +169,23 @@ def _ci(mean: float, lo: float, hi: float) -> str:
     return f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"
 
 
-def display_table(part: pd.DataFrame) -> pd.DataFrame:
-    """A point's rows as strings, intervals in brackets (the printed and HTML form)."""
+def _head(part: pd.DataFrame, success_column: str, success_text: str) -> pd.DataFrame:
+    """Both tables' first columns: the policy (``*``: the best), its success with its
+    interval as ``success_text`` formats it (fields p, lo, hi and lo100, hi100 in percent),
+    and whether it meets the required share."""
     shown = pd.DataFrame({"policy": [f"{p} *" if b else p for p, b in
                                      zip(part["policy"], part["best"], strict=True)]})
-    shown["success (95% CI)"] = [
-        "-" if math.isnan(p) else f"{p:.0%} [{lo:.0%}, {hi:.0%}]"
+    shown[success_column] = [
+        "-" if math.isnan(p) else success_text.format(p=p, lo=lo, hi=hi, lo100=lo * 100,
+                                                      hi100=hi * 100)
         for p, lo, hi in zip(part["success"], part["success_lo"], part["success_hi"], strict=True)]
     shown["meets"] = ["yes" if m else "no" for m in part["meets"]]
+    return shown
+
+
+def display_table(part: pd.DataFrame) -> pd.DataFrame:
+    """A point's rows as strings, intervals in brackets (the printed and HTML form)."""
+    shown = _head(part, "success (95% CI)", "{p:.0%} [{lo:.0%}, {hi:.0%}]")
     shown["runs"], shown["failed"] = part["runs"].to_numpy(), part["failed"].to_numpy()
     for metric, unit in (("energy_j", "J"), ("time_s", "s")):
         name = metric.split("_")[0]
@@ -199,6 +209,47 @@ def display_table(part: pd.DataFrame) -> pd.DataFrame:
     return shown.reset_index(drop=True)
 
 
+def _pm(mean: float, lo: float, hi: float) -> str:
+    """``1002 ± 9.8``: a mean and its symmetric (Student-t) 95 % half-width."""
+    if mean is None or math.isnan(mean):
+        return "-"
+    if math.isnan(lo) or math.isnan(hi):
+        return f"{mean:.4g}"
+    half = (hi - lo) / 2
+    if half > 0 and math.isfinite(half):  # two significant digits, no exponent below 1e6
+        half = round(half, 1 - math.floor(math.log10(half)))
+    return f"{mean:.4g} ± {half:g}"
+
+
+def compact_table(part: pd.DataFrame) -> pd.DataFrame:
+    """A point's rows as ``netsim compare`` prints them by default, to fit 100 columns:
+    policy (``*`` best), success with its Wilson interval, meets, runs (and failed), energy
+    (J) and time (s) over all runs as mean ± the Student-t 95 % half-width, energy over the
+    best's, and with a baseline the paired energy difference. :func:`display_table` (``--wide``,
+    the HTML report) adds the runs that reached the target, the final loss, time/best, the
+    paired time difference and the ratios to an optimum."""
+    shown = _head(part, "success [95%]", "{p:.0%} [{lo100:.0f}, {hi100:.0f}]")
+    shown["runs"] = [f"{r}" if not f else f"{r} ({f} failed)"
+                     for r, f in zip(part["runs"], part["failed"], strict=True)]
+    for metric, head in (("energy_j", "energy J ± 95%"), ("time_s", "time s ± 95%")):
+        shown[head] = [_pm(*v) for v in zip(part[f"{metric}_all"], part[f"{metric}_all_lo"],
+                                            part[f"{metric}_all_hi"], strict=True)]
+    shown["energy/best"] = [_num(x) for x in part["energy_vs_best"]]
+    if "paired_n" in part:
+        # (the seeds paired, where fewer than the policy's runs that did not fail)
+        shown["dE J vs base"] = [
+            "baseline" if b else "-" if math.isnan(n) else _pm(m, lo, hi)
+            + (f" (n={int(n)})" if n < runs - failed else "")
+            for m, lo, hi, n, b, runs, failed in zip(
+                part["d_energy_j"], part["d_energy_j_lo"], part["d_energy_j_hi"],
+                part["paired_n"], part["baseline"], part["runs"], part["failed"], strict=True)]
+    return shown.reset_index(drop=True)
+
+
+COLUMNS = 100
+"""The width ``netsim compare`` keeps to by default (``--wide``: no limit)."""
+
+
 def point_heading(sweep: str, point: int, label: str, n_seeds: int) -> str:
     """``sweep smoke, point 0: bandwidth_bps=5e+06 (3 seeds)``."""
     where = f"sweep {sweep}, point {point}: {label}" if sweep else f"scenario {label}"
@@ -216,13 +267,44 @@ def point_note(part: pd.DataFrame) -> str:
     return f"* best: lowest mean energy over all runs among policies reaching the target in {need}"
 
 
-def format_compare(table: pd.DataFrame, clashes: list[str] | tuple[str, ...] = ()) -> str:
-    """The comparison as text: warnings, then a heading, a table and a note per point."""
-    blocks = [f"warning: {c}" for c in clashes] + ([""] if clashes else [])
+def _wrap(text: str, width: int | None, indent: str = "") -> str:
+    """``text`` wrapped to ``width`` columns (None: one line), later lines indented."""
+    if width is None or len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent,
+                                   break_on_hyphens=False))
+
+
+def _note_lines(note: str, width: int | None) -> str:
+    """A point's note within ``width`` columns, broken before what the target asks (``in
+    every run ...``, ``in at least 80% of runs (pi: ...)``) so that stays on one line."""
+    if width is None or len(note) <= width or " the target in " not in note:
+        return _wrap(note, width, "  ")
+    head, need = note.split(" the target in ", 1)
+    return _wrap(head + " the target", width, "  ") + "\n" + _wrap("  in " + need, width, "  ")
+
+
+def format_compare(table: pd.DataFrame, clashes: list[str] | tuple[str, ...] = (),
+                   wide: bool = True) -> str:
+    """The comparison as text: warnings, then a heading, a table and a note per point.
+
+    ``wide``: every column (:func:`display_table`), lines as long as they come; else the
+    columns of :func:`compact_table` and every line within :data:`COLUMNS` (a table still
+    too wide continues below itself, as pandas wraps it), as ``netsim compare`` prints by
+    default."""
+    width = None if wide else COLUMNS
+    blocks = [_wrap(f"warning: {c}", width, "  ") for c in clashes] + ([""] if clashes else [])
     for (sweep, point, label), part in table.groupby(GROUP, sort=True):
         seeds = int(np.max(part["seeds"]))
-        blocks.append(point_heading(str(sweep), int(point), str(label), seeds))
-        blocks.append(display_table(part).to_string(index=False))
-        blocks.append(point_note(part))
+        blocks.append(_wrap(point_heading(str(sweep), int(point), str(label), seeds), width,
+                            "  "))
+        shown = display_table(part) if wide else compact_table(part)
+        blocks.append(shown.to_string(index=False, line_width=width))
+        blocks.append(_note_lines(point_note(part), width))
         blocks.append("")
+    if not wide and len(table):
+        blocks.append(_wrap("Intervals 95%: success Wilson, energy and time Student-t over all "
+                            "runs (failed ones left out); --wide adds the runs that reached "
+                            "the target, final loss, time/best and the ratios to an optimum.",
+                            width))
     return "\n".join(blocks).rstrip() + "\n"

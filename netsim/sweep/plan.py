@@ -16,10 +16,11 @@ from typing import Any
 import pandas as pd
 
 from netsim.api import resolve_policy, run_id
+from netsim.measuring import measured_scenario
 from netsim.policy import policy_params
 from netsim.scenario.errors import Problem, ScenarioError
 from netsim.scenario.loading import resolve_trace_paths, validate_scenario
-from netsim.scenario.torch_model import measured_scenario, resolve_model_paths
+from netsim.scenario.torch_model import resolve_model_paths
 from netsim.sweep.spec import (
     PolicyEntry,
     SweepSpec,

@@ -192,7 +192,7 @@ def inspect_sweep(path: str | Path) -> tuple[SweepSpec, Path, list[Problem]]:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        problems = problems_from_validation(exc) + problems
+        problems = problems_from_validation(exc, model=SweepSpec) + problems
         spec = _partial(data, problems)
     if problems and spec.model_fields_set:  # axis problems on a schema-valid file
         spec = _partial(data, problems)

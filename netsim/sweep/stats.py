@@ -1,6 +1,7 @@
-"""Confidence intervals for sweep summaries: Student-t for means, Wilson for rates (95 %), and a
-percentile bootstrap for the means of non-negative quantities in figures (energy, time, loss),
-whose interval stays inside the values' range and so never crosses zero, however few seeds."""
+"""Confidence intervals for sweep summaries and figures: Student-t for means, Wilson for rates
+(95 %). :func:`t_intervals` is the one interval of a mean in netsim: ``netsim compare`` prints
+it (:func:`t_interval`, one column) and every figure draws it (``plots.common.band``), so a
+figure's error bar and the table's bracket over the same runs are the same numbers."""
 
 from __future__ import annotations
 
@@ -12,8 +13,34 @@ import numpy as np
 Z95 = 1.959963984540054
 
 
+def t_intervals(values: np.ndarray, level: float = 0.95
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column-wise (mean, low, high) of the mean of a (runs x columns) array, Student-t
+    interval, NaNs ignored per column.
+
+    A column with one value has NaN bounds (no spread to estimate); with none, NaN
+    throughout. A quantity that cannot be negative may get a negative low bound with few
+    runs (two seeds 1 J and 100 J: about [-578, 679] J); figures clip it at 0 when drawing.
+    """
+    ys = np.asarray(values, dtype=float)
+    ys = ys.reshape(-1, 1) if ys.ndim < 2 else ys
+    n = np.sum(~np.isnan(ys), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, np.nansum(ys, axis=0) / np.maximum(n, 1), np.nan)
+        sq = np.nansum((ys - mean) ** 2, axis=0)
+        sd = np.sqrt(sq / np.maximum(n - 1, 1))
+    half = np.full(mean.shape, np.nan)
+    many = n > 1
+    if many.any():
+        from scipy import stats  # (lazily: scipy.stats takes ~0.5 s to import)
+
+        half[many] = stats.t.ppf(0.5 + level / 2, n[many] - 1) * sd[many] / np.sqrt(n[many])
+    return mean, mean - half, mean + half
+
+
 def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) of the mean of ``values`` (NaNs dropped), Student-t interval.
+    """(mean, low, high) of the mean of ``values`` (NaNs dropped), Student-t interval: one
+    column of :func:`t_intervals`.
 
     One value gives NaN bounds (no spread to estimate); no value gives NaN throughout.
 
@@ -22,69 +49,7 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tup
     >>> t_interval([1.0, 2.0, 3.0])  # doctest: +ELLIPSIS
     (2.0, -0.48..., 4.48...)
     """
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if x.size == 1:
-        return mean, math.nan, math.nan
-    from scipy import stats  # (lazily: scipy.stats takes ~0.5 s to import)
-
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
-
-
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0
-
-
-def bootstrap_means(values: np.ndarray, level: float = 0.95
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Column-wise (mean, low, high) of a (runs x columns) array: percentile bootstrap of the
-    mean (scipy.stats.bootstrap, 2,000 resamples, seeded: the same figure twice is the same).
-
-    NaNs are ignored per column; a column with one value has a zero-width interval, with none
-    NaN. The bounds are means of resamples, so they lie within the column's smallest and
-    largest values: the interval of a positive quantity never crosses zero.
-    """
-    from scipy import stats
-
-    ys = np.atleast_2d(np.asarray(values, dtype=float))
-    n = np.sum(~np.isnan(ys), axis=0)
-    with np.errstate(invalid="ignore"):
-        mean = np.where(n > 0, np.nansum(ys, axis=0) / np.maximum(n, 1), np.nan)
-    lo, hi = mean.copy(), mean.copy()
-    full = (n == ys.shape[0]) & (n > 1)
-    spread = full & (np.nanmax(ys, axis=0, initial=-np.inf) > np.nanmin(ys, axis=0,
-                                                                         initial=np.inf))
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    if spread.any():  # the columns without NaN at once, sharing the resamples
-        res = stats.bootstrap((ys[:, spread],), np.mean, axis=0, vectorized=True,
-                              n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=level,
-                              method="percentile", random_state=rng)
-        lo[spread], hi[spread] = res.confidence_interval
-    for j in np.flatnonzero((n > 1) & ~full):  # columns with some NaN, one by one
-        col = ys[~np.isnan(ys[:, j]), j]
-        if col.max() > col.min():
-            res = stats.bootstrap((col,), np.mean, vectorized=True,
-                                  n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=level,
-                                  method="percentile", random_state=rng)
-            lo[j], hi[j] = res.confidence_interval
-    return mean, lo, hi
-
-
-def mean_interval(values: Sequence[float] | np.ndarray, level: float = 0.95
-                  ) -> tuple[float, float, float]:
-    """(mean, low, high) of the mean of ``values`` for a figure: the percentile bootstrap
-    (:func:`bootstrap_means`) when every value is >= 0 (energy, time, loss: the interval never
-    crosses zero), else the Student-t interval (:func:`t_interval`). One value gives NaN
-    bounds, as :func:`t_interval`."""
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if x.size < 2 or (x < 0).any():
-        return t_interval(x, level)
-    mean, lo, hi = bootstrap_means(x[:, None], level)
+    mean, lo, hi = t_intervals(np.asarray(values, dtype=float).reshape(-1, 1), level)
     return float(mean[0]), float(lo[0]), float(hi[0])
 
 

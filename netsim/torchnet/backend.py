@@ -11,14 +11,31 @@ network, the data and the arithmetic (torch, float32) differ:
   ``training.real.test_fraction`` is drawn per run
   (:func:`netsim.training.real.stratified_split`); the rest is partitioned among the
   devices in proportion to their declared samples, IID or label-skewed as ``training``
-  says (``dirichlet_alpha`` or ``shards_per_device``: :func:`netsim.training.shards.partition`).
+  says (``dirichlet_alpha``, ``shards_per_device`` or ``label_bias``:
+  :func:`netsim.training.shards.partition`).
 * Local training: ``training.real.local_epochs`` passes of plain minibatch SGD (step
   ``learning_rate``, ``batch_size`` samples, mean cross-entropy) on the first
   ``max(1, round(d_i / D_i * |shard_i|))`` samples of the device's shard; pruned weights are
   set back to exactly 0.0 after every step.
-* Variants: unstructured magnitude pruning of each weight tensor to the variant's
-  ``params_fraction`` (:func:`netsim.training.mlp.prune_masks`, ranked in float64; biases are
-  never pruned), masks applied again after every aggregation.
+* Variants, by their ``kind`` (docs/torch.md "Variants"):
+
+  - without a kind (the zoo's hand-typed variants): unstructured magnitude pruning of each
+    weight tensor to the variant's ``params_fraction`` (:func:`netsim.training.mlp.prune_masks`,
+    ranked in float64; biases are never pruned), masks applied again after every SGD step
+    and every aggregation;
+  - ``unstructured`` (measured, ``pruned-NN``): the same masks, each weight tensor keeping
+    ``size - round(NN / 100 * size)`` entries, the count ``torch.nn.utils.prune`` keeps, so
+    the model holds exactly the non-zero values :mod:`netsim.torchnet.inspect` measured and
+    the bytes it counted (another name: ``params_fraction`` of each tensor, as above);
+  - ``structured`` (``channels-NN``): the smaller dense model
+    :func:`netsim.torchnet.inspect.channel_pruned` builds, trained and averaged as a model of
+    its own (its parameters only). Switching to it (netsim's formalization): its channels
+    are those of the global full model with the largest L1 norms, as
+    :mod:`netsim.torchnet.inspect` ranks them, and it starts from their values; switching
+    back: the full model as the structured variant found it (its masks as they were) with
+    the smaller model's values written into the channels it kept, then the masks the new
+    variant asks for. The versions kept for stale asynchronous updates are mapped the same
+    way, so an update's change is always taken in the model in force.
 * Loss: test cross-entropy in nats (summed in float64), accuracy on the test split.
 * Your own model (``model: {torch: ...}``, docs/byo-model.md; the model spec's ``torch``
   source): the factory's network, initialised by the factory with torch's generator seeded
@@ -46,7 +63,8 @@ import numpy as np
 import torch
 from torch.nn import functional
 
-from netsim.torchnet import require_torch, zoo
+from netsim.scenario.torch_model import input_shape_of
+from netsim.torchnet import TORCH_INPUT_SHAPES, require_torch, zoo
 from netsim.torchnet.data import load
 from netsim.training import mlp
 from netsim.training.averaging import FederatedAveraging, Params
@@ -70,7 +88,15 @@ class TorchBackend(FederatedAveraging):
     model:
         A ModelSpec-like object with ``name`` (a key of
         :data:`netsim.torchnet.zoo.TORCH_MODELS`) and ``variants`` (objects or dicts with
-        ``params_fraction``; index 0 the full model).
+        ``params_fraction``, and optionally ``name`` and ``kind``: module docstring; index 0
+        the full model).
+
+    Raises
+    ------
+    ValueError
+        ``model.variants[i]...``: a structured variant the backend cannot build as the model
+        its figures describe (a name not ``channels-NN``, a model that is not a chain of
+        layers, another ``params_fraction`` than the built model's).
     device_ids, device_samples:
         The scenario's devices and each one's declared local samples (>= 0).
     training:
@@ -101,7 +127,11 @@ class TorchBackend(FederatedAveraging):
         if len(device_ids) != len(device_samples):
             raise ValueError("device_ids and device_samples differ in length")
         self.model_name: str = name
-        self.fractions = [float(_get(v, "params_fraction")) for v in _get(model, "variants")]
+        variants = list(_get(model, "variants"))
+        self.fractions = [float(_get(v, "params_fraction")) for v in variants]
+        #: each variant's kind (None, "unstructured" or "structured") and name
+        self.kinds: list[str | None] = [_get(v, "kind") for v in variants]
+        self.variant_names = [str(_get(v, "name", f"variant-{i}")) for i, v in enumerate(variants)]
         self.config = real_config(training)
         self.dirichlet_alpha: float | None = _get(training, "dirichlet_alpha")
         self.device_ids = list(device_ids)
@@ -116,7 +146,8 @@ class TorchBackend(FederatedAveraging):
         self._y_train = y[train_idx]
         self.shards = partition(labels=self._y_train, weights=self.device_samples,
                                 dirichlet_alpha=self.dirichlet_alpha, rng=shard_rng,
-                                shards_per_device=_get(training, "shards_per_device"))
+                                shards_per_device=_get(training, "shards_per_device"),
+                                label_bias=_get(training, "label_bias"))
         x_train = x[train_idx]
         self._shard_x = [torch.from_numpy(x_train[s]) for s in self.shards]
         self._shard_y = [torch.from_numpy(self._y_train[s]) for s in self.shards]
@@ -145,11 +176,140 @@ class TorchBackend(FederatedAveraging):
         self._live: list[tuple[int, torch.Tensor]] = []
         self.params_fraction = 1.0
         self.epoch = 0
+        # the full model (kept while a structured variant trains) and its tensors' names
+        self._full_module = self.module
+        self._full_names = _state_names(self.module)
+        self._full_trainable, self._full_weights = self._trainable, self._weights
+        self._full_state: Params = self.params
+        self._mask_key: tuple[str, float] = ("fraction", 1.0)
+        #: the structured variant in force (its index; None: the full model), its tensors'
+        #: names and the entries of the full model it keeps
+        self._structure: int | None = None
+        self._small_names: list[str] = []
+        self._plan: Any = {}
+        self._shape = input_shape_of(source) if source is not None \
+            else TORCH_INPUT_SHAPES[name]
+        for i, kind in enumerate(self.kinds):
+            if kind == "structured":
+                self._check_structured(i)
         nbytes = sum(p.numel() * p.element_size() for p in self.params)
         # the global model after each of the last aggregations, the current one last (a stale
         # update's base is ``staleness`` from the end)
         self._versions = deque([self.params], maxlen=max(
             2, min(MAX_VERSIONS, MAX_VERSION_BYTES // nbytes)))
+
+    # -- variants ---------------------------------------------------------------------------------
+    def _check_structured(self, i: int) -> None:
+        """Refuse a structured variant the backend cannot build as the smaller dense model the
+        scenario's figures describe (ValueError naming ``model.variants[i]``)."""
+        from netsim.torchnet.inspect import channel_fraction_of, channel_pruned
+
+        where = f"model.variants[{i}]"
+        fraction = channel_fraction_of(self.variant_names[i])
+        if fraction is None:
+            raise ValueError(f"{where}.name: the torch backend trains a structured variant "
+                             "named channels-NN (NN % of each inner layer's output channels "
+                             f"removed), got {self.variant_names[i]!r}")
+        self._full_module.eval()
+        small, why = channel_pruned(self._full_module, self._shape, fraction)
+        if small is None:
+            raise ValueError(f"{where}: the model has no structured variant: {why}")
+        full_n = sum(p.numel() for p in self._full_module.parameters())
+        small_n = sum(p.numel() for p in small.parameters())
+        if abs(small_n / full_n - self.fractions[i]) > 1e-9:
+            raise ValueError(f"{where}.params_fraction: {self.fractions[i]:g}, but the "
+                             f"channel-pruned model keeps {small_n} of {full_n} parameters "
+                             f"({small_n / full_n:.6g})")
+
+    def set_variant(self, variant_index: int) -> None:
+        """Make the global model the variant's (module docstring): the smaller dense model of
+        a structured variant, else the full model pruned (or regrown) by masks."""
+        if not 0 <= variant_index < len(self.fractions):
+            raise ValueError(
+                f"variant index {variant_index} out of range 0..{len(self.fractions) - 1}")
+        structure = variant_index if self.kinds[variant_index] == "structured" else None
+        if structure != self._structure:
+            if self._structure is not None:
+                self._to_full()
+            if structure is not None:
+                self._to_structured(structure)
+        if structure is None:
+            key = self._mask_key_of(variant_index)
+            if key != self._mask_key:
+                self._prune_to(key)
+        self.params_fraction = self.fractions[variant_index]
+
+    def _mask_key_of(self, i: int) -> tuple[str, float]:
+        """How variant ``i``'s masks count what each weight tensor keeps: ``("amount", a)``
+        (a measured ``pruned-NN``: ``size - round(a * size)``) or ``("fraction", f)``."""
+        name = self.variant_names[i]
+        if self.kinds[i] == "unstructured" and name.startswith("pruned-") \
+                and name[7:].isdigit() and 0 < int(name[7:]) < 100:
+            return "amount", int(name[7:]) / 100.0
+        return "fraction", self.fractions[i]
+
+    def _prune_to(self, key: tuple[str, float]) -> None:
+        """Magnitude pruning (or regrowth) of each weight tensor as ``key`` says."""
+        rule, value = key
+        if rule == "fraction":
+            self._prune(value)
+        else:
+            sizes = [self.params[k].numel() for k in self._prunable]
+            self._prune(1.0, keep=[size - round(value * size) for size in sizes])
+        self._mask_key = key
+
+    def _use(self, module: torch.nn.Module, trainable: list[Any], weights: list[Any]) -> None:
+        """Train and measure ``module``, its state ``weights`` (``trainable`` first)."""
+        self.module, self._trainable, self._weights = module, trainable, weights
+
+    def _map_versions(self, convert: Any) -> None:
+        """Every kept global version through ``convert`` (the model in force changed)."""
+        self._versions = deque((convert(v) for v in self._versions),
+                               maxlen=self._versions.maxlen)
+
+    def _to_structured(self, i: int) -> None:
+        """The full global model (as it is) becomes structured variant ``i``'s smaller dense
+        model: channels ranked by their L1 norm now, their values kept."""
+        from netsim.torchnet.inspect import channel_fraction_of, channel_pruned, channels_of
+
+        self._full_state = self.params
+        self._load(self.params)  # (the full module: channels ranked by the global weights)
+        self._full_module.eval()
+        plan: dict[str, Any] = {}
+        fraction = channel_fraction_of(self.variant_names[i])
+        assert fraction is not None  # (checked when built)
+        small, why = channel_pruned(self._full_module, self._shape, fraction, plan)
+        if small is None:
+            raise ValueError(f"model.variants[{i}]: the model has no structured variant: {why}")
+        small = small.to("cpu").float()
+        trainable = [w for w in small.parameters() if w.requires_grad]
+        self._use(small, trainable, trainable + [b for b in small.buffers()
+                                                 if b.is_floating_point()])
+        self._small_names, self._plan, self._structure = _state_names(small), plan, i
+        names, full_names = self._small_names, self._full_names
+        self._live = []  # (the smaller model is dense)
+        self.params = channels_of(dict(zip(full_names, self.params, strict=True)), plan, names)
+        self._map_versions(lambda v: channels_of(dict(zip(full_names, v, strict=True)),
+                                                 plan, names))
+
+    def _to_full(self) -> None:
+        """The structured variant's model written back into the full model it came from
+        (the removed channels as they were, the full model's masks applied again)."""
+        from netsim.torchnet.inspect import lift_channels
+
+        base = dict(zip(self._full_names, self._full_state, strict=True))
+        plan, small, full = self._plan, self._small_names, self._full_names
+
+        def lift(v: Params) -> Params:
+            return self._masked(lift_channels(base, dict(zip(small, v, strict=True)), plan,
+                                              full))
+
+        self._use(self._full_module, self._full_trainable, self._full_weights)
+        self._live = [(k, torch.from_numpy(m.astype(np.float32)))
+                      for k, m in zip(self._prunable, self.masks, strict=True) if not m.all()]
+        self.params = lift(self.params)
+        self._map_versions(lift)
+        self._structure, self._plan, self._small_names = None, {}, []
 
     def _load(self, params: Params) -> None:
         """Copy ``params`` into the network's parameters (in place)."""
@@ -195,13 +355,14 @@ class TorchBackend(FederatedAveraging):
                 params[k].mul_(mask)
         return params
 
-    def _prune(self, fraction: float) -> None:
-        """Magnitude pruning (or regrowth) of each weight tensor to ``fraction``."""
+    def _prune(self, fraction: float, keep: Sequence[int] | None = None) -> None:
+        """Magnitude pruning (or regrowth) of each weight tensor to ``fraction`` (``keep[k]``
+        entries of prunable tensor ``k`` when given)."""
         # (prune_masks ranks the even positions of its list: the prunable weights there)
         ranked: list[Any] = [a for k in self._prunable
                              for a in (self.params[k].double().numpy(), None)]
         self.masks, self._pruned_mag = mlp.prune_masks(
-            ranked, self.masks, self._pruned_mag, fraction)
+            ranked, self.masks, self._pruned_mag, fraction, keep)
         self._live = [(k, torch.from_numpy(m.astype(np.float32)))
                       for k, m in zip(self._prunable, self.masks, strict=True) if not m.all()]
         self.params = self._masked([p.clone() for p in self.params])
@@ -222,6 +383,13 @@ class TorchBackend(FederatedAveraging):
         return total / len(y), correct / len(y)
 
 
+def _state_names(module: torch.nn.Module) -> list[str]:
+    """The names of a model's state as the backend holds it: its trainable parameters, then
+    its floating-point buffers."""
+    return [n for n, w in module.named_parameters() if w.requires_grad] + \
+        [n for n, b in module.named_buffers() if b.is_floating_point()]
+
+
 def _user_data(source: Any) -> tuple[np.ndarray, np.ndarray]:
     """The samples (float32) and labels (int64) a user's model trains on: a shipped set or
     the ``.npz`` (:func:`netsim.torchnet.scenario.load_npz`).
@@ -231,7 +399,7 @@ def _user_data(source: Any) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         ``model.torch.data...: ...`` when they do not fit the model's input shape.
     """
-    from netsim.scenario.torch_model import input_shape_of, load_npz
+    from netsim.scenario.torch_model import load_npz
     from netsim.torchnet import DATA_SHAPES
 
     shape = input_shape_of(source)

@@ -3,8 +3,10 @@
 Given an ``nn.Module`` factory and one sample's input shape (without the batch),
 :func:`inspect_model` measures what a netsim model entry needs (netsim/data/models.yaml):
 
-- ``params``: parameters (each shared parameter once); ``upload_bytes``: ``params x 4``
-  (float32); ``param_memory_bytes``: the parameters' bytes in their own dtypes;
+- ``params``: parameters (each shared parameter once); ``upload_bytes``: the full model's
+  upload, its parameters' bytes in their own dtypes (``params x 4`` for float32);
+  ``param_memory_bytes``: the same bytes, held in memory; ``prunable_params``: the weights
+  a magnitude mask covers (every parameter of two or more dimensions);
 - ``forward_flop_per_sample``: ``torch.utils.flop_counter.FlopCounterMode``'s forward count on
   the meta device (a multiply-add is 2 FLOP; element-wise operations, pooling, batch norm and
   bias adds count 0, as FlopCounterMode counts them);
@@ -26,13 +28,17 @@ Given an ``nn.Module`` factory and one sample's input shape (without the batch),
     magnitude pruning of every weight with two or more dimensions
     (``torch.nn.utils.prune.l1_unstructured``); ``params_fraction`` from the masks (kept
     weights plus the unpruned biases and norms, over all parameters); ``flop_fraction`` 1.0,
-    because unstructured sparsity saves no FLOP on a CPU's dense kernels; the upload as values
-    plus a bitmap: ``nnz * 4 + ceil(params / 8)`` bytes;
+    because unstructured sparsity saves no FLOP on a CPU's dense kernels; the upload counted
+    from the pruned model's own tensors under the encoding ``sparse_upload`` names
+    (:func:`upload_bytes`): ``bitmap`` (default) the kept values' bytes plus one bit per
+    prunable weight, ``nnz * 4 + ceil(prunable_params / 8)`` for float32; ``values`` the kept
+    values' bytes; ``dense`` the whole model's;
   * ``channels-50`` (kind ``structured``), where the model is a chain of convolutions and
     linear layers (one path from input to output, nothing with weights but Conv, Linear and
     BatchNorm): every layer but the last keeps the half of its output channels with the
     largest L1 norm, the next layer the matching inputs, giving a smaller dense model whose
-    params, FLOP and upload are measured from that model itself.
+    params, FLOP and upload (its own tensors' bytes, whatever the encoding) are measured
+    from that model itself.
 
 This module imports torch; only ``netsim models inspect|graph`` import it.
 """
@@ -44,7 +50,7 @@ import importlib
 import importlib.util
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +63,10 @@ from netsim.scenario.trust import module_in
 from netsim.torchnet import require_torch
 from netsim.torchnet.graph import ModelError, Operator, build_on_meta, trace_operators
 
-#: Bytes per parameter of the upload (float32).
+#: Bytes per parameter of a float32 upload (the measured figures use each tensor's own).
 UPLOAD_BYTES_PER_PARAM = 4
+#: How an upload encodes an unstructured variant (``model.sparse_upload``; the default first).
+SPARSE_UPLOADS = ("bitmap", "values", "dense")
 #: Unstructured pruning amounts of the variants (fraction of each weight tensor removed).
 PRUNE_AMOUNTS = (0.5, 0.75, 0.9)
 #: Fraction of each inner layer's output channels the structured variant removes.
@@ -103,6 +111,10 @@ class Inspection:
     param_memory_bytes: float
     variants: list[Variant]
     notes: list[str] = field(default_factory=list)
+    prunable_params: int = 0
+    """Parameters a magnitude mask covers (every parameter of two or more dimensions)."""
+    sparse_upload: str = "bitmap"
+    """The encoding the unstructured variants' ``upload_bytes`` are counted in."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (what ``netsim models inspect --json`` prints)."""
@@ -251,27 +263,32 @@ def measure(model: nn.Module, input_shape: Sequence[int]) -> Measurement:
 
 
 def inspect_model(factory: Callable[[], Any], input_shape: Sequence[int],
-                  label: str = "model") -> Inspection:
-    """Measure the model ``factory`` makes on inputs of ``input_shape`` (module docstring).
+                  label: str = "model", sparse_upload: str = "bitmap") -> Inspection:
+    """Measure the model ``factory`` makes on inputs of ``input_shape`` (module docstring);
+    the unstructured variants' upload bytes in the encoding ``sparse_upload`` names.
 
     Raises
     ------
     ModelError
         The factory raised or returned no module, the model cannot be traced, or the input
-        shape does not fit it.
+        shape does not fit it; an unknown ``sparse_upload``.
     """
     require_torch()
+    if sparse_upload not in SPARSE_UPLOADS:
+        raise ModelError(f"--sparse-upload: expected one of {', '.join(SPARSE_UPLOADS)}, got "
+                         f"{sparse_upload!r}")
     shape = tuple(int(d) for d in input_shape)
     full = measure(make_model(factory, label, meta=True), shape)
     model = make_model(factory, label)  # real weights: pruning needs their magnitudes
     model.eval()
-    upload = float(full.params * UPLOAD_BYTES_PER_PARAM)
+    dense = unstructured_counts(model, 0.0)
+    upload = dense.dense_bytes
     variants = [Variant("full", "full", 1.0, 1.0, upload)]
     for amount in PRUNE_AMOUNTS:
-        nnz = unstructured_nnz(model, amount)
+        counts = unstructured_counts(model, amount)
         variants.append(Variant(f"pruned-{round(amount * 100)}", "unstructured",
-                                nnz / full.params if full.params else 1.0, 1.0,
-                                float(nnz * UPLOAD_BYTES_PER_PARAM + math.ceil(full.params / 8))))
+                                counts.kept / full.params if full.params else 1.0, 1.0,
+                                upload_bytes(counts, sparse_upload)))
     notes = []
     smaller, why = channel_pruned(model, shape, CHANNEL_FRACTION)
     if smaller is None:
@@ -283,42 +300,101 @@ def inspect_model(factory: Callable[[], Any], input_shape: Sequence[int],
             small.params / full.params,
             small.train_flop_per_sample / full.train_flop_per_sample
             if full.train_flop_per_sample else 1.0,
-            float(small.params * UPLOAD_BYTES_PER_PARAM)))
+            small.param_memory_bytes))
     return Inspection(label, shape, full.params, upload, full.forward_flop_per_sample,
                       full.train_flop_per_sample, full.activation_bytes_per_sample,
-                      full.param_memory_bytes, variants, notes)
+                      full.param_memory_bytes, variants, notes, dense.prunable, sparse_upload)
 
 
 # -- variants ----------------------------------------------------------------------------------
 
-def unstructured_nnz(model: nn.Module, amount: float) -> int:
-    """Parameters left non-zero after L1 magnitude pruning of ``amount`` of every weight with
-    two or more dimensions (a copy of ``model`` is pruned; counted from the masks, plus the
-    parameters not pruned)."""
+@dataclass(frozen=True)
+class SparseCounts:
+    """What an unstructured variant's upload holds, counted from the pruned model's own
+    tensors (:func:`unstructured_counts`)."""
+
+    kept: int
+    """Values sent: the weights the masks keep plus every parameter not pruned."""
+    prunable: int
+    """Weights under a mask (every parameter of two or more dimensions): one bitmap bit each."""
+    kept_bytes: float
+    """Bytes of the kept values in their tensors' dtypes (B)."""
+    dense_bytes: float
+    """Bytes of every parameter in its dtype (B): the dense upload."""
+
+
+def unstructured_counts(model: nn.Module, amount: float) -> SparseCounts:
+    """L1 magnitude pruning of ``amount`` of every weight with two or more dimensions
+    (``torch.nn.utils.prune.l1_unstructured`` on a copy of ``model``), counted from the
+    masks and the tensors (each shared parameter once). ``amount`` 0 prunes nothing."""
     pruned = copy.deepcopy(model)
-    nnz = 0
+    kept = prunable = 0
+    kept_bytes = dense_bytes = 0.0
     seen: set[int] = set()
     for module in pruned.modules():
         for name, param in list(module.named_parameters(recurse=False)):
             if id(param) in seen:
                 continue
             seen.add(id(param))
+            size = param.element_size()
+            dense_bytes += param.numel() * size
             if param.dim() >= 2:
+                prunable += param.numel()
                 prune.l1_unstructured(module, name, amount=amount)
-                nnz += int(getattr(module, f"{name}_mask").sum().item())
+                n = int(getattr(module, f"{name}_mask").sum().item())
             else:
-                nnz += param.numel()
-    return nnz
+                n = param.numel()
+            kept += n
+            kept_bytes += n * size
+    return SparseCounts(kept, prunable, kept_bytes, dense_bytes)
+
+
+def upload_bytes(counts: SparseCounts, encoding: str) -> float:
+    """Bytes (B) of an unstructured variant's upload in ``encoding`` (``model.sparse_upload``):
+    ``bitmap``: the kept values plus ``ceil(prunable / 8)``; ``values``: the kept values;
+    ``dense``: every parameter (zeros included). :meth:`ModelSpec.model_bytes
+    <netsim.scenario.schema.ModelSpec.model_bytes>` is the same formula on the measured
+    figures."""
+    if encoding == "dense":
+        return counts.dense_bytes
+    if encoding == "values":
+        return counts.kept_bytes
+    return counts.kept_bytes + math.ceil(counts.prunable / 8)
+
+
+def unstructured_nnz(model: nn.Module, amount: float) -> int:
+    """Parameters left non-zero after L1 magnitude pruning of ``amount`` of every weight with
+    two or more dimensions (:func:`unstructured_counts`' ``kept``)."""
+    return unstructured_counts(model, amount).kept
 
 
 _CONV = nn.modules.conv._ConvNd
 
 
+def channel_fraction_of(name: str) -> float | None:
+    """The fraction of each inner layer's output channels a structured variant named
+    ``channels-NN`` removes (``NN / 100``, 0 < NN < 100), or None for another name."""
+    head, sep, tail = name.partition("-")
+    if head != "channels" or not sep or not tail.isdigit() or not 0 < int(tail) < 100:
+        return None
+    return int(tail) / 100.0
+
+
+#: Which entries of the full model's tensors a structured variant keeps: per module (its
+#: qualified name), per dimension (0: outputs, 1: inputs), the kept indices, ascending.
+ChannelPlan = dict[str, dict[int, torch.Tensor]]
+
+
 def channel_pruned(model: nn.Module, input_shape: Sequence[int],
-                   fraction: float = CHANNEL_FRACTION) -> tuple[nn.Module | None, str]:
+                   fraction: float = CHANNEL_FRACTION,
+                   plan: ChannelPlan | None = None) -> tuple[nn.Module | None, str]:
     """A smaller dense copy of ``model`` with ``fraction`` of each inner layer's output
     channels removed (the lowest L1 norms), or ``(None, why)`` where the model is not a chain
-    of Conv/Linear layers (module docstring). The copy is checked to run on a real input."""
+    of Conv/Linear layers (module docstring). The copy is checked to run on a real input; its
+    parameters and buffers have the full model's names. ``plan``, when given, is filled with
+    the entries kept (:data:`ChannelPlan`: what :func:`channels_of` and :func:`lift_channels`
+    read)."""
+    record: ChannelPlan = {}
     try:
         gm = fx.symbolic_trace(copy.deepcopy(model))
     except Exception as exc:
@@ -347,17 +423,21 @@ def channel_pruned(model: nn.Module, input_shape: Sequence[int],
             norms = weight.detach().abs().reshape(n_out, -1).sum(dim=1)
             keep = torch.sort(torch.topk(norms, k).indices).values
             _set(gm, str(node.target), _keep_outputs(layer, keep))
+            record.setdefault(str(node.target), {})[0] = keep
             nxt = layers[i + 1]
             for between in chain[chain.index(node) + 1: chain.index(nxt)]:
                 if between.op == "call_module":
                     sub = gm.get_submodule(str(between.target))
                     if isinstance(sub, nn.modules.batchnorm._BatchNorm):
                         _set(gm, str(between.target), _keep_norm(sub, keep))
+                        record[str(between.target)] = {0: keep}
             nxt_layer: Any = gm.get_submodule(str(nxt.target))
             if nxt_layer.weight.shape[1] % n_out:
                 return None, f"operator {nxt.name!r} does not read whole channels of " \
                              f"{node.name!r}"
-            _set(gm, str(nxt.target), _keep_inputs(nxt_layer, keep, n_out))
+            new_next, read = _keep_inputs(nxt_layer, keep, n_out)
+            _set(gm, str(nxt.target), new_next)
+            record.setdefault(str(nxt.target), {})[1] = read
     for node in chain:  # x.view(-1, 400): a constant size; flatten keeps the batch instead
         if node.op == "call_method" and node.target in ("view", "reshape") \
                 and len(node.meta["tensor_meta"].shape) == 2:
@@ -374,7 +454,53 @@ def channel_pruned(model: nn.Module, input_shape: Sequence[int],
             raise ValueError(f"output {tuple(out.shape)} instead of {tuple(ref.shape)}")
     except Exception as exc:
         return None, f"the pruned copy does not run ({type(exc).__name__}: {exc})"
+    if plan is not None:
+        plan.clear()
+        plan.update(record)
     return gm, ""
+
+
+def _index(plan: ChannelPlan, name: str, ndim: int) -> tuple[Any, ...] | None:
+    """The index that picks a structured variant's tensor ``name`` (``module.weight``) out of
+    the full model's, or None for a tensor kept whole."""
+    dims = plan.get(name.rpartition(".")[0], {})
+    rows, cols = dims.get(0), dims.get(1) if ndim >= 2 else None
+    if rows is not None and cols is not None:
+        return rows[:, None], cols[None, :]
+    if rows is not None:
+        return (rows,)
+    if cols is not None:
+        return slice(None), cols
+    return None
+
+
+def channels_of(full: Mapping[str, torch.Tensor], plan: ChannelPlan,
+                names: Sequence[str]) -> list[torch.Tensor]:
+    """The structured variant's tensors ``names`` cut out of the full model's (``full``: by
+    name): new tensors."""
+    out = []
+    for name in names:
+        t = full[name]
+        index = _index(plan, name, t.dim())
+        out.append(t.clone() if index is None else t[index].clone())
+    return out
+
+
+def lift_channels(base: Mapping[str, torch.Tensor], small: Mapping[str, torch.Tensor],
+                  plan: ChannelPlan, names: Sequence[str]) -> list[torch.Tensor]:
+    """The full model's tensors ``names``: ``base``'s with the structured variant's values
+    (``small``, by name) written into the entries it kept (new tensors)."""
+    out = []
+    for name in names:
+        t = base[name].clone()
+        if name in small:
+            index = _index(plan, name, t.dim())
+            if index is None:
+                t.copy_(small[name])
+            else:
+                t[index] = small[name]
+        out.append(t)
+    return out
 
 
 def _chain(gm: fx.GraphModule) -> tuple[list[fx.Node] | None, str]:
@@ -429,19 +555,21 @@ def _keep_outputs(layer: Any, keep: torch.Tensor) -> nn.Module:
     return new
 
 
-def _keep_inputs(layer: Any, keep: torch.Tensor, n_in_channels: int) -> nn.Module:
+def _keep_inputs(layer: Any, keep: torch.Tensor,
+                 n_in_channels: int) -> tuple[nn.Module, torch.Tensor]:
     """``layer`` reading only channels ``keep`` of its ``n_in_channels`` (a Linear after a
-    flattened convolution reads each channel's whole feature map)."""
+    flattened convolution reads each channel's whole feature map), and the input indices it
+    keeps."""
     new: Any = copy.deepcopy(layer)
     if isinstance(new, _CONV):
         new.weight = nn.Parameter(layer.weight[:, keep].clone())
         new.in_channels = len(keep)
-        return new
+        return new, keep
     per = layer.weight.shape[1] // n_in_channels
     index = (keep[:, None] * per + torch.arange(per)[None, :]).reshape(-1)
     new.weight = nn.Parameter(layer.weight[:, index].clone())
     new.in_features = len(index)
-    return new
+    return new, index
 
 
 def _keep_norm(norm: Any, keep: torch.Tensor) -> nn.Module:

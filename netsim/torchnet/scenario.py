@@ -18,7 +18,7 @@ may read anything), once per ``netsim run``.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -105,11 +105,19 @@ def inspection_of(source: TorchSource) -> Any:
         raise ScenarioError([Problem(MODEL_FIELD, _words(str(exc), shape))]) from None
 
 
+#: A measured variant's kind in the scenario's terms (``full`` has none).
+_KINDS: dict[str, Literal["unstructured", "structured"]] = {
+    "unstructured": "unstructured", "structured": "structured"}
+
+
 def measure_model(spec: TorchModelSpec) -> ModelSpec:
     """The model ``spec`` names, measured: a :class:`ModelSpec` with the inspection's params,
-    bytes per parameter (measured unless given), training FLOP per sample and the variants
-    chosen (``torch.variants``; all by default, full first), the scenario's loss block or the
-    generic one, and the source (input shape filled in).
+    prunable parameters, bytes per parameter (measured unless given), training FLOP per
+    sample and the variants chosen (``torch.variants``; all by default, full first) with
+    their kinds, the scenario's ``sparse_upload`` (so that ``model_bytes`` of each variant is
+    the inspection's ``upload_bytes`` in that encoding, at the measured bytes per
+    parameter), the scenario's loss block or the generic one, and the source (input shape
+    filled in).
 
     Raises
     ------
@@ -141,14 +149,17 @@ def measure_model(spec: TorchModelSpec) -> ModelSpec:
     if problems:
         raise ScenarioError(problems)
     variants = tuple(VariantSpec(name=n, params_fraction=min(1.0, measured[n].params_fraction),
-                                 flop_fraction=min(1.0, measured[n].flop_fraction))
+                                 flop_fraction=min(1.0, measured[n].flop_fraction),
+                                 kind=_KINDS.get(measured[n].kind))
                      for n in names)
     per_param = spec.bytes_per_param or report.param_memory_bytes / report.params
     table = loss_param_table()
     return ModelSpec(
         name=spec.name or default_name(source.factory), params=float(report.params),
         bytes_per_param=per_param, train_flop_per_sample=report.train_flop_per_sample,
-        variants=variants, loss=spec.loss or table["generic"],
+        variants=variants, sparse_upload=spec.sparse_upload,
+        prunable_params=float(report.prunable_params) if report.prunable_params else None,
+        loss=spec.loss or table["generic"],
         source=(f"measured from the PyTorch model {source.factory} on inputs of "
                 f"{list(shape)} (netsim.torchnet.inspect, torch {torch_version()})"),
         torch=source.model_copy(update={"input_shape": shape}))

@@ -110,6 +110,11 @@ class FederatedAveraging:
         raise NotImplementedError
 
     # -- the interface --------------------------------------------------------------------------
+    @property
+    def training_size(self) -> int:
+        """Samples in the training split the devices' shards are drawn from."""
+        return len(self._y_train)
+
     def label_counts(self) -> np.ndarray:
         """Each device's label histogram: an (N, classes) int array of its shard's labels
         (the subclass's ``_y_train``: the training split's labels)."""

@@ -101,9 +101,9 @@ def run_point(
     config = config or RealTrainingConfig()
     rng = np.random.default_rng(seed)
     make = factory or RealBackend
-    n_train = _train_size(config) if factory is None else \
-        len(make({"name": model_name, "variants": [{"params_fraction": 1.0}]}, ["a"], [1],  # type: ignore[attr-defined]
-                 {"real": config}, np.random.default_rng(0))._y_train)
+    n_train = _train_size(config) if factory is None else int(make(  # type: ignore[attr-defined]
+        {"name": model_name, "variants": [{"params_fraction": 1.0}]}, ["a"], [1],
+        {"real": config}, np.random.default_rng(0)).training_size)
     declared = [n_train // point.n_nodes] * point.n_nodes
     for i in range(n_train % point.n_nodes):
         declared[i] += 1

@@ -63,7 +63,7 @@ def training_size(name: str, factory: BackendFactory = default_backend,
                   backend: str = "real") -> int:
     """The backend's training split for ``name`` (samples)."""
     b = factory(name, ["a"], [1], {"backend": backend}, np.random.default_rng(0))
-    return len(b._y_train)  # type: ignore[attr-defined]
+    return int(b.training_size)  # type: ignore[attr-defined]
 
 
 def floor_runs(name: str, sizes: Sequence[int], seeds: Sequence[int], epochs: int,

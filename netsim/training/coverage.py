@@ -96,40 +96,63 @@ class CoverageState:
     def trained_mix(self, samples_by_device: Mapping[str, float]) -> np.ndarray:
         """The class mix ``t_c / sum(t)`` of an epoch's trained samples (device id -> samples
         it trained), and the distinct samples it adds to ``U_c`` (as a side effect)."""
+        mix, distinct, rows, used = self.preview(samples_by_device)
+        self.record(rows, used, distinct)
+        return mix
+
+    def record(self, rows: np.ndarray, used: np.ndarray, distinct: np.ndarray) -> None:
+        """Keep what :meth:`preview` said an epoch trains: each row's most trained samples
+        (``used``, int32) and ``U_c`` after it (``distinct``, samples); nothing without a
+        data floor."""
+        if self._used is not None:
+            np.maximum.at(self._used, rows, used)
+            self.distinct = distinct
+
+    def preview(self, samples_by_device: Mapping[str, float]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What an epoch that trains ``samples_by_device`` (device id -> samples) would do,
+        changing nothing: its class mix (:meth:`trained_mix`), ``U_c`` after it (samples;
+        :attr:`distinct` itself without a data floor), and the rows and per-row samples
+        (int32) that :meth:`trained_mix` then records as each device's most trained."""
         rows = np.fromiter((self._index[d] for d in samples_by_device), dtype=np.int64,
                            count=len(samples_by_device))
         used = np.fromiter(samples_by_device.values(), dtype=float, count=len(rows))
         held = self._samples[rows].astype(float)
+        distinct, most = self.distinct, np.zeros(0, dtype=np.int32)
         if self._used is not None:
             before = self._used[rows].astype(float)
             more = np.maximum(np.minimum(np.rint(used), held), before)
-            np.maximum.at(self._used, rows, more.astype(np.int32))
+            most = more.astype(np.int32)
             added = more - before  # the distinct samples each participant adds
         if self._hist is None:
             if self._used is not None:
-                self.distinct += float(added.sum())
-            return np.ones(1)
+                distinct = distinct + float(added.sum())
+            return np.ones(1), distinct, rows, most
         h = self._hist[rows]
         if self._used is not None:
-            self.distinct += np.divide(added, held, out=np.zeros_like(used), where=held > 0) @ h
+            distinct = distinct + np.divide(added, held, out=np.zeros_like(used),
+                                            where=held > 0) @ h
         t = np.divide(used, held, out=np.zeros_like(used), where=held > 0) @ h
         s = t.sum()
-        return t / s if s > 0 else np.zeros(self.classes)
+        return (t / s if s > 0 else np.zeros(self.classes)), distinct, rows, most
 
     def add(self, gain: float, mix: np.ndarray) -> None:
         """Add an epoch's effective samples ``gain`` split by its class ``mix``."""
         self.m += gain * mix
 
-    def population_samples(self) -> np.ndarray:
-        """n_c = m_c / p_c (population-equivalent effective samples per class)."""
-        return np.divide(self.m, self.share, out=np.zeros_like(self.m), where=self.share > 0)
+    def population_samples(self, m: np.ndarray | None = None) -> np.ndarray:
+        """n_c = m_c / p_c (population-equivalent effective samples per class) of this
+        state, or of the effective samples per class ``m`` (samples) in its place."""
+        m = self.m if m is None else m
+        return np.divide(m, self.share, out=np.zeros_like(m), where=self.share > 0)
 
-    def distinct_population(self) -> np.ndarray | None:
-        """U_c / p_c per class (None without a data floor)."""
+    def distinct_population(self, distinct: np.ndarray | None = None) -> np.ndarray | None:
+        """U_c / p_c per class (None without a data floor), of this state or of ``distinct``
+        (U_c, samples) in its place."""
         if self.reference_samples is None:
             return None
-        return np.divide(self.distinct, self.share, out=np.zeros_like(self.distinct),
-                         where=self.share > 0)
+        u = np.asarray(self.distinct if distinct is None else distinct, dtype=float)
+        return np.divide(u, self.share, out=np.zeros_like(u), where=self.share > 0)
 
     def carry(self, predictor, v_from: int, v_to: int) -> None:
         """A variant switch: each class's n_c carried by the progress model's own rule
@@ -177,10 +200,11 @@ def coverage_for(model, training, ids_index: Mapping[str, int], samples: np.ndar
     if loss is None:
         return None
     floor_on = loss.reference_samples is not None and loss.data_floor > 0
-    skewed = training.dirichlet_alpha is not None or training.shards_per_device is not None
+    skewed = training.label_skewed
     if not skewed and not floor_on:
         return None
     hist = label_histograms(samples, loss.classes, training.dirichlet_alpha,
-                            training.shards_per_device, rng) if skewed else None
+                            training.shards_per_device, rng,
+                            label_bias=training.label_bias) if skewed else None
     return CoverageState(ids_index, samples, hist,
                          loss.reference_samples if floor_on else None)

@@ -52,6 +52,7 @@ from scipy.special import ndtri
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
 from netsim.smallsum import FEW_IN_ORDER, sum_in_order
 from netsim.training.coverage import CoverageState, coverage_loss
+from netsim.training.labels import bias_terms
 from netsim.training.progress import EpochProgress
 from netsim.workload import LocalTraining
 
@@ -109,9 +110,18 @@ def run_noise_sigma(model: ModelSpec, training: TrainingSpec) -> float:
 def skew_alpha(training: TrainingSpec, classes: int = 10) -> float | None:
     """The label skew as a Dirichlet concentration: ``dirichlet_alpha``, or for McMahan's
     shards ``shards_per_device / classes`` (netsim's equivalence: a device holding s of C
-    classes as a Dirichlet(s / C) draw holds about s; not fitted), None for IID data."""
+    classes as a Dirichlet(s / C) draw holds about s; not fitted), for Async-HFL's label
+    bias the same with the classes a device effectively holds, ``1 / sum_c f_c^2`` of its
+    class fractions f (ours; 0.8 / 0.2 of 10 classes: 1.47 classes, 0.147), None for IID
+    data."""
     if training.shards_per_device is not None:
         return training.shards_per_device / classes
+    bias = getattr(training, "label_bias", None)
+    if bias is not None and classes > 1:
+        p, s, _ = bias_terms(bias)
+        rest = (1.0 - p - s) / (classes - 1)
+        simpson = p * p + (s + rest) ** 2 + (classes - 2) * rest * rest
+        return 1.0 / (simpson * classes)
     return training.dirichlet_alpha
 
 
@@ -266,24 +276,25 @@ class LossPredictor:
         they trained (the mean of the updates'). One edge round, every staleness 0: a
         synchronous epoch's :meth:`gain` of the same updates. ``sample_scale``: the
         surrogate's truth efficiency."""
-        weighted, raw_sum, raw_n = 0.0, 0.0, 0
+        samples, staleness, weight = [], [], []  # per device update, all edges at once
         devices: set[str] = set()
         for e in edge_updates:
-            inner = 0.0
+            at_cloud = float(self.stale_samples(1.0, e.staleness))
             for j, r in enumerate(e.rounds):
                 if not len(r):
                     continue
-                s = np.asarray(r.samples, dtype=float)
-                round_w = float(np.sum(self.stale_samples(s, r.staleness)))
-                inner += round_w * (1.0 if j == 0 else self.edge_round_weight)
-                raw_sum += float(s.sum())
-                raw_n += len(s)
+                samples.append(np.asarray(r.samples, dtype=float))
+                staleness.append(np.asarray(r.staleness, dtype=float))
+                weight.append(np.full(len(r), at_cloud if j == 0
+                                      else at_cloud * self.edge_round_weight))
                 devices.update(r.devices)
-            weighted += float(self.stale_samples(inner, e.staleness))
-        if not raw_n:
+        if not samples:
             return 0.0
+        s = np.concatenate(samples)
+        weighted = float(np.sum(self.stale_samples(s, np.concatenate(staleness))
+                                * np.concatenate(weight)))
         return float(self.gain(weighted * sample_scale, len(devices), local,
-                               samples_per_participant=raw_sum / raw_n))
+                               samples_per_participant=float(s.sum()) / len(s)))
 
     def local_factor(self, samples_per_participant, local: LocalTraining | None = None):
         """``steps ** local_step_exponent * E ** local_epoch_exponent`` with ``steps = E *
@@ -370,11 +381,15 @@ class LossPredictor:
         below its floor, 0 at or above the initial loss)."""
         return self.curves[variant].samples_for(loss)
 
-    def coverage_mean(self, variant: int, coverage: CoverageState) -> float:
+    def coverage_mean(self, variant: int, coverage: CoverageState,
+                      m: np.ndarray | None = None, distinct: np.ndarray | None = None) -> float:
         """Mean loss of a per-class state (:func:`netsim.training.coverage.coverage_loss`) with
-        this model's curve for ``variant`` and its coverage constants."""
+        this model's curve for ``variant`` and its coverage constants: ``coverage``'s own, or
+        with its effective samples per class ``m`` and distinct samples per class
+        ``distinct`` (samples) in their place (a planner's what-if, :class:`PlanningCoverage`)."""
         c = self.curves[variant]
-        return coverage_loss(coverage.population_samples(), coverage.distinct_population(),
+        return coverage_loss(coverage.population_samples(m),
+                             coverage.distinct_population(distinct),
                              coverage.share, floor=c.floor, half=c.samples_half, exponent=c.exponent,
                              initial=self._initial, reference_samples=coverage.reference_samples,
                              data_floor=self.data_floor, data_exponent=self.data_exponent,
@@ -419,6 +434,126 @@ class LossPredictor:
         sigma = np.hypot(self.run_sigma_at(mean, variant), self.sigma_epoch)
         out = mean * np.exp(sigma * z)
         return float(out) if out.ndim == 0 else out
+
+
+class PlanningCoverage:
+    """A policy's predictor that knows which data trained: its own per-class state
+    (:class:`netsim.training.coverage.CoverageState`, built from the observed label
+    histograms, ``Observation.label_counts``) that the policy advances with its own decisions,
+    rated by the truth's formula (:meth:`LossPredictor.coverage_mean`, which calls
+    :func:`netsim.training.coverage.coverage_loss`: no second copy) with the policy's
+    predictor's constants and no noise.
+
+    Anchored on the observed loss: the world's loss is its mean times a log-normal factor
+    whose run term persists (module docstring), so the loss after an epoch is predicted as
+    ``observed * mean(after) / mean(now)`` (:meth:`predict`): the observed level, moved by
+    what the formula says the epoch changes. The state follows what the policy decided, not
+    what counted: a participant that dropped out or was late is counted as trained (the
+    anchor absorbs the level, not the class mix), and the scenario's hidden
+    ``training.truth_sample_efficiency`` is not known to it. IID data (no histograms): use
+    the scalar state (:meth:`LossPredictor.step`), which is exact there.
+
+    Parameters
+    ----------
+    predictor: the policy's :class:`LossPredictor`.
+    ids_index: device id -> row (``Observation.devices.index``).
+    samples: each device's samples, by row (``Observation.devices.samples``).
+    histograms: each device's label histogram, (N, classes), by row
+        (``Observation.label_counts``).
+    reference_samples: the data floor's N_ref (samples; None: no data floor).
+    """
+
+    def __init__(self, predictor: LossPredictor, ids_index: Mapping[str, int],
+                 samples: np.ndarray, histograms: np.ndarray,
+                 reference_samples: float | None) -> None:
+        self.predictor = predictor
+        self.state = CoverageState(ids_index, samples, np.asarray(histograms, dtype=float),
+                                   reference_samples)
+        self.variant: int | None = None
+        """The variant of the last committed epoch (None before the first)."""
+
+    @classmethod
+    def of(cls, predictor: LossPredictor, model: ModelSpec, training: TrainingSpec,
+           ids_index: Mapping[str, int], samples: np.ndarray,
+           label_counts: np.ndarray | None) -> PlanningCoverage | None:
+        """The planning state for an observation's devices and label histograms, with the
+        data floor where the model's loss parameters have one (as the world's truth,
+        :func:`netsim.training.coverage.coverage_for`). None where the scenario's data is
+        IID (no ``training.dirichlet_alpha`` or ``shards_per_device``; the formula then holds
+        one class, so a real backend's near-uniform shards are planned as the surrogate's
+        IID data is, with the scalar state), without histograms, or without loss
+        parameters."""
+        loss = model.loss
+        skewed = training.dirichlet_alpha is not None or training.shards_per_device is not None
+        if label_counts is None or loss is None or not skewed:
+            return None
+        floor_on = loss.reference_samples is not None and loss.data_floor > 0
+        return cls(predictor, ids_index, samples, label_counts,
+                   loss.reference_samples if floor_on else None)
+
+    def _after(self, trained: Mapping[str, float], variant: int,
+               local: LocalTraining | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The effective and distinct samples per class after an epoch that trains
+        ``trained`` (device id -> samples) with ``variant``, and the rows and samples the
+        state records as each device's most trained (nothing changed)."""
+        pred, state = self.predictor, self.state
+        m = state.m
+        if self.variant is not None and self.variant != variant:  # the switch's carry
+            a = np.full(state.classes, self.variant)
+            b = np.full(state.classes, variant)
+            m = np.asarray(pred.carry(state.population_samples(), a, b), dtype=float) \
+                * state.share
+        if not trained:
+            return m, state.distinct, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        raw = float(sum(trained.values()))
+        gain = float(pred.gain(raw, len(trained), local))
+        mix, distinct, rows, used = state.preview(trained)
+        return m + gain * mix, distinct, rows, used
+
+    def mean(self, variant: int | None = None) -> float:
+        """The formula's mean loss of the state so far, with ``variant`` (default: the last
+        committed one; the initial loss before any)."""
+        v = self.variant if variant is None else variant
+        if v is None:
+            return self.predictor.initial_loss
+        return self.predictor.coverage_mean(v, self.state)
+
+    def mean_after(self, trained: Mapping[str, float], variant: int,
+                   local: LocalTraining | None = None) -> float:
+        """The formula's mean loss after an epoch that trains ``trained`` (device id ->
+        samples) with ``variant`` and ``local`` training (default the scenario's); nothing
+        changes."""
+        m, distinct, _, _ = self._after(trained, variant, local)
+        return self.predictor.coverage_mean(variant, self.state, m, distinct)
+
+    def predict(self, trained: Mapping[str, float], variant: int, observed_loss: float,
+                local: LocalTraining | None = None) -> float:
+        """The loss predicted after an epoch that trains ``trained`` with ``variant``,
+        anchored on ``observed_loss`` (the latest observed loss): ``observed_loss *
+        mean_after / mean`` (class docstring)."""
+        now = self.mean()
+        return float(observed_loss) * self.mean_after(trained, variant, local) / now \
+            if now > 0 else self.mean_after(trained, variant, local)
+
+    def classes_after(self, trained: Mapping[str, float], share: float = 0.0) -> int:
+        """How many classes the state would have trained after ``trained``: classes whose
+        effective samples exceed ``share`` of the mean class's (0: any at all)."""
+        m, _, _, _ = self._after(trained, self.variant if self.variant is not None else 0,
+                                 None)
+        n = self.state.population_samples(m)
+        mean = float(self.state.share @ n)
+        return int(np.count_nonzero(n > share * mean)) if mean > 0 else 0
+
+    def commit(self, trained: Mapping[str, float], variant: int,
+               local: LocalTraining | None = None) -> None:
+        """Advance the state by the epoch the policy decided (``trained``: device id ->
+        samples; ``variant``; ``local``: as decided)."""
+        m, distinct, rows, used = self._after(trained, variant, local)
+        state = self.state
+        state.m = m
+        state.record(rows, used, distinct)
+        self.variant = variant
 
 
 class SurrogateLoss:

@@ -136,10 +136,12 @@ def prune_masks(
     masks: Masks,
     pruned_magnitude: list[np.ndarray],
     params_fraction: float,
+    keep: Sequence[int] | None = None,
 ) -> tuple[Masks, list[np.ndarray]]:
     """Magnitude pruning of each weight matrix to ``params_fraction`` of its entries.
 
-    Each layer keeps ``max(1, round(params_fraction * size))`` weights. Weights alive now
+    Each layer keeps ``max(1, round(params_fraction * size))`` weights (``keep[k]`` of weight
+    matrix ``k`` when ``keep`` is given: the torch backend's measured variants). Weights alive now
     rank above pruned ones, by |w|, so pruning further removes the smallest live weights
     (masks only shrink). A less-pruned fraction regrows weights: previously pruned ones
     are re-admitted in order of their magnitude at the time they were pruned (they restart
@@ -163,14 +165,16 @@ def prune_masks(
         raise ValueError(f"params_fraction must be in (0, 1], got {params_fraction}")
     new_masks: Masks = []
     new_mags: list[np.ndarray] = []
-    for w, mask, mag in zip(params[0::2], masks, pruned_magnitude, strict=True):
+    counts = keep if keep is not None else [None] * len(masks)
+    for w, mask, mag, count in zip(params[0::2], masks, pruned_magnitude, counts, strict=True):
         size = w.size
-        keep = max(1, int(round(params_fraction * size)))
+        kept = max(1, int(round(params_fraction * size))) if count is None \
+            else min(size, max(1, int(count)))
         live_top = float(np.abs(w).max()) + float(mag.max()) + 1.0
         score = np.where(mask, np.abs(w) + live_top, mag).ravel()
         order = np.argsort(-score, kind="stable")
         flat = np.zeros(size, dtype=bool)
-        flat[order[:keep]] = True
+        flat[order[:kept]] = True
         new_mask = flat.reshape(w.shape)
         newly_pruned = mask & ~new_mask
         new_mag = np.where(new_mask, 0.0, np.where(newly_pruned, np.abs(w), mag))

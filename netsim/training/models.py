@@ -37,19 +37,20 @@ def builtin_models() -> dict[str, ModelSpec]:
     return out
 
 
-def resolve_model(ref: str | ModelSpec | TorchModelSpec) -> ModelSpec:
-    """The model a scenario names, with its loss parameters (a PyTorch model measured:
-    :func:`netsim.torchnet.scenario.measure_model`).
+def resolve_model(ref: str | ModelSpec) -> ModelSpec:
+    """The model a scenario names, with its loss parameters (a PyTorch model, ``model:
+    {torch: ...}``, is measured a layer above: :func:`netsim.measuring.resolved_model`).
 
     Raises
     ------
     KeyError
         If ``ref`` names no built-in model.
+    TypeError
+        For a PyTorch model (measure it with :func:`netsim.measuring.resolved_model`).
     """
     if isinstance(ref, TorchModelSpec):
-        from netsim.torchnet.scenario import measure_model
-
-        return measure_model(ref)
+        raise TypeError("resolve_model: a PyTorch model (model: {torch: ...}) is measured by "
+                        "netsim.measuring.resolved_model")
     if isinstance(ref, str):
         models = builtin_models()
         if ref not in models:

@@ -176,6 +176,7 @@ class RealBackend(FederatedAveraging):
         self.shards = partition(
             self._y_train, self.device_samples, self.dirichlet_alpha, shard_rng,
             shards_per_device=_get(training, "shards_per_device"),
+            label_bias=_get(training, "label_bias"),
         )
         self.params = mlp.init_params(self.layer_sizes, init_rng)
         self.masks = mlp.full_masks(self.params)

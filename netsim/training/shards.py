@@ -15,6 +15,14 @@ samples gets an empty shard).
   ``Dirichlet(a)`` label skew (a=0.1 strongly skewed, a=100 close to IID). Shard sizes are
   then proportional to the weights only in expectation.
 
+* Label bias (``label_bias``, Async-HFL's split; netsim's formalization): shard sizes are
+  proportional to the weights (largest remainder), each device's class counts its size times
+  its class fractions (:func:`netsim.training.labels.bias_fractions`, the draw the surrogate
+  makes too; largest remainder per device), taken from each class's samples in a random
+  order; a class asked for more samples than it has starts again from a fresh random order
+  (the paper's loader reuses data likewise), so only then do shards share samples, and a
+  class asked for fewer leaves some unused.
+
 Every device with weight > 0 receives at least one sample (moved from the largest shard
 when a draw leaves it empty). Each shard's order is shuffled once and then fixed for the
 run: a device that uses a fraction of its data in an epoch trains on a prefix of its shard
@@ -24,8 +32,11 @@ run: a device that uses a fraction of its data in an epoch trains on a prefix of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from netsim.training.labels import bias_fractions
 
 
 def _proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
@@ -45,6 +56,7 @@ def partition(
     dirichlet_alpha: float | None,
     rng: np.random.Generator,
     shards_per_device: int | None = None,
+    label_bias: Any = None,
 ) -> list[np.ndarray]:
     """Split the indices ``0..len(labels)-1`` into one shard per device.
 
@@ -64,10 +76,14 @@ def partition(
         sorted by label are cut into ``shards_per_device`` shards per device with weight > 0,
         of sizes proportional to the devices' weights, and dealt at random, that many to a
         device (so a device holds about ``shards_per_device`` classes).
+    label_bias:
+        Async-HFL's preference-bias split instead (a ``training.label_bias`` block; the
+        other two None; module docstring).
 
     Returns
     -------
-    One index array per device, in device order; disjoint, covering every sample.
+    One index array per device, in device order; disjoint, covering every sample (under
+    ``label_bias``: see the module docstring).
 
     Raises
     ------
@@ -79,13 +95,15 @@ def partition(
         raise ValueError("device sample weights must be >= 0 with at least one > 0")
     if dirichlet_alpha is not None and dirichlet_alpha <= 0:
         raise ValueError(f"dirichlet_alpha must be > 0 or None, got {dirichlet_alpha}")
-    if shards_per_device is not None and dirichlet_alpha is not None:
-        raise ValueError("give dirichlet_alpha or shards_per_device, not both")
+    if sum(x is not None for x in (dirichlet_alpha, shards_per_device, label_bias)) > 1:
+        raise ValueError("give one of dirichlet_alpha, shards_per_device and label_bias")
     if shards_per_device is not None and shards_per_device < 1:
         raise ValueError(f"shards_per_device must be >= 1, got {shards_per_device}")
     n = len(labels)
     active = np.flatnonzero(w > 0)
-    if shards_per_device is not None:
+    if label_bias is not None:
+        shards = _biased(labels, w, active, label_bias, rng)
+    elif shards_per_device is not None:
         shards = _pathological(labels, w, active, shards_per_device, rng)
     elif dirichlet_alpha is None:
         perm = rng.permutation(n)
@@ -125,6 +143,31 @@ def _pathological(labels: np.ndarray, w: np.ndarray, active: np.ndarray, per_dev
     pieces: list[list[np.ndarray]] = [[] for _ in range(len(w))]
     for j, dev in enumerate(owner[deal]):
         pieces[dev].append(order[bounds[j]: bounds[j + 1]])
+    return [np.concatenate(p) if p else np.empty(0, dtype=int) for p in pieces]
+
+
+def _biased(labels: np.ndarray, w: np.ndarray, active: np.ndarray, label_bias: Any,
+            rng: np.random.Generator) -> list[np.ndarray]:
+    """Async-HFL's preference-bias shards (module docstring)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    classes = int(labels.max()) + 1 if len(labels) else 1
+    sizes = _proportional_counts(len(labels), w)
+    mix = bias_fractions(len(active), classes, label_bias, rng)
+    counts = np.stack([_proportional_counts(int(sizes[dev]), mix[j])
+                       if sizes[dev] > 0 else np.zeros(classes, dtype=int)
+                       for j, dev in enumerate(active.tolist())]) \
+        if len(active) else np.zeros((0, classes), dtype=int)
+    pieces: list[list[np.ndarray]] = [[] for _ in range(len(w))]
+    for c in range(classes):
+        members = np.flatnonzero(labels == c)
+        want = counts[:, c]
+        if len(members) == 0 or want.sum() == 0:
+            continue
+        rounds = -(-int(want.sum()) // len(members))  # (fresh random orders, one after another)
+        order = np.concatenate([rng.permutation(members) for _ in range(rounds)])
+        bounds = np.concatenate([[0], np.cumsum(want)])
+        for j, dev in enumerate(active.tolist()):
+            pieces[dev].append(order[bounds[j]: bounds[j + 1]])
     return [np.concatenate(p) if p else np.empty(0, dtype=int) for p in pieces]
 
 

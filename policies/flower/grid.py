@@ -43,6 +43,7 @@ import json
 import logging
 import math
 import operator
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -73,9 +74,36 @@ from policies.flower.records import (
     value_bytes,
 )
 
-#: How many get_node_ids calls in a row, with no push between, mean that a strategy waits
-#: for nodes (Flower's FedAvg asks twice per round: its fraction, then sample_nodes).
-WAITING_CALLS = 3
+#: A strategy waits for nodes when it asks for them again, with no push between, after
+#: sleeping: Flower's ``sample_nodes`` sleeps 1 s between its calls. Calls in a row within
+#: WAITING_GAP_S (s, wall clock) are one round's reads (Flower's FedAvg asks twice per
+#: round; the ClientManager of LegacyContext and DefaultWorkflow asks at every
+#: ``num_available``, ``all`` and ``sample``, several times a round).
+WAITING_GAP_S = 0.5
+#: More calls than this in a row with no push between: a strategy waiting without sleeping.
+WAITING_CALLS = 1000
+#: Where a real run's loss comes from: ``auto``, the ServerApp's evaluate_fn (centralized
+#: evaluation) where one carries the loss metric, else the clients' aggregated evaluate
+#: metric; ``server``, the evaluate_fn's only; ``clients``, the clients' only; ``train``, the
+#: clients' training replies' metric aggregated (as Flower aggregates fit metrics: an app that
+#: evaluates nothing, fl-dp-sa, whose clients report their ``val_loss`` after training).
+LOSS_SOURCES = ("auto", "server", "clients", "train")
+#: The metric a legacy reply (LegacyContext: FitRes, EvaluateRes as records) keeps its example
+#: count in, in a MetricRecord of its own (``fitres.num_examples``).
+LEGACY_EXAMPLES = "num_examples"
+#: The ConfigRecord and key in which SecAgg+ (Flower's SecAggPlusWorkflow and
+#: secaggplus_mod) names the stage a message belongs to (setup, share_keys,
+#: collect_masked_vectors, unmask).
+SECAGG_CONFIGS, SECAGG_STAGE, SECAGG_SHARES = "secaggplus_configs", "stage", "share_num"
+#: The compute of one SecAgg+ mask per model element (FLOP-equivalents: its seconds per
+#: element on a host x that host's FLOP/s as netsim's host benchmark measures it), charged at
+#: the device's FLOP/s: a device draws ``share_num`` masks (its private one, one per
+#: neighbour) over its update, the server one per surviving node. Measured on netsim's
+#: development host (2 cores, shared; flwr 1.42's ``pseudo_rand_gen``, a seeded NumPy
+#: ``RandomState.randint`` of int64, then the modular addition, over 10^6 elements): 7.5 to
+#: 9.0 ns an element at 5.8e10 to 6.2e10 FLOP/s, 465 to 527 FLOP-equivalents, so 500.
+#: Measure yours: ``OMP_NUM_THREADS=1 python benchmarks/secagg_masking.py``.
+SECAGG_MASK_FLOP_PER_ELEMENT = 500.0
 #: netsim's log of a Flower run: ClientApp failures, a loss metric nobody reports.
 LOG = logging.getLogger("netsim.flower")
 #: A phase's compute per sample as a share of training's, by message type (evaluate: the
@@ -115,6 +143,10 @@ class EpochLog:
     trained: bool = False
     progress: EpochProgress | None = None
     evaluated: EpochProgress | None = None
+    trained_metric: EpochProgress | None = None
+    centralized: EpochProgress | None = None
+    """A legacy strategy's centralized evaluation of the round (DefaultWorkflow calls its
+    ``evaluate``; netsim.policies.flower.policy's hook records it here)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +158,20 @@ class Pushed:
     metas: list[Any]
     contents: list[Any]
     ids: list[str]
+
+
+def protocol_stage(contents: list[Any]) -> str | None:
+    """The protocol stage a push's messages belong to (``contents``: their contents): the
+    SecAgg+ stage they name (``secaggplus_configs``' ``stage``), ``secaggplus:STAGE``, where
+    they all name one; None: no stage (a plain train, evaluate or query push)."""
+    stages = set()
+    for content in {id(c): c for c in contents}.values():
+        configs = content.config_records
+        rec = configs[SECAGG_CONFIGS] if SECAGG_CONFIGS in configs else None
+        stages.add(rec.get(SECAGG_STAGE) if rec is not None else None)
+    if len(stages) == 1 and isinstance(stage := stages.pop(), str):
+        return f"secaggplus:{stage}"
+    return None
 
 
 def round_key(metas: list[Any], contents: list[Any]) -> str | None:
@@ -155,13 +201,22 @@ class NetsimGrid(Grid):
     replies carry their example count in; strategy: read for the nodes it needs before it
     samples (so that it never waits); run_config: each node's Context ``run_config``;
     host_flop_per_s: this host's FLOP/s when each ClientApp call is charged its measured
-    seconds (None: its reply's examples x the model's FLOP per sample).
+    seconds (None: its reply's examples x the model's FLOP per sample); loss_source: where
+    the run's loss comes from in real mode (:data:`LOSS_SOURCES`).
     """
 
     def __init__(self, run: Run, policy_name: str, client_app: Any, loss_metric: str,
                  evaluate_flop_fraction: float, weighted_by_key: str, strategy: Any,
-                 run_config: dict[str, Any], host_flop_per_s: float | None = None) -> None:
+                 run_config: dict[str, Any], host_flop_per_s: float | None = None,
+                 loss_source: str = "auto") -> None:
+        if loss_source not in LOSS_SOURCES:
+            raise ValueError(f"loss_source: {loss_source!r} is not one of "
+                             f"{', '.join(LOSS_SOURCES)}")
         self._run = run
+        self.loss_source = loss_source
+        """Where the run's loss comes from (real mode): :data:`LOSS_SOURCES`."""
+        self.evaluate_fns = 0
+        """evaluate_fns (centralized evaluation) netsim saw given to Flower's start()."""
         self._name = policy_name
         self._client_app = client_app
         self._loss_metric = loss_metric
@@ -185,6 +240,10 @@ class NetsimGrid(Grid):
         # array while the world's availability is the same one: a static world's)
         self._listed: tuple[np.ndarray | None, list[int]] = (None, [])
         self._calls = 0
+        self._last_call_s = 0.0  # (wall clock, s: the last get_node_ids call's)
+        self._thread = threading.get_ident()  # (the thread that steps the run)
+        self._secagg_shares = 1  # (SecAgg+'s share_num, read from its setup stage)
+        self._secagg_elements = 0  # (the elements of its masked vectors)
         self._replies: dict[str, Any] = {}
         # per going message of the phase under way whose reply netsim built (surrogate): its
         # reply's bytes, array elements and example count (records.py's counts of it)
@@ -195,7 +254,9 @@ class NetsimGrid(Grid):
         self._contexts: dict[int, Any] = {}
         self._pushes = 0
         self._errors_seen: set[str] = set()
-        self._metrics_seen: set[str] = set()
+        self._metrics_seen: set[str] = set()  # (the clients' evaluate replies' metrics)
+        self._train_metrics: set[str] = set()  # (the clients' training replies' metrics)
+        self._server_metrics: set[str] = set()  # (the evaluate_fns' metrics)
         self._warned_loss = False
         self.calls = 0
         """ClientApp calls made in the run (real mode)."""
@@ -220,7 +281,12 @@ class NetsimGrid(Grid):
         return app.Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> list[int]:
-        """The nodes available now (module docstring); the same list until the next push."""
+        """The nodes available now (module docstring); the same list until the next push.
+        A call from another thread (the thread in which Flower's DefaultWorkflow refreshes
+        its ClientManager every 5 s of wall time) gets the last list read, without stepping
+        the world (netsim's run is stepped from the thread that drives it)."""
+        if threading.get_ident() != self._thread:
+            return list(self._nodes_now if self._nodes_now is not None else self._listed[1])
         if self._nodes_now is None:
             self._obs = self._run.observe()
             fits = self._fits(self._obs)
@@ -229,12 +295,16 @@ class NetsimGrid(Grid):
             self._nodes_now = list(self._listed[1])  # (its own: a strategy may change it)
             self._check_enough(len(self._nodes_now))
         self._calls += 1
-        if self._calls >= WAITING_CALLS:
+        now = time.perf_counter()
+        slept = self._calls > 1 and now - self._last_call_s >= WAITING_GAP_S
+        self._last_call_s = now
+        if slept or self._calls >= WAITING_CALLS:
             raise RuntimeError(
                 f"{self._name}: the strategy keeps asking for nodes ({self._calls} calls "
-                f"without a message; {len(self._nodes_now)} available now): it waits for "
-                "more nodes than are available, which Flower does in real time and netsim "
-                "does not (lower its min_*_nodes or fractions)")
+                f"without a message{', the last after a wait' if slept else ''}; "
+                f"{len(self._nodes_now)} available now): it waits for more nodes than are "
+                "available, which Flower does in real time and netsim does not (lower its "
+                "min_*_nodes or fractions)")
         return self._nodes_now
 
     def push_messages(self, messages: Iterable[Any]) -> list[str]:
@@ -252,7 +322,9 @@ class NetsimGrid(Grid):
         kind = kinds.pop()
         key = round_key(metas, contents)
         log = self.epoch
-        if log.phases and (key is None or key != log.key or (kind == "train" and log.trained)):
+        stage = protocol_stage(contents)  # (a protocol's stages are phases of one round)
+        if log.phases and (key is None or key != log.key or (
+                kind == "train" and log.trained and stage is None)):
             self.close_epoch()  # (the previous round is over)
             self._stop_if_over()
         obs = self._obs if self._obs is not None else self._run.observe()
@@ -287,37 +359,65 @@ class NetsimGrid(Grid):
 
     # -- epochs ------------------------------------------------------------------------------
     def close_epoch(self, measured: EpochProgress | None = None) -> EpochProgress | None:
-        """Record the epoch under way: with ``measured`` (an evaluate_fn's loss), else the
-        progress model's (surrogate), else the clients' aggregated evaluate loss (real; NaN
-        without one, and a warning naming the metrics present when no reply or
-        evaluate_fn carried the loss metric so far)."""
+        """Record the epoch under way. Surrogate mode: the progress model's loss. Real mode,
+        by :attr:`loss_source`: ``measured`` (the ServerApp's evaluate_fn's loss: ``auto``,
+        ``server``), else the clients' aggregated evaluate loss (``auto``, ``clients``);
+        NaN without one, with a warning saying what was looked at when the round had train
+        or evaluate messages (a query-only round, federated analytics, has no loss)."""
         log, self.epoch = self.epoch, EpochLog()
-        step = measured or log.progress
+        if self._client_app is None:
+            step = measured or log.progress
+        elif self.loss_source == "train":
+            step = log.trained_metric
+        else:
+            step = (measured or log.centralized) if self.loss_source != "clients" else None
+            if step is None and self.loss_source != "server":
+                step = log.evaluated
         if step is None and self._client_app is not None:
-            step = log.evaluated
-            if step is None:
-                step = EpochProgress(loss=math.nan)
-                if log.phases:
-                    self._warn_no_loss()
+            step = EpochProgress(loss=math.nan)
+            if any(phase["type"] in ("train", "evaluate") for phase in log.phases):
+                self._warn_no_loss()
         if self._host_flops is not None and log.phases:
             log.info["host_flop_per_s"] = self._host_flops
         return self._run.close_epoch(step, self._columns(log) if log.phases else None)
 
-    def saw_metrics(self, record: Any, source: str) -> None:
+    def saw_metrics(self, record: Any, source: str = "evaluate_fn") -> None:
         """Metric names an evaluate_fn returned (for the loss warning)."""
-        self._metrics_seen |= {f"{name} ({source})" for name in record}
-        if self._loss_metric in record:
-            self._metrics_seen.add(self._loss_metric)
+        self._server_metrics |= set(record)
 
     def _warn_no_loss(self) -> None:
-        if self._warned_loss or self._loss_metric in self._metrics_seen:
+        """Warn once that the run's loss is NaN, saying what was looked at: the evaluate_fns
+        given to start() (or that none was) and the clients' evaluate replies, each with the
+        metrics it carried, as :attr:`loss_source` selects them."""
+        loss = self._loss_metric
+        trains = self.loss_source == "train"
+        servers = self.loss_source in ("auto", "server")
+        clients = self.loss_source in ("auto", "clients")
+        if self._warned_loss or (servers and loss in self._server_metrics) \
+                or (clients and loss in self._metrics_seen) \
+                or (trains and loss in self._train_metrics):
             return
         self._warned_loss = True
-        present = ", ".join(sorted(self._metrics_seen)) or "none"
-        LOG.warning("%s: no reply and no evaluate_fn carries the loss metric %r (metrics "
-                    "present: %s): the run's loss is NaN; name the loss with the flower "
-                    "policy's loss_metric (--param %s.loss_metric=NAME)", self._name,
-                    self._loss_metric, present, self._name)
+
+        def names(found: set[str]) -> str:
+            return ", ".join(sorted(found)) or "none"
+
+        looked = []
+        if servers:
+            looked.append(f"the evaluate_fn, Flower's centralized evaluation (metrics: "
+                          f"{names(self._server_metrics)})" if self.evaluate_fns else
+                          "an evaluate_fn, but none was given to Flower's start()")
+        if clients:
+            looked.append(f"the clients' evaluate replies (metrics: "
+                          f"{names(self._metrics_seen)})")
+        if trains:
+            looked.append(f"the clients' training replies (metrics: "
+                          f"{names(self._train_metrics)})")
+        LOG.warning("%s: the run's loss is NaN: nothing carries the loss metric %r (loss_source "
+                    "%s; looked at %s); name the loss with the flower policy's loss_metric "
+                    "(--param %s.loss_metric=NAME) or choose its source with loss_source "
+                    "(auto, server, clients, train)", self._name, loss, self.loss_source,
+                    " and ".join(looked), self._name)
 
     def _stop_if_over(self) -> None:
         """The epoch just recorded ended the run (its target reached): stop the driver."""
@@ -398,6 +498,9 @@ class NetsimGrid(Grid):
         record: dict[str, Any] = {
             "type": kind, "round": key, "nodes": [dev[k] for k in order],
             "unavailable": [dev[k] for k in unavailable]}
+        stage = protocol_stage(pushed.contents)
+        if stage is not None:
+            record["stage"] = stage
         if not going:
             self._reply_all(pushed, answers, errors)
             self._add_phase(kind, {**record, "replied": [], "failed": [], "dropped": [],
@@ -405,7 +508,7 @@ class NetsimGrid(Grid):
                                    "bytes_up": {}})
             return
         work, examples = self._workload(kind, pushed.contents, rows, going, answers, errors,
-                                        host_s)
+                                        host_s, stage)
         samples = t.samples[rows].tolist()
         devices = [dev[k] for k in going]
         decision = Decision(participants={d: int(samples[k]) for d, k in zip(
@@ -448,6 +551,14 @@ class NetsimGrid(Grid):
         if kind == "evaluate" and self._client_app is not None:
             self.epoch.evaluated = self._evaluated(
                 [answers[k] for k in going if k in answers and k not in errors])
+        elif kind == "train" and self._client_app is not None and self.loss_source == "train":
+            got = [answers[k] for k in going if k in answers and k not in errors]
+            for reply in got:
+                self._train_metrics |= metric_names(reply.content) | set(
+                    _legacy_metrics(reply.content))
+            trained = self._evaluated(got, legacy=True)
+            if trained is not None:  # (SecAgg+: its collect stage's replies carry them)
+                self.epoch.trained_metric = trained
         if failed and len(failed) == len(going):
             self._every_call_failed(kind, key, devices, errors, sorted(failed))
 
@@ -456,8 +567,9 @@ class NetsimGrid(Grid):
         gives the epoch row's counts."""
         log = self.epoch
         log.phases.append(record)
-        if log.main is None or (kind == "train" and log.main["type"] != "train"):
-            log.main = record
+        if log.main is None or (kind == "train" and log.main["type"] != "train") or (
+                kind == "train" and not log.main.get("examples") and record.get("examples")):
+            log.main = record  # (SecAgg+: its stage whose replies report their examples)
 
     def _every_call_failed(self, kind: str, key: str | None, devices: list[str],
                            errors: dict[int, tuple[int, str | None]], failed: list[int]
@@ -473,7 +585,8 @@ class NetsimGrid(Grid):
 
     def _workload(self, kind: str, contents: list[Any], rows: np.ndarray, going: list[int],
                   answers: dict[int, Any], errors: dict[int, tuple[int, str | None]],
-                  host_s: dict[int, float]) -> tuple[Workload, dict[int, int]]:
+                  host_s: dict[int, float], stage: str | None = None
+                  ) -> tuple[Workload, dict[int, int]]:
         """What each going message moves and computes (module docstring), one set of
         figures when all are alike; and each reply's examples (its ``num-examples``)."""
         t, model = self._devices, self._run.world.model
@@ -494,6 +607,7 @@ class NetsimGrid(Grid):
             samples = samples_of[k]
             reply = answers.get(k)
             facts = self._known.get(k)
+            own_flop, own_agg = self._protocol_compute(stage, content)
             if reply is None:
                 up.append(float(NUMBER_BYTES + len((errors[k][1] or "").encode())))
                 agg.append(0.0)
@@ -504,6 +618,7 @@ class NetsimGrid(Grid):
             else:
                 up.append(float(reply_bytes(reply)))
                 agg.append(2.0 * array_elements(reply.content) if kind == "train" else 0.0)
+                agg[-1] += own_agg
                 n = self._examples(reply)
                 if n is not None:
                     examples[k] = n
@@ -513,6 +628,8 @@ class NetsimGrid(Grid):
                 flop.append(host_s.get(k, 0.0) * self._host_flops)
             else:
                 flop.append(float(examples.get(k, 0)) * fps)
+            if reply is not None and self._host_flops is None:
+                flop[-1] += own_flop
         same = len(set(down)) == 1 and len(set(up)) == 1 and len(set(agg)) == 1 and all(
             f == samples_of[k] * fps for f, k in zip(flop, going, strict=True))
         if same:
@@ -521,10 +638,43 @@ class NetsimGrid(Grid):
                for k, d, u, f, a in zip(going, down, up, flop, agg, strict=True)}
         return Workload(0.0, 0.0, fps, 0.0, by_device=own), examples
 
+    def _protocol_compute(self, stage: str | None, content: Any) -> tuple[float, float]:
+        """A protocol stage's own compute for one message (``content``: what it carries):
+        (the device's FLOP, the aggregator's FLOP for its reply). SecAgg+
+        (:data:`SECAGG_MASK_FLOP_PER_ELEMENT` a mask and element): the setup stage's
+        ``share_num`` noted; collect_masked_vectors, the device's masks (its private one and
+        one per neighbour: ``share_num`` masks) over the update's elements, and the
+        aggregator's sum of the masked vector (2 FLOP an element); unmask, the aggregator
+        regenerating the node's private mask. Key agreement and secret sharing (setup,
+        share_keys) are left out: a few public-key operations a neighbour, not per element.
+        Other stages and plain messages: nothing beyond their training (their examples)."""
+        if stage is None:
+            return 0.0, 0.0
+        configs = content.config_records
+        rec = configs[SECAGG_CONFIGS] if SECAGG_CONFIGS in configs else {}
+        if stage == "secaggplus:setup":
+            shares = rec.get(SECAGG_SHARES)
+            if isinstance(shares, int):
+                self._secagg_shares = shares
+            return 0.0, 0.0
+        if stage == "secaggplus:collect_masked_vectors":
+            elements = array_elements(content)
+            self._secagg_elements = elements
+            return (float(self._secagg_shares * elements) * SECAGG_MASK_FLOP_PER_ELEMENT,
+                    2.0 * elements)
+        if stage == "secaggplus:unmask":
+            return 0.0, float(self._secagg_elements) * SECAGG_MASK_FLOP_PER_ELEMENT
+        return 0.0, 0.0
+
     def _examples(self, reply: Any) -> int | None:
-        """The example count a reply reports (its first metric record's weight key)."""
+        """The example count a reply reports: its first metric record's weight key, else a
+        legacy reply's (LegacyContext's FitRes and EvaluateRes: a ``num_examples`` metric);
+        None: none (a protocol reply, SecAgg+'s stages, which is charged its bytes)."""
         metrics = list(reply.content.metric_records.values())
         value = metrics[0].get(self._weight_key) if metrics else None
+        if value is None:
+            value = next((rec[LEGACY_EXAMPLES] for rec in metrics if LEGACY_EXAMPLES in rec),
+                         None)
         return int(value) if isinstance(value, int | float) else None
 
     def _answers(self, kind: str, pushed: Pushed, rows: np.ndarray, going: list[int],
@@ -539,6 +689,7 @@ class NetsimGrid(Grid):
             return self._surrogate_replies(kind, pushed, rows, going)
         t = self._devices
         out: dict[int, Any] = {}
+        stage = protocol_stage(pushed.contents)
         for k in going:
             msg, row = pushed.msgs[k], int(rows[k])
             ctx = self._context(row)
@@ -558,9 +709,9 @@ class NetsimGrid(Grid):
                 failed.add(k)
                 continue
             host_s[k] = time.perf_counter() - t0
-            if isinstance(reply, app.Message) and not reply.has_error():
+            if kind == "evaluate" and isinstance(reply, app.Message) and not reply.has_error():
                 self._metrics_seen |= metric_names(reply.content)
-            why = self._bad_reply(kind, reply, t.ids[row])
+            why = self._bad_reply(kind, reply, t.ids[row], stage)
             if why is not None:
                 errors[k] = why
                 self._failure(k, t.ids[row], kind, key, why[1] or "", None)
@@ -572,18 +723,23 @@ class NetsimGrid(Grid):
             flower_errors[t.ids[rows[k]]] = reason
         return out
 
-    def _bad_reply(self, kind: str, reply: Any, device: str) -> tuple[int, str | None] | None:
-        """Why a ClientApp's reply is an error (None: it is not)."""
+    def _bad_reply(self, kind: str, reply: Any, device: str, stage: str | None = None
+                   ) -> tuple[int, str | None] | None:
+        """Why a ClientApp's reply is an error (None: it is not): an error reply, or a model
+        update (a plain train message's reply with arrays) without its example count. A
+        reply without one to a protocol stage's message (SecAgg+'s), or without arrays, is
+        a protocol reply: charged its bytes, never a failure."""
         if not isinstance(reply, app.Message):
             return (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                     f"the ClientApp returned {type(reply).__name__}, not a Message")
         if reply.has_error():
             return reply.error.code, reply.error.reason
-        if kind == "train" and self._examples(reply) is None:
+        if kind == "train" and stage is None and reply.content.array_records \
+                and self._examples(reply) is None:
             return (ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                     f"the reply of device {device!r} has no {self._weight_key!r} metric "
                     "(Flower's strategies weight updates by it)")
-        return None
+        return None  # (else one without an example count is a protocol reply: SecAgg+'s)
 
     def _failure(self, k: int, device: str, kind: str, key: str | None, reason: str,
                  exc: BaseException | None) -> None:
@@ -599,6 +755,21 @@ class NetsimGrid(Grid):
                 device, kind, key or f"epoch {self._run.epoch}", reason,
                 " (the first of this error; the others are logged at debug level)"
                 if first else "", exc_info=exc)
+
+    def report_failures(self) -> None:
+        """At the run's end (however it ends): the run's ClientApp calls and failed calls
+        handed to its recorder (``runs.client_calls``, ``runs.client_calls_failed``: the sums
+        of its phases' calls, ``nodes`` less ``unavailable``, and of their ``failed``), and a
+        warning counting the failed ones (of how many, and their distinct errors), so that a
+        run whose clients failed is not taken for one whose clients all trained
+        (``epochs.failed`` has them per round)."""
+        recorder = self._run.recorder
+        recorder.client_calls, recorder.client_calls_failed = self.calls, self.failed_calls
+        if self.failed_calls:
+            LOG.warning("%s: %d of %d ClientApp calls failed in run %s (%d distinct "
+                        "error%s; epochs.failed and epochs.phases say which, per round)",
+                        self._name, self.failed_calls, self.calls, self._run.recorder.run_id,
+                        len(self._errors_seen), "" if len(self._errors_seen) == 1 else "s")
 
     def _surrogate_replies(self, kind: str, pushed: Pushed, rows: np.ndarray,
                            going: list[int]) -> dict[int, Any]:
@@ -656,23 +827,34 @@ class NetsimGrid(Grid):
                     reply.metadata.__dict__["_reply_to_message_id"] = message_id
             replies[message_id] = reply
 
-    def _evaluated(self, replies: list[Any]) -> EpochProgress | None:
+    def _evaluated(self, replies: list[Any], legacy: bool = False) -> EpochProgress | None:
         """The example-weighted means of the loss metric and of ``accuracy`` over evaluate
-        replies (None: no reply carries the loss metric)."""
-        loss = self._mean_metric(replies, self._loss_metric)
+        (or training) replies (None: no reply carries the loss metric); ``legacy``: a legacy
+        reply's metrics count too (a FitRes's, kept in a ConfigRecord: :func:`_legacy_metrics`)."""
+        loss = self._mean_metric(replies, self._loss_metric, legacy)
         if loss is None:
             return None
-        return EpochProgress(loss=loss, accuracy=self._mean_metric(replies, "accuracy"))
+        return EpochProgress(loss=loss, accuracy=self._mean_metric(replies, "accuracy", legacy))
 
-    def _mean_metric(self, replies: list[Any], name: str) -> float | None:
-        """The example-weighted mean of metric ``name`` over replies (None: none has it)."""
+    def _mean_metric(self, replies: list[Any], name: str, legacy: bool = False
+                     ) -> float | None:
+        """The example-weighted mean of metric ``name`` over replies (None: none has it):
+        each reply's first metric record holding ``name`` (``legacy``: or its legacy metrics'
+        ConfigRecord), weighted by its example count (:meth:`_examples`: a legacy reply keeps
+        it in a record of its own)."""
         total = weight = 0.0
         for r in replies:
-            for rec in r.content.metric_records.values():
-                if name in rec and self._weight_key in rec:
-                    w = float(rec[self._weight_key])
-                    total += w * float(rec[name])
-                    weight += w
+            records: list[Any] = list(r.content.metric_records.values())
+            if legacy:
+                records.append(_legacy_metrics(r.content))
+            for rec in records:
+                if name in rec:
+                    n = rec[self._weight_key] if self._weight_key in rec else \
+                        self._examples(r)
+                    if isinstance(n, int | float):
+                        total += float(n) * float(rec[name])
+                        weight += float(n)
+                    break
         return total / weight if weight > 0 else None
 
     def _context(self, row: int) -> Any:
@@ -893,6 +1075,14 @@ class _ReplyForm:
             metrics[self.weight_key] = n
         content["metrics"] = metrics
         return content
+
+
+def _legacy_metrics(content: Any) -> dict[str, float]:
+    """The numeric metrics of a legacy reply's ConfigRecords named ``*.metrics`` (Flower's
+    compat layer keeps a FitRes's metrics in ``fitres.metrics``, a ConfigRecord)."""
+    return {name: float(value) for key, rec in content.config_records.items()
+            if key.endswith(".metrics") for name, value in rec.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)}
 
 
 def _raised_at(exc: BaseException) -> str:

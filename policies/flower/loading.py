@@ -83,19 +83,30 @@ def import_path(field: str, path: str) -> Any:
     for part in attr.split("."):
         if not hasattr(obj, part):
             owner = getattr(obj, "__name__", None) or type(obj).__name__
+            public = sorted(n for n in dir(obj) if not n.startswith("_"))
+            listed = ", ".join(public[:12]) + (", ..." if len(public) > 12 else "")
             raise FlowerParamError(field, f"{path!r} does not resolve: {owner} has no "
-                                   f"attribute {part!r}")
+                                   f"attribute {part!r} (its names: {listed or 'none'})")
         obj = getattr(obj, part)
     return obj
 
 
 def _not_found(path: str, module_name: str, exc: ModuleNotFoundError) -> str:
-    """Why ``module_name`` was not found: where netsim looked, and how to make it resolve."""
+    """Why ``module_name`` was not found: where netsim looked, and how to make it resolve.
+    Three cases: a module the user's code imports is missing (from an installed package:
+    that package's version is named, the module being gone from it; else it is not
+    installed); a module of a package that is found is missing (its modules are listed: a
+    misspelt name); the top-level package itself is not on the Python path."""
     top = module_name.split(".")[0]
     missing = exc.name or module_name
     if missing.split(".")[0] != top:  # (the user's module imports something not installed)
-        return (f"{path!r} does not resolve: importing {module_name!r} needs {missing!r}, "
-                "which is not installed (install the app's dependencies)")
+        return f"{path!r} does not resolve: importing {module_name!r} needs " \
+            f"{_missing_dependency(missing)}"
+    if missing != top and (package := _found_package(missing)) is not None:
+        where, modules = package
+        return (f"{path!r} does not resolve: there is no module {missing!r} (package "
+                f"{missing.rpartition('.')[0]!r}, {where}, holds "
+                f"{', '.join(modules) or 'no modules'}): is the name misspelt?")
     roots = gate_roots()
     looked = "the Python path (sys.path: the installed packages and PYTHONPATH"
     looked += f", and the app folder{'s' if len(roots) > 1 else ''} " \
@@ -109,6 +120,50 @@ def _not_found(path: str, module_name: str, exc: ModuleNotFoundError) -> str:
         how = (f"put the folder that holds {top!r} on the Python path: --app FOLDER for a "
                "Flower app folder (Python: params={'app': FOLDER}), or PYTHONPATH=FOLDER")
     return f"{path!r} does not resolve: {exc}; netsim looked on {looked}; {how}"
+
+
+def _missing_dependency(missing: str) -> str:
+    """What to say of a module the user's code imports that is missing: its top-level
+    package installed (a module gone from the installed version: flwr.client.typing from
+    flwr 1.42, say) or not installed at all."""
+    import importlib.metadata
+    import importlib.util
+
+    top = missing.split(".")[0]
+    try:
+        installed = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return f"{missing!r}, which is not installed (install the app's dependencies)"
+    dists = importlib.metadata.packages_distributions().get(top, [])
+    versions = []
+    for dist in dists:
+        try:
+            versions.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    which = ", ".join(versions) or f"package {top!r}"
+    return (f"{missing!r}, which the installed {which} does not have (the app was written "
+            f"for another version of it: install the version the app's pyproject.toml "
+            f"names, or import what this version provides)")
+
+
+def _found_package(module: str) -> tuple[str, list[str]] | None:
+    """Where the package above ``module`` is (a folder) and the modules it holds, where that
+    package imports (None: it does not, or is no package)."""
+    import pkgutil
+
+    parent = module.rpartition(".")[0]
+    try:
+        package = importlib.import_module(parent)
+    except Exception:  # noqa: BLE001 (its own failure is reported where it is imported)
+        return None
+    paths = list(getattr(package, "__path__", None) or [])
+    if not paths:
+        return None
+    names = sorted({info.name for info in pkgutil.iter_modules(paths)})
+    return (paths[0], names)
 
 
 def resolve_strategy(value: Any, args: Mapping[str, Any]) -> Any:
@@ -315,6 +370,53 @@ def put_on_path(app: FlowerApp, names: list[str]) -> None:
             raise FlowerParamError("app", f"module {top!r} is already imported from {where}, "
                                    f"not from {folder}: two apps with one package name in one "
                                    "process (run them in separate processes)")
+
+
+def _inside(path: str | None, folder: str) -> bool:
+    return bool(path) and os.path.abspath(str(path)).startswith(folder + os.sep)
+
+
+def app_modules(folder: Path) -> list[str]:
+    """The names of the imported modules (``sys.modules``) whose file, or a folder of whose
+    package path, lies in ``folder``: an app folder's modules."""
+    root = str(folder.resolve())
+    out = []
+    for name, module in list(sys.modules.items()):
+        paths = [getattr(module, "__file__", None)]
+        try:  # (a package's folders; some modules' __path__ is no list: torch._classes')
+            paths += [p for p in getattr(module, "__path__", None) or [] if isinstance(p, str)]
+        except Exception:  # noqa: BLE001, S112
+            pass
+        if any(isinstance(p, str) and _inside(p, root) for p in paths):
+            out.append(name)
+    return out
+
+
+def purge_app_modules(folder: Path) -> list[str]:
+    """Forget the modules imported from ``folder`` (:func:`app_modules`), so that the next
+    import of one runs its code anew; returns their names."""
+    names = app_modules(folder)
+    for name in names:
+        sys.modules.pop(name, None)
+    if names:
+        importlib.invalidate_caches()
+    return names
+
+
+@contextmanager
+def fresh_app(app: FlowerApp) -> Iterator[None]:
+    """Within the block, the app's modules are imported anew (those imported from its folder
+    before are forgotten first) and its folder is on the Python path; afterwards its modules
+    are forgotten again and ``sys.path`` is what it was. So every run of an app starts from
+    the app as ``flwr run`` starts it: module-level state (a data cache, a model made at
+    import) does not carry over from one run to the next in one process."""
+    saved = list(sys.path)
+    purge_app_modules(app.folder)
+    try:
+        yield
+    finally:
+        purge_app_modules(app.folder)
+        sys.path[:] = saved
 
 
 class RunConfigKeyError(KeyError):

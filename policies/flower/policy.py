@@ -34,10 +34,12 @@ from __future__ import annotations
 import copy
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -62,6 +64,7 @@ from policies.flower.loading import (
     FlowerApp,
     FlowerParamError,
     RunConfig,
+    fresh_app,
     fused_run_config,
     is_builtin_strategy,
     is_import_name,
@@ -104,6 +107,13 @@ class FlowerParams(BaseModel):
         mapping, or texts as ``flwr run --run-config`` takes them (``'key=value k2="s"'``,
         or a .toml file); with ``app``, overrides of the app's config.
     loss_metric: the metric that is the run's loss (real mode).
+    loss_source: where that metric is read (real mode): "auto", the ServerApp's (or the
+        policy's) evaluate_fn, Flower's centralized evaluation, where it returns the loss
+        metric, else the clients' evaluate replies aggregated (weighted by their
+        num-examples); "server", the evaluate_fn's only; "clients", the clients' only;
+        "train", the clients' training replies aggregated the same way (Flower's aggregated
+        fit metrics: an app that evaluates nothing, as fl-dp-sa, whose clients report their
+        ``val_loss`` after training).
     client_compute: what a ClientApp call computes on its device (real mode): "examples",
         its reply's num-examples x the scenario model's FLOP per sample (deterministic), or
         "measured", its wall seconds on this host x this host's FLOP/s (measured once per
@@ -129,6 +139,7 @@ class FlowerParams(BaseModel):
     evaluate_config: dict[str, Any] = Field(default_factory=dict)
     run_config: dict[str, Any] = Field(default_factory=dict)
     loss_metric: str = "loss"
+    loss_source: Literal["auto", "server", "clients", "train"] = "auto"
     client_compute: Literal["examples", "measured"] = "examples"
     num_rounds: Annotated[int | None, Field(ge=1)] = None
     timeout_s: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
@@ -268,6 +279,7 @@ def resolved(params: FlowerParams) -> dict[str, Any]:
         a name the gate refuses, the flag that allows it.
     """
     problems: list[Problem] = []
+    from_app: dict[str, tuple[str, str]] = {}  # (field: its pyproject.toml key and entry)
     out: dict[str, Any] = {"run_config": RunConfig(params.run_config), "app": None}
     values = {name: getattr(params, name) for name in RESOLVERS}
 
@@ -289,6 +301,8 @@ def resolved(params: FlowerParams) -> dict[str, Any]:
             attempt("app", lambda: put_on_path(app, _app_components(app, loop)))
             values.update(server_app=None if loop else app.server_app,
                           client_app=app.client_app)
+            from_app = {"server_app": ("serverapp", app.server_app),
+                        "client_app": ("clientapp", app.client_app)}
             fused = attempt("run_config", lambda: fused_run_config(app, params.run_config))
             out["run_config"] = RunConfig(fused or {})
             out["app"] = app
@@ -297,10 +311,30 @@ def resolved(params: FlowerParams) -> dict[str, Any]:
             params.strategy, params.strategy_args))
         for name, make in RESOLVERS.items():
             value = values[name]
+            before = len(problems)
             out[name] = attempt(name, partial(make, value))
+            if len(problems) > before and name in from_app and value is not None:
+                key, entry = from_app[name]  # (a component the app's pyproject.toml names)
+                problems[-1] = Problem("policies.flower.app", (
+                    f"{params.app and Path(params.app) / 'pyproject.toml'}'s "
+                    f"[tool.flwr.app.components] {key} = {entry!r}: "
+                    f"{problems[-1].message.removeprefix(f'{entry!r} does not resolve: ')}"))
     if problems:
         raise ScenarioError(problems, "policy")
     return out
+
+
+def _resolved_once(params: FlowerParams) -> dict[str, Any]:
+    """:func:`resolved`, with an app folder's modules forgotten afterwards and the Python
+    path put back (each run imports them anew: :meth:`FlowerPolicy._fresh`)."""
+    if params.app is None:
+        return resolved(params)
+    try:
+        app = read_app(params.app)
+    except (FlowerParamError, ImportError):
+        return resolved(params)  # (which names the problem)
+    with fresh_app(app):
+        return resolved(params)
 
 
 @register("flower", "a Flower strategy (Message API) and optionally your ClientApp, or a "
@@ -315,7 +349,9 @@ class FlowerPolicy:
     def __init__(self, params: FlowerParams | None = None, **kwargs: Any) -> None:
         self.name = "flower"
         self.params = params if params is not None else FlowerParams(**kwargs)
-        self._objects = resolved(self.params)
+        self._objects = _resolved_once(self.params)
+        self.grid: Any = None
+        """netsim's Grid of the last run (its ``calls`` and ``failed_calls``)."""
         self.seed = 0
         """The seed of Python's ``random`` and numpy's global generator in the last run."""
         self._scenario: Scenario | None = None
@@ -331,9 +367,26 @@ class FlowerPolicy:
 
     def drive(self, run: Run) -> None:
         """Run the strategy (or the ServerApp) on netsim's Grid over ``run``."""
+        with _seeded_random(self.seed), self._fresh() as objs:
+            self._drive(run, objs)
+
+    @contextmanager
+    def _fresh(self) -> Iterator[dict[str, Any]]:
+        """The parameters' Flower objects for one run: with an app folder, its modules
+        imported anew for the run and forgotten afterwards (:func:`.loading.fresh_app`: the
+        same run gives the same result however many ran before it in the process); else the
+        objects resolved when the policy was made."""
+        app = self._objects.get("app")
+        if app is None:
+            yield self._objects
+            return
+        with fresh_app(app):
+            yield resolved(self.params)
+
+    def _drive(self, run: Run, objs: dict[str, Any]) -> None:
         from policies.flower.grid import NetsimGrid
 
-        p, objs = self.params, self._objects
+        p = self.params
         strategy = copy.deepcopy(objs["strategy"])
         real = objs["client_app"] is not None
         grid = NetsimGrid(run, self.name, objs["client_app"], p.loss_metric,
@@ -341,18 +394,33 @@ class FlowerPolicy:
                           str(getattr(strategy, "weighted_by_key", "num-examples")), strategy,
                           objs["run_config"],
                           host_flop_per_s=host_flop_per_s() if real and
-                          p.client_compute == "measured" else None)
-        with _seeded_random(self.seed), _task_identity(grid.flower_run_id), \
-                _flower_logging(quiet=p.quiet):
+                          p.client_compute == "measured" else None,
+                          loss_source=p.loss_source)
+        self.grid = grid
+        try:
+            self._run_on(grid, run, objs, strategy, real)
+        finally:
+            grid.report_failures()
+        grid.close_epoch()
+
+    def _run_on(self, grid: Any, run: Run, objs: dict[str, Any], strategy: Any,
+                real: bool) -> None:
+        p = self.params
+        with _task_identity(grid.flower_run_id), _flower_logging(quiet=p.quiet):
             if objs["server_app"] is not None:
                 import flwr.app as app
 
                 if real:
-                    run.set_initial_loss(float("nan"), _CLIENTS_LOSS.format(p.loss_metric))
+                    source = _SERVER_LOSS if p.loss_source == "server" else \
+                        _TRAIN_LOSS if p.loss_source == "train" else _CLIENTS_LOSS
+                    run.set_initial_loss(float("nan"), source.format(p.loss_metric))
                 context = app.Context(run_id=grid.flower_run_id, node_id=0, node_config={},
                                       state=app.RecordDict(),
                                       run_config=RunConfig(objs["run_config"]))
-                objs["server_app"](grid, context)
+                with _centralized_evaluation(grid, run, p.loss_metric, real), \
+                        _legacy_centralized_evaluation(grid, run, real), \
+                        _legacy_never_waits(grid):
+                    objs["server_app"](grid, context)
             else:
                 arrays = objs["initial_arrays"] or _model_arrays(run)
                 evaluate = _EvaluateHook(grid, run, objs["evaluate_fn"], p.loss_metric, real)
@@ -362,40 +430,169 @@ class FlowerPolicy:
                     timeout=3600.0 if p.timeout_s is None else p.timeout_s,
                     train_config=_config(p.train_config), evaluate_config=_config(
                         p.evaluate_config), evaluate_fn=evaluate)
-        grid.close_epoch()
 
 
 _CLIENTS_LOSS = "Flower clients' aggregated evaluate metric {!r}"
+_SERVER_LOSS = "Flower evaluate_fn metric {!r}"
+_TRAIN_LOSS = "Flower clients' aggregated training metric {!r}"
 
 
 class _EvaluateHook:
-    """The evaluate_fn netsim gives ``start``: it calls the user's (if any), and closes the
-    round's epoch with its loss (real mode) or the progress model's (surrogate)."""
+    """The evaluate_fn netsim gives ``start``: it calls the user's (if any: the policy's
+    evaluate_fn, or the one a ServerApp gives its strategy's start), and closes the round's
+    epoch with its loss (real mode, where the grid's ``loss_source`` takes the evaluate_fn's:
+    ``auto`` or ``server``) or the progress model's (surrogate). ``runs.loss_source`` says
+    which: the evaluate_fn's where it carries the loss metric before the first round (or
+    ``loss_source`` is ``server``), else the clients' (their training replies' with
+    ``loss_source`` ``train``)."""
 
     def __init__(self, grid: Any, run: Run, user_fn: Any, loss_metric: str, real: bool) -> None:
         self.grid, self.run, self.user_fn = grid, run, user_fn
         self.loss_metric, self.real = loss_metric, real
+        if user_fn is not None:
+            grid.evaluate_fns += 1
         if real:
-            source = f"Flower evaluate_fn metric {loss_metric!r}" if user_fn is not None else \
-                _CLIENTS_LOSS.format(loss_metric)
-            run.set_initial_loss(float("nan"), source)
+            self._source(float("nan"), server=grid.loss_source == "server" or (
+                user_fn is not None and grid.loss_source == "auto"))
+
+    def _source(self, loss: float, server: bool) -> None:
+        """The initial loss and ``runs.loss_source`` (left as they are once the run has
+        started: a ServerApp that calls start() a second time)."""
+        text = (_TRAIN_LOSS if self.grid.loss_source == "train" else _SERVER_LOSS if server
+                else _CLIENTS_LOSS).format(self.loss_metric)
+        try:
+            self.run.set_initial_loss(loss, text)
+        except RuntimeError:
+            pass
 
     def __call__(self, server_round: int, arrays: Any) -> Any:
         result = self.user_fn(server_round, arrays) if self.user_fn is not None else None
         measured = None
+        source = self.grid.loss_source
         if self.real and result is not None:
-            self.grid.saw_metrics(result, "evaluate_fn")
-            if self.loss_metric in result:
+            self.grid.saw_metrics(result)
+            if self.loss_metric in result and source != "clients":
                 accuracy = result.get("accuracy")
                 measured = EpochProgress(loss=float(result[self.loss_metric]),
                                          accuracy=None if accuracy is None else float(accuracy))
-            if server_round == 0:
-                if measured is not None:
-                    self.run.set_initial_loss(measured.loss, self.run.recorder.loss_source)
-                return result
+        if self.real and server_round == 0:
+            if measured is not None:
+                self._source(measured.loss, server=True)
+            elif source == "auto":
+                self._source(float("nan"), server=False)
+            return result
         if server_round > 0:
             self.grid.close_epoch(measured)
         return result
+
+
+@contextmanager
+def _centralized_evaluation(grid: Any, run: Run, loss_metric: str, real: bool
+                            ) -> Iterator[None]:
+    """Meanwhile, Flower's ``Strategy.start`` called with ``grid`` and an ``evaluate_fn``
+    (a ServerApp's centralized evaluation: what Flower logs as "ServerApp-side Evaluate
+    Metrics") gets it wrapped in :class:`_EvaluateHook`, so that its loss is the run's
+    (by the grid's ``loss_source``) and each round's epoch closes when it is evaluated.
+    A strategy that overrides ``start`` itself is run as it is."""
+    import inspect
+
+    from flwr.serverapp.strategy import Strategy
+
+    original = Strategy.__dict__["start"]
+    signature = inspect.signature(original)
+
+    def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        user_fn = bound.arguments.get("evaluate_fn")
+        if bound.arguments.get("grid") is grid and user_fn is not None \
+                and not isinstance(user_fn, _EvaluateHook):
+            bound.arguments["evaluate_fn"] = _EvaluateHook(grid, run, user_fn, loss_metric,
+                                                           real)
+        return original(*bound.args, **bound.kwargs)
+
+    start.__doc__, start.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+    Strategy.start = start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Strategy.start = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _legacy_centralized_evaluation(grid: Any, run: Run, real: bool) -> Iterator[None]:
+    """Meanwhile, Flower's legacy ``DefaultWorkflow`` (a ``LegacyContext`` strategy's
+    centralized ``evaluate``, what it adds to ``history.losses_centralized``) gives the round
+    its loss, as a new strategy's evaluate_fn does (:class:`_EvaluateHook`): the initial loss
+    from its round-0 evaluation, each round's from its own, where the grid's ``loss_source``
+    takes the server's (``auto``, ``server``). Real mode only; the surrogate keeps its own."""
+    try:
+        from flwr.server.workflow import default_workflows as workflows
+    except ImportError:  # (a Flower without the legacy API)
+        yield
+        return
+    init, central = (workflows.default_init_params_workflow,
+                     workflows.default_centralized_evaluation_workflow)
+
+    def latest(context: Any, server_round: int) -> float | None:
+        losses = getattr(getattr(context, "history", None), "losses_centralized", [])
+        found = [loss for r, loss in losses if r == server_round]
+        return float(found[-1]) if found else None
+
+    def init_hook(g: Any, context: Any) -> None:
+        init(g, context)
+        loss = latest(context, 0) if g is grid and real else None
+        if loss is not None and grid.loss_source in ("auto", "server"):
+            grid.evaluate_fns += 1
+            try:
+                run.set_initial_loss(loss, _SERVER_LOSS.format("loss"))
+            except RuntimeError:
+                pass
+
+    def central_hook(g: Any, context: Any) -> None:
+        central(g, context)
+        if g is not grid or not real:
+            return
+        cfg = context.state.config_records[workflows.MAIN_CONFIGS_RECORD]
+        loss = latest(context, int(cfg[workflows.Key.CURRENT_ROUND]))
+        if loss is not None:
+            grid.epoch.centralized = EpochProgress(loss=loss)
+
+    workflows.default_init_params_workflow = init_hook  # type: ignore[assignment]
+    workflows.default_centralized_evaluation_workflow = central_hook  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        workflows.default_init_params_workflow = init
+        workflows.default_centralized_evaluation_workflow = central
+
+
+@contextmanager
+def _legacy_never_waits(grid: Any) -> Iterator[None]:
+    """Meanwhile, Flower's legacy ``SimpleClientManager.wait_for`` (LegacyContext's client
+    manager: it blocks up to a day of wall time for nodes to connect) returns at once where
+    enough nodes are registered and raises, saying so, where they are not: nothing waits in
+    real time in netsim (its ClientManager is refreshed from the grid before each read)."""
+    try:
+        from flwr.server.client_manager import SimpleClientManager
+    except ImportError:  # (a Flower without the legacy API)
+        yield
+        return
+    original = SimpleClientManager.__dict__["wait_for"]
+
+    def wait_for(self: Any, num_clients: int, timeout: int = 86400) -> bool:
+        if len(self) >= num_clients:
+            return True
+        raise RuntimeError(
+            f"{grid._name}: the strategy's round needs {num_clients} nodes but {len(self)} "
+            f"are available at {grid._run.world.now_s:.6g} s (epoch {grid._run.epoch}); "
+            "Flower would wait for them in real time, netsim stops (lower the strategy's "
+            "min_fit_clients, min_evaluate_clients or min_available_clients)")
+
+    SimpleClientManager.wait_for = wait_for  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SimpleClientManager.wait_for = original  # type: ignore[method-assign]
 
 
 def _model_arrays(run: Run) -> Any:
@@ -439,17 +636,24 @@ def host_flop_per_s() -> float:
 
 @contextmanager
 def _seeded_random(seed: int) -> Iterator[None]:
-    """Python's global ``random`` and numpy's global generator (``np.random.*``, which
-    scikit-learn and many apps draw from) seeded for the run, their states put back
-    afterwards."""
+    """Python's global ``random``, numpy's global generator (``np.random.*``, which
+    scikit-learn and many apps draw from) and, where it is imported, PyTorch's CPU generator
+    (``torch.manual_seed``: a PyTorch app's initial weights and shuffles) seeded for the run,
+    their states put back afterwards."""
     state, np_state = random.getstate(), np.random.get_state()  # noqa: NPY002
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 (the global one the apps draw from)
+    torch = sys.modules.get("torch")  # (an app's import made it: its weights, its shuffles)
+    torch_state = torch.random.get_rng_state() if torch is not None else None
+    if torch is not None:
+        torch.manual_seed(seed)
     try:
         yield
     finally:
         random.setstate(state)
         np.random.set_state(np_state)  # noqa: NPY002
+        if torch is not None and torch_state is not None:
+            torch.random.set_rng_state(torch_state)
 
 
 class _BelowWarning(logging.Filter):

@@ -47,9 +47,22 @@ def array_bytes(array: Any) -> int:
 
 
 def array_elements(record_dict: Any) -> int:
-    """Elements of every array in a RecordDict's ArrayRecords."""
-    return sum(int(math.prod(a.shape)) for rec in record_dict.array_records.values()
-               for a in rec.values())
+    """Elements of every array in a RecordDict's ArrayRecords (:func:`elements`)."""
+    return sum(elements(a) for rec in record_dict.array_records.values() for a in rec.values())
+
+
+def elements(array: Any) -> int:
+    """Elements of one Flower Array: its shape's product, or where its dtype is no numpy one
+    (a legacy Parameters tensor: ``.npy`` bytes, dtype '' and shape ()), its decoded
+    array's size (1 where it does not decode)."""
+    try:
+        np.dtype(array.dtype)
+    except TypeError:
+        try:
+            return int(np.asarray(array.numpy()).size)
+        except Exception:  # noqa: BLE001 (bytes of another serialization)
+            return 1
+    return int(math.prod(array.shape))
 
 
 def value_bytes(value: Any) -> int:

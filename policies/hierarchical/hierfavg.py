@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
+from netsim.policy.requirements import EDGES, STATIC_WORLD
 from policies.baselines import FleetPolicy, KParams, RandomK, all_samples, nobody_can_train
 
 
@@ -40,11 +41,13 @@ def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
     idx, edge = idx[edge >= 0], edge[edge >= 0]
     if k is None:
         return idx
-    keep = []
-    order = np.argsort(edge, kind="stable")
-    for group in np.split(idx[order], np.flatnonzero(np.diff(edge[order])) + 1):
-        keep.append(group if len(group) <= k else rng.choice(group, size=k, replace=False))
-    return np.sort(np.concatenate(keep)) if keep else idx[:0]
+    # k of each edge's devices uniformly at random, all edges at once: order each edge's
+    # devices by a uniform draw and keep the first k (a group of at most k keeps all)
+    order = np.lexsort((rng.random(len(idx)), edge))
+    grouped = edge[order]
+    first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    rank = np.arange(len(idx)) - np.repeat(first, np.diff(np.r_[first, len(idx)]))
+    return np.sort(idx[order[rank < k]])
 
 
 @register("hierfavg", "HierFAVG: every device (or participants_per_edge per edge) trains with "
@@ -53,6 +56,7 @@ def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
 class HierFavg(FleetPolicy):
     name = "hierfavg"
     params: HierFavgParams
+    requires = frozenset({EDGES, STATIC_WORLD})
 
     def decide(self, obs: Observation) -> Decision:
         idx = per_edge(obs, self._fits(obs), self._rng, self.params.participants_per_edge)

@@ -1,0 +1,2 @@
+# ruff: noqa
+"""centraldigits: netsim's test app, quickstart-pytorch's shape over scikit-learn's digits."""
