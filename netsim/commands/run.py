@@ -358,6 +358,8 @@ def failed_calls(results: list[Any]) -> list[str]:
     for r in results:
         if "phases" not in r.epochs or r.runs.empty:
             continue
+        if "client_calls_failed" in r.runs and not int(r.runs["client_calls_failed"].iloc[0]):
+            continue  # (the runs table counts the failed calls: no epoch's phases to read)
         calls = failed = 0
         reasons: dict[str, int] = {}
         for text, info in zip(r.epochs["phases"], r.epochs["info"], strict=True):
