@@ -21,6 +21,13 @@ times kappa_2 = 4 per edge round. Target: at most 1.5x. Twice: with every device
 to its edge built before the rounds (their one-off cost printed), and built as participants
 first need them (a random 10 of 100 per edge each round: new ones keep coming).
 
+Then the asynchronous tiers (issue 56 item 5): rfl-ha and async-hfl through
+``netsim.simulate`` on a generated fleet with an edge per cell, whose routes the array path
+can play (netsim.epochs.tiered_arrays), with ``fast_epochs`` on (arrays) and off (events),
+alternating: the median wall ratio arrays / events (:func:`tiers_arrays_ratio`); then the
+same in a changing world (Markov sessions, a compute spread with stragglers: the tiers' array
+path under ``dynamics:``, tests/test_tiers_arrays_dynamics.py). ``--tiers``: only these.
+
 ``--million``: 1,000,000 generated devices in cells of 100, an edge per cell (10,000 edges),
 hierfavg with one participant per edge (10,000 participants) for 3 cloud rounds through
 ``netsim.simulate``: wall time, the setup and per-epoch times, and peak memory (ru_maxrss).
@@ -130,6 +137,39 @@ def city_edge_marginal(epochs: int, repeats: int) -> None:
           f"(min {min(ratios):.2f}, max {max(ratios):.2f})   target <= 1.5x")
 
 
+CHANGING = {"availability": {"model": "markov", "mean_online_s": 120, "mean_offline_s": 60},
+            "compute": {"spread": 0.3, "straggler_probability": 0.05}}
+"""The changing world of :func:`tiers_arrays_ratio`'s second variant."""
+
+
+def tiers_arrays_ratio(n: int, epochs: int, repeats: int, changing: bool = False) -> None:
+    """The asynchronous tiers in arrays against events (module docstring): ``n`` generated
+    devices in cells of 50 with an edge per cell, ``epochs`` cloud aggregations a run,
+    ``repeats`` runs a path, alternating; the tables are the same (tests/test_tiers_arrays.py;
+    ``changing``: under :data:`CHANGING`, tests/test_tiers_arrays_dynamics.py)."""
+    sc = fleet(n, per_cell=50, epochs=epochs)
+    sc["generate"]["edges"].update(backhaul_bps=5e7, metro_bps=1e11)
+    if changing:
+        sc["dynamics"] = CHANGING
+    cases = {"rfl-ha": {"edge_rounds": 2, "participants_per_edge": 20, "buffer_updates": 4},
+             "async-hfl": {"edge_rounds": 3, "participants_per_edge": 20,
+                           "edge_buffer_updates": 5, "buffer_updates": 4}}
+    for policy, params in cases.items():
+        netsim.simulate(sc, policy, seed=1, params=params)  # (warm: imports, first builds)
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(repeats):
+            for fast in (True, False):
+                t0 = time.perf_counter()
+                netsim.simulate(sc, policy, seed=1, params=params, fast_epochs=fast)
+                walls[fast].append(time.perf_counter() - t0)
+        arrays, events = statistics.median(walls[True]), statistics.median(walls[False])
+        world = "changing world" if changing else "static"
+        print(f"asynchronous tiers ({world}), {policy}, {n:,} devices, {n // 50} edges, "
+              f"{epochs} epochs: "
+              f"arrays {arrays:.2f} s, events {events:.2f} s, arrays / events "
+              f"{arrays / events:.2f}x")
+
+
 def million() -> None:
     n_edges = 10_000
     sc = fleet(1_000_000, per_cell=100, epochs=3)
@@ -155,11 +195,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--million", action="store_true", help="the 1,000,000-device fleet")
+    parser.add_argument("--tiers", action="store_true",
+                        help="only the asynchronous tiers' arrays / events ratios")
     args = parser.parse_args()
     if args.million:
         million()
+    elif args.tiers:
+        for changing in (False, True):
+            tiers_arrays_ratio(n=5_000, epochs=20 if args.quick else 60,
+                               repeats=2 if args.quick else 3, changing=changing)
     else:
         city_edge_marginal(epochs=60 if args.quick else 120, repeats=3 if args.quick else 5)
+        for changing in (False, True):
+            tiers_arrays_ratio(n=5_000, epochs=20 if args.quick else 60,
+                               repeats=2 if args.quick else 3, changing=changing)
         for prebuilt in (True, False):
             epoch_ratio(rounds=12 if args.quick else 40, warm=4 if args.quick else 8,
                         prebuilt=prebuilt)

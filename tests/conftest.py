@@ -2,6 +2,13 @@
 
 Property-based tests draw new examples on every local run (so they keep looking for bugs) but
 a fixed set under CI (``CI=true``), so that a landing never depends on the luck of the draw.
+
+The README's command runs the suite in two worker processes (pytest-xdist, ``-n 2 --dist
+loadfile``: each test file on one worker, so a module's fixtures are built once and its tests
+run in file order); ``-n 0`` or ``-p no:xdist`` runs it in this process, and one file
+(``python -m pytest tests/test_x.py``) runs in this process unless ``-n`` is given. Every
+test writes under its own ``tmp_path`` (per worker), never a fixed path, and none depends on
+another file's tests having run (``--dist load``, test by test, passes too).
 """
 
 from __future__ import annotations
@@ -9,8 +16,15 @@ from __future__ import annotations
 import copy
 import os
 
-import pytest
-from hypothesis import settings
+# One thread per process: torch (and numpy's BLAS) would otherwise start a thread per core,
+# and two workers on a 2-core machine would share each core four ways. Set before anything
+# imports torch or numpy (nothing has yet: pytest's plugins do not); xdist's workers and the
+# tests' own child processes inherit it. An explicit setting (OMP_NUM_THREADS=4 ...) wins.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):

@@ -33,3 +33,15 @@ def test_builtin_model_graphs_place(capsys):
     assert out["status"] == "ok" and out["operators"] > 5  # forward, backward and updates
     assert main(["place", "layered-10", "--algorithm", "nope"]) == 2
     assert "best" in capsys.readouterr().err
+
+
+def test_the_gantt_chart_of_netsim_place_names_its_graph_and_algorithm(tmp_path, capsys):
+    """``netsim place --gantt``: the chart's caption (its PNG Description) names the graph,
+    the algorithm asked for and the one chosen (issue 54: it named neither)."""
+    from PIL import Image
+
+    out = tmp_path / "g.png"
+    assert main(["place", "layered-10", "--gantt", str(out), "--json"]) == 0
+    caption = Image.open(out).text["Description"]
+    assert caption.startswith("graph layered-10, algorithm ")
+    assert "chosen m-" in caption and "netsim place --gantt" in caption

@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 SETUP_COMMANDS = [
     'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && '
     'pip install -e ".[dev]" && netsim run',
-    ". .venv/bin/activate && ruff check . && mypy && python -m pytest -q",
+    ". .venv/bin/activate && ruff check . && mypy && python -m pytest -q -n 2 --dist loadfile",
 ]
 
 OUTPUT_BLOCK = re.compile(r"<!-- output: (?P<cmd>[^>]*?) -->\n```text\n(?P<text>.*?)```", re.S)

@@ -343,7 +343,16 @@ class AvailabilityTimeline:
         return self._online_acc + running
 
     def online_time_of(self, rows: np.ndarray, t_s: float) -> np.ndarray:
-        """:meth:`online_time_s` of devices ``rows`` only."""
+        """:meth:`online_time_s` of devices ``rows`` only; a row past the devices (a network
+        node: an edge aggregator, a router) is always on (``t_s``), as the meter's whole
+        reading pads it (netsim.engine.World)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        n = len(self.online)
+        if len(rows) and int(rows.max()) >= n:
+            out = np.full(len(rows), float(t_s))
+            mine = rows < n
+            out[mine] = self.online_time_of(rows[mine], t_s)
+            return out
         on = self.online[rows]
         running = np.where(on, t_s - np.nan_to_num(self._online_since[rows]), 0.0)
         return self._online_acc[rows] + running

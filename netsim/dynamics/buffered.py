@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
 from netsim.simclock import fire_after
+
+if TYPE_CHECKING:
+    from netsim.energy import EnergyMeter
 
 
 @dataclass(frozen=True)
@@ -225,3 +229,29 @@ class UpdateBuffer:
         self.jobs.clear()
         self.event = None
         return cut
+
+
+# -- a changing world's accounting of jobs (netsim.epochs.buffered; the asynchronous tiers,
+# netsim.epochs.tiered, by the same two functions) ---------------------------------------------
+def selected_s_of(jobs: Sequence[Job], start_s: float, end_s: float) -> np.ndarray:
+    """How long each job's device was selected from ``start_s`` to ``end_s`` (s): from the
+    job's start (or ``start_s``) to its end (or ``end_s``, or, if earlier, when its device
+    went offline: an offline device draws nothing), never negative."""
+    return np.array([max(min(end_s if j.ended_s is None else j.ended_s, end_s,
+                             j.participant.offline_at_s) - max(j.started_s, start_s), 0.0)
+                     for j in jobs])
+
+
+def wasted_j_by_row(meter: EnergyMeter, jobs: Sequence[Job], end_s: float
+                    ) -> dict[int, float]:
+    """What the devices of ``jobs`` (dropped or discarded: nothing of them counts) drew from
+    each job's start to ``end_s`` (J), summed per device row."""
+    if not jobs:
+        return {}
+    rows = np.array([j.row for j in jobs], dtype=np.intp)
+    spent = meter.node_j_of(rows, end_s) - np.array([j.node_before_j for j in jobs],
+                                                     dtype=float)
+    out: dict[int, float] = {}
+    for r, joules in zip(rows.tolist(), spent.tolist(), strict=True):
+        out[r] = out.get(r, 0.0) + joules
+    return out

@@ -133,6 +133,17 @@ def stop_instants(since_s: float | np.ndarray, left_j: np.ndarray, power_w: np.n
     return at, (at == death) & (death < offline_at_s)
 
 
+def selected_s(start_s: float, end_s: float, offline_at_s: np.ndarray,
+               stopped_s: np.ndarray) -> np.ndarray:
+    """How long each participant of an epoch from ``start_s`` to ``end_s`` (s) was selected
+    (s): until it stopped (``stopped_s``; NaN: it did not), else until the epoch's end or, if
+    earlier, until it went offline (``offline_at_s``) after its update had left (an offline
+    device draws nothing): the one rule of the star's epochs (netsim.epochs.guarded) and the
+    hierarchy's (netsim.epochs.hierarchy)."""
+    return np.where(np.isnan(stopped_s), np.minimum(end_s, np.maximum(offline_at_s, start_s)),
+                    stopped_s) - start_s
+
+
 class GuardedParticipant:
     """One participant of a guarded epoch (see the module docstring).
 

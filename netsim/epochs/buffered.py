@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from netsim.dynamics.buffered import Job
+from netsim.dynamics.buffered import Job, selected_s_of, wasted_j_by_row
 from netsim.dynamics.epoch import GuardedParticipant
 from netsim.energy import EnergyTotals
 from netsim.epochs.buffered_arrays import BufferedPlayer
@@ -71,11 +71,8 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                       [q.down_bps for q in p], [q.up_bps for q in p])
     if world.dynamic:  # selected: from a job's start (or the epoch's) to its end (or the
         # epoch's, or when its device went offline); every job of the epoch is in ``live``
-        world.meter.add_selected(
-            np.array([j.row for j in live], dtype=np.intp),
-            np.array([max(min(end if j.ended_s is None else j.ended_s, end,
-                              j.participant.offline_at_s) - max(j.started_s, start), 0.0)
-                      for j in live]))
+        world.meter.add_selected(np.array([j.row for j in live], dtype=np.intp),
+                                 selected_s_of(live, start, end))
         dyn.timeline.advance(end)
     energy = world.meter.totals(end) - before
     # transfers outlive epochs: an epoch is charged the bits sent in it (the ledger books a
@@ -85,14 +82,7 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
                           energy.sleep_j, energy.radio_j)
     if dyn.batteries.any and (arrived or dropped):  # (checked at the next epoch's start)
         world.check_batteries_next(np.array([j.row for j in arrived + dropped], dtype=np.intp))
-    wasted = discarded + dropped
-    wasted_j: dict[int, float] = {}
-    if wasted:
-        wasted_rows = np.array([j.row for j in wasted], dtype=np.intp)
-        spent = world.meter.node_j_of(wasted_rows, end) - np.array(
-            [j.node_before_j for j in wasted], dtype=float)
-        for r, joules in zip(wasted_rows.tolist(), spent.tolist(), strict=True):
-            wasted_j[r] = wasted_j.get(r, 0.0) + joules
+    wasted_j = wasted_j_by_row(world.meter, discarded + dropped, end)
     counted: dict[str, int] = {}
     for u in updates:
         counted[u.device] = counted.get(u.device, 0) + u.samples

@@ -21,7 +21,9 @@ device's routes cross is read from the route tables on its first job (the work f
 participants). tests/test_buffered_arrays.py checks both paths against each other (times,
 energy, bytes, air time, staleness) on fleets with and without Wi-Fi cells and radio tails,
 with sessions, stragglers and batteries, on random changing worlds, and under bandwidth
-traces.
+traces. The asynchronous tiers play on this player too (netsim.epochs.tiered_arrays: route
+rows per device and edge, a buffer per job, backhaul transfers that are no job's,
+:meth:`BufferedPlayer.carry`, and callbacks, :meth:`BufferedPlayer.call_at`).
 
 Capacities that change (netsim's, as the flow network's ``set_capacities``): where every
 state they can take is known up front (a bandwidth trace's rows, :meth:`CapacitySchedule.states`)
@@ -63,24 +65,38 @@ from netsim.network.tolerances import CAPACITY_TOLERANCE
 
 _INF = float("inf")
 # what an instant of the heap is: (time (s), order, kind, subject, token)
-_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED, _STOP, _TICK = range(7)
+_DUE, _LAST_BIT, _ARRIVED, _TRAINED, _LANDED, _STOP, _TICK, _CALL = range(8)
+# (_CALL: a callback ``subject(t, token)`` of another epoch's playback, netsim.epochs
+# .tiered_arrays; True: the closing buffer may close now)
 
 
 class ArrayParticipant:
     """One job's device as the array path plays it; reads like the event path's
     :class:`netsim.dynamics.epoch.GuardedParticipant` where the epoch and the buffer read
-    it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``)."""
+    it (``phase``, ``down_bps``, ``up_bps``, ``battery_out``, ``offline_at_s``, ``stop``).
 
-    __slots__ = ("player", "job", "row", "nbytes", "compute_s", "phase", "started_s",
-                 "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s", "ways",
-                 "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token",
-                 "start_caps")
+    ``way_row``: the row of the player's route tables its transfers take (the star's: its
+    device row); ``buffer``: the buffer its update lands in (the star's: the player's);
+    ``up_nbytes``: its upload's size (B; None: ``nbytes``, the download's); ``then``: for a
+    transfer that is not a device's job (netsim.epochs.tiered_arrays: an edge's model over the
+    backhaul), what its arrival calls (``then(t, participant)`` at the arrival instant), its
+    direction the ``phase`` it starts in."""
+
+    __slots__ = ("player", "job", "row", "nbytes", "up_nbytes", "compute_s", "phase",
+                 "started_s", "transfer", "down_bps", "up_bps", "battery_out", "offline_at_s",
+                 "ways", "left_j", "t_phase", "idle_w", "busy_w", "own_j_per_bit", "token",
+                 "start_caps", "way_row", "buffer", "then")
 
     def __init__(self, player: BufferedPlayer, job: Job, nbytes: float, compute_s: float,
                  offline_at_s: float, battery_left_j: float, idle_w: float, busy_w: float,
-                 own_j_per_bit: float) -> None:
+                 own_j_per_bit: float, way_row: int | None = None, buffer: Any = None,
+                 up_nbytes: float | None = None) -> None:
         self.player, self.job, self.row = player, job, job.row
+        self.way_row = job.row if way_row is None else way_row
+        self.buffer = player.buffer if buffer is None else buffer
+        self.then: Any = None
         self.nbytes, self.compute_s = nbytes, compute_s
+        self.up_nbytes = nbytes if up_nbytes is None else up_nbytes
         self.phase = "down"
         self.started_s = self.t_phase = job.started_s
         self.transfer: Any = None  # its constraint (int), its solo token (tuple), or None
@@ -90,7 +106,7 @@ class ArrayParticipant:
         self.offline_at_s, self.left_j = offline_at_s, battery_left_j
         self.idle_w, self.busy_w, self.own_j_per_bit = idle_w, busy_w, own_j_per_bit
         self.token = 0  # its stop instant's (a session's end or an empty battery)
-        self.ways = player.ways_of(job.row)
+        self.ways = player.ways_of(self.way_row)
         """Its download's and its upload's routes (:class:`Way`)."""
 
     def stop(self) -> None:
@@ -182,6 +198,60 @@ def _state_of(tables: tuple[RouteTable, RouteTable], capacity: np.ndarray,
     return _State(capacity, cap_bps, bind, on)
 
 
+def capacity_states(world: Any, down: RouteTable, up: RouteTable
+                    ) -> tuple[dict[bytes, _State], _State] | None:
+    """Every capacity state the run can take for transfers on the routes of ``down`` and
+    ``up`` (row r of each: one sender's download and upload; the star's: each device's, the
+    asynchronous tiers': netsim.epochs.tiered_arrays), by its capacities' bytes, and the one
+    in force; None where they cannot play in arrays (a route crossing two constraints that
+    can saturate under one of them; a contended medium whose flows could pass its onset).
+    The ledger indexes every route that crosses something, once."""
+    capacity = world.static_tables()[2]
+    n = len(down.route_id)
+    tables = (down, up)
+    onset = world.devices.onset_flows
+    contended: list[np.ndarray] = []  # (medium, device) of the hops on contended media
+    for t in tables:
+        first, last = int(t.hop_start[0]), int(t.hop_start[-1])
+        hops = t.hops[first:last]
+        owner = np.repeat(np.arange(n), np.diff(t.hop_start))
+        if onset is not None:
+            at = np.isfinite(onset)[hops]
+            contended.append(hops[at].astype(np.int64) * n + owner[at])
+    if contended:  # a device has one job: one flow at a time
+        pairs = np.unique(np.concatenate(contended))
+        media, devices = np.unique(pairs // n, return_counts=True)
+        if np.any(devices > onset[media]):
+            return None
+    # every capacity state the run can take (netsim's: a flow present at a change is
+    # re-shared under the new capacities, its cap re-read, as the flow network does), each
+    # checked on its own; the static world's one is the device table's
+    schedule = world.dynamics.capacity
+    candidates = [np.asarray(world.caps_now, dtype=float)]
+    if not schedule.static:
+        candidates += [world.constraint_caps(row) for row in schedule.states()]
+    states: dict[bytes, _State] = {}
+    for caps in candidates:
+        key = caps.tobytes()
+        if key in states:
+            continue
+        if np.array_equal(caps, capacity):
+            state = _state_of(tables, capacity,
+                              np.concatenate([down.cap_bps, up.cap_bps]))
+        else:
+            state = _state_of(tables, caps, np.concatenate([route_caps(down, caps),
+                                                            route_caps(up, caps)]))
+        if state is None:
+            return None
+        states[key] = state
+    # the ledger's books of every route at once (the check above read them all already),
+    # not a few more at each epoch's settling
+    crossing = np.concatenate([np.diff(down.hop_start), np.diff(up.hop_start)]) > 0
+    world.network.ledger.index(
+        np.concatenate([down.route_id, up.route_id])[crossing].tolist())
+    return states, states[candidates[0].tobytes()]
+
+
 class BufferedPlayer:
     """The jobs of a run's buffered epochs, played forward in arrays (module docstring).
 
@@ -238,50 +308,9 @@ class BufferedPlayer:
         onset)."""
         if not can_play(world):
             return None
-        down, up, capacity, _ = world.static_tables()
-        n = len(down.route_id)
-        tables = (down, up)
-        onset = world.devices.onset_flows
-        contended: list[np.ndarray] = []  # (medium, device) of the hops on contended media
-        for t in tables:
-            first, last = int(t.hop_start[0]), int(t.hop_start[-1])
-            hops = t.hops[first:last]
-            owner = np.repeat(np.arange(n), np.diff(t.hop_start))
-            if onset is not None:
-                at = np.isfinite(onset)[hops]
-                contended.append(hops[at].astype(np.int64) * n + owner[at])
-        if contended:  # a device has one job: one flow at a time
-            pairs = np.unique(np.concatenate(contended))
-            media, devices = np.unique(pairs // n, return_counts=True)
-            if np.any(devices > onset[media]):
-                return None
-        # every capacity state the run can take (netsim's: a flow present at a change is
-        # re-shared under the new capacities, its cap re-read, as the flow network does), each
-        # checked on its own; the static world's one is the device table's
-        schedule = world.dynamics.capacity
-        candidates = [np.asarray(world.caps_now, dtype=float)]
-        if not schedule.static:
-            candidates += [world.constraint_caps(row) for row in schedule.states()]
-        states: dict[bytes, _State] = {}
-        for caps in candidates:
-            key = caps.tobytes()
-            if key in states:
-                continue
-            if np.array_equal(caps, capacity):
-                state = _state_of(tables, capacity,
-                                  np.concatenate([down.cap_bps, up.cap_bps]))
-            else:
-                state = _state_of(tables, caps, np.concatenate([route_caps(down, caps),
-                                                                route_caps(up, caps)]))
-            if state is None:
-                return None
-            states[key] = state
-        # the ledger's books of every route at once (the check above read them all already),
-        # not a few more at each epoch's settling
-        crossing = np.concatenate([np.diff(down.hop_start), np.diff(up.hop_start)]) > 0
-        world.network.ledger.index(
-            np.concatenate([down.route_id, up.route_id])[crossing].tolist())
-        return cls(world, down, up, states, states[candidates[0].tobytes()])
+        down, up, _, _ = world.static_tables()
+        states = capacity_states(world, down, up)
+        return None if states is None else cls(world, down, up, *states)
 
     # -- capacity changes ------------------------------------------------------------------
     def sync(self, now_s: float) -> None:
@@ -350,12 +379,13 @@ class BufferedPlayer:
                 left = bits - cap * (t - since)
             if left < 0.0:
                 left = 0.0
-            p.ways = self.ways_of(p.row)
+            p.ways = self.ways_of(p.way_row)
             way = p.ways[d]
             b = way.bind
             if b >= 0:
-                placed.setdefault(b, {})[p] = [left, way.cap_bps, way.coef, 0.0,
-                                               max(8.0 * p.nbytes, 1.0) * tol]
+                placed.setdefault(b, {})[p] = [
+                    left, way.cap_bps, way.coef, 0.0,
+                    max(8.0 * (p.nbytes if d == 0 else p.up_nbytes), 1.0) * tol]
             elif type(old) is int or old[2] != way.cap_bps:
                 p.transfer = token = (t, left, way.cap_bps)
                 self._push(t + left / way.cap_bps, _LAST_BIT, p, token)
@@ -376,19 +406,40 @@ class BufferedPlayer:
     # -- jobs ---------------------------------------------------------------------------------
     def start(self, job: Job, nbytes: float, compute_s: float, now_s: float,
               offline_at_s: float = _INF, battery_left_j: float = _INF,
-              idle_w: float = 0.0, busy_w: float = 0.0, own_j_per_bit: float = 0.0
+              idle_w: float = 0.0, busy_w: float = 0.0, own_j_per_bit: float = 0.0,
+              way_row: int | None = None, buffer: Any = None, up_nbytes: float | None = None
               ) -> ArrayParticipant:
         """Job ``job`` starts now (``now_s``, s): its download of ``nbytes`` bytes begins;
         it trains for ``compute_s`` (s) once the model has arrived. It stops when its
         device's session ends (``offline_at_s``, s) or its battery empties (``battery_left_j``
         J now, drawn at ``idle_w`` and ``busy_w`` W, and ``own_j_per_bit`` J per bit at
-        once as its upload starts), as :class:`GuardedParticipant` does."""
+        once as its upload starts), as :class:`GuardedParticipant` does. ``way_row``,
+        ``buffer``, ``up_nbytes``: :class:`ArrayParticipant`'s (None: the star's)."""
         p = ArrayParticipant(self, job, nbytes, compute_s, offline_at_s, battery_left_j,
-                             idle_w, busy_w, own_j_per_bit)
+                             idle_w, busy_w, own_j_per_bit, way_row, buffer, up_nbytes)
         self._send(p, 0, now_s)
         if self.guarded:
             self._arm_stop(p)
         return p
+
+    def carry(self, job: Job, way_row: int, d: int, nbytes: float, now_s: float,
+              then: Any) -> ArrayParticipant:
+        """A transfer of ``nbytes`` bytes that is not a device's job (an edge's model over
+        the backhaul: netsim.epochs.tiered_arrays) starts now (``now_s``, s) on route row
+        ``way_row`` in direction ``d`` (0: the tables' downloads, 1: their uploads), for job
+        ``job`` (its ``row``: not a device's); at its arrival the loop calls ``then(t, it)``
+        (an event path's ``yield network.transfer(...)`` resuming its process). It never
+        stops (nor does the event path's flow)."""
+        p = ArrayParticipant(self, job, nbytes, 0.0, _INF, _INF, 0.0, 0.0, 0.0, way_row)
+        p.phase, p.then = ("down", "up")[d], then
+        self._send(p, d, now_s)
+        return p
+
+    def call_at(self, at_s: float, fn: Any, token: Any = None) -> None:
+        """``fn(at_s, token)`` at ``at_s`` (s), after what is due then so far (a SimPy event
+        scheduled now: the callback's order is taken now); ``fn`` returns whether the buffer
+        the epoch closes on may close now."""
+        self._push(at_s, _CALL, fn, token)
 
     @contextmanager
     def starting(self) -> Iterator[None]:
@@ -548,8 +599,12 @@ class BufferedPlayer:
                 if subject.phase == "train":
                     ended = self._trained(subject, t)
             elif kind == _LANDED:
-                if subject.job.key in buf.jobs:
-                    buf.land(subject.job.key, t)
+                landing = subject.buffer
+                if subject.job.key in landing.jobs:
+                    landing.land(subject.job.key, t)
+                    ended = True
+            elif kind == _CALL:
+                if subject(t, token):
                     ended = True
             elif kind == _TICK:
                 if token == self._tick_token:
@@ -579,7 +634,7 @@ class BufferedPlayer:
             return False
         p.spend(t)
         p.phase = "up"
-        lump = 8.0 * p.nbytes * p.own_j_per_bit
+        lump = 8.0 * p.up_nbytes * p.own_j_per_bit
         if p.left_j < _INF and p.left_j <= lump:  # empties as the upload would start
             p.battery_out = True
             self._drop(p, t)
@@ -592,7 +647,7 @@ class BufferedPlayer:
     def _drop(self, p: ArrayParticipant, t: float) -> None:
         """Job ``p`` stops at ``t`` (s) and leaves the buffer (nothing of it counts)."""
         self.stop_at(p, t)
-        self.buffer.drop(p.job.key, t)
+        p.buffer.drop(p.job.key, t)
 
     def _arm_stop(self, p: ArrayParticipant) -> None:
         """Job ``p``'s stop instant in its current phase, if any (the earlier one is void,
@@ -615,15 +670,16 @@ class BufferedPlayer:
     def _send(self, p: ArrayParticipant, d: int, now_s: float) -> None:
         """Job ``p``'s transfer in direction ``d`` (0: download, 1: upload) starts now."""
         if self.capacity_changes:  # (its route's figures under the capacities in force)
-            p.ways = self.ways_of(p.row)
+            p.ways = self.ways_of(p.way_row)
         way = p.ways[d]
         p.started_s = now_s
         if not way.crosses:  # (local: arrives at once, nothing booked)
             self._arrive(p, d, now_s, now_s)
             return
+        nbytes = p.nbytes if d == 0 else p.up_nbytes
         self.booked_ids.append(way.route_id)
-        self.booked_bytes.append(p.nbytes)
-        bits = 8.0 * p.nbytes
+        self.booked_bytes.append(nbytes)
+        bits = 8.0 * nbytes
         if bits <= 0.0:
             self._arrive(p, d, now_s, now_s + way.latency_s)
             return
@@ -670,12 +726,18 @@ class BufferedPlayer:
         if d == 0:
             if t > p.started_s:
                 p.down_bps = 8.0 * p.nbytes / (t - p.started_s)
-            self._push(arrival_s, _ARRIVED, p, None)
+            if p.then is None:
+                self._push(arrival_s, _ARRIVED, p, None)
+                return
         else:
             if t > p.started_s:
-                p.up_bps = 8.0 * p.nbytes / (t - p.started_s)
+                p.up_bps = 8.0 * p.up_nbytes / (t - p.started_s)
             p.phase = "sent"
-            self._push(arrival_s, _LANDED, p, None)
+            if p.then is None:
+                self._push(arrival_s, _LANDED, p, None)
+                return
+        p.phase = "gone"  # (a transfer that is not a job's: its arrival calls on)
+        self._push(arrival_s, _CALL, p.then, p)
 
     def _bits_left(self, p: ArrayParticipant, d: int, now_s: float) -> float:
         transfer = p.transfer

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all
+from netsim.dynamics.epoch import GuardedBarrier, GuardedParticipant, cancel_all, selected_s
 from netsim.epochs import clusters
 from netsim.epochs.outcome import EpochOutcome
 from netsim.epochs.shared import EpochWorld
@@ -78,8 +78,7 @@ def run(world: EpochWorld, decision: Decision) -> EpochOutcome:
     end = env.now
     # selected until it stopped, else until the epoch's end or, if earlier, until it went
     # offline after its update had left (an offline device draws nothing)
-    selected = np.where(np.isnan(stopped), np.minimum(end, np.maximum(offline_at, start)),
-                        stopped) - start
+    selected = selected_s(start, end, offline_at, stopped)
     world.meter.add_selected(np.concatenate([rows, np.array(cluster_rows, dtype=np.intp)]),
                             np.concatenate([selected, np.full(len(cluster_rows), end - start)]))
     dyn.timeline.advance(end)

@@ -88,14 +88,17 @@ class StoppingEpoch:
         return self.plan.capacity_changes
 
 
-def play_stopping(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
+def play_stopping(now_s: float | np.ndarray, rows: np.ndarray, compute_s: np.ndarray,
+                  bits: float,
                   down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
                   pieces: CapacityPieces | None, onset_flows: np.ndarray | None,
                   offline_at_s: np.ndarray, battery_left_j: np.ndarray, idle_w: np.ndarray,
                   busy_w: np.ndarray, own_j_per_bit: np.ndarray, deadline_at_s: float,
                   keep: int | None = None) -> StoppingEpoch | None:
-    """The epoch's timeline from ``now_s`` (s) with its participants' stops (module
-    docstring), or None where a phase cannot play in arrays (then: events).
+    """The epoch's timeline from ``now_s`` (s; one instant, or each participant's own
+    start: a hierarchical edge round's edges at their own pace, netsim.epochs.hierarchy) with
+    its participants' stops (module docstring), or None where a phase cannot play in arrays
+    (then: events).
 
     ``rows``: each participant's row in ``down`` and ``up``; ``compute_s``: its training (s);
     ``bits``: the variant's size (bits); ``capacity_bps``, ``pieces`` and ``onset_flows`` as
@@ -164,7 +167,8 @@ def _keep_first(epoch: StoppingEpoch, keep: int) -> StoppingEpoch:
     return replace(epoch, late=late)
 
 
-def _play_once(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: float,
+def _play_once(now_s: float | np.ndarray, rows: np.ndarray, compute_s: np.ndarray,
+               bits: float,
                down: RouteTable, up: RouteTable, capacity_bps: np.ndarray,
                pieces: CapacityPieces | None, onset_flows: np.ndarray | None,
                offline_at_s: np.ndarray, battery_left_j: np.ndarray, idle_w: np.ndarray,
@@ -172,7 +176,8 @@ def _play_once(now_s: float, rows: np.ndarray, compute_s: np.ndarray, bits: floa
                ) -> StoppingEpoch | None:
     """:func:`play_stopping` closing at ``deadline_at_s`` at the latest (s)."""
     m = len(rows)
-    now = float(now_s)
+    now: float | np.ndarray = float(now_s) if np.ndim(now_s) == 0 \
+        else np.asarray(now_s, dtype=float)  # (each participant's own start: hierarchy)
     deadline = float(deadline_at_s)
     # -- downloads: stopped at the first of its own stop and the deadline ----------------------
     own1, empty1 = stop_instants(now, battery_left_j, idle_w, offline_at_s)

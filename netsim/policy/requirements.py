@@ -7,9 +7,13 @@ a run that could never train as a miss). A policy without ``requires`` needs not
 
 - ``"edges"``: edge aggregators (scenario ``edges:``, or ``generate.edges``): the
   hierarchical policies (docs/hierarchical.md).
-- ``"static-world"``: no ``dynamics:`` block. netsim's hierarchical epochs run in a static
-  world only (issue 56, item 4, open): until they play under sessions, traces and batteries,
-  the combination is refused here rather than failing at the first epoch.
+- ``"static-world"``: no ``dynamics:`` block. None of netsim's policies declares it since
+  issue 56 item 4: the synchronous (hierfavg; netsim.epochs.hierarchy) and the asynchronous
+  (rfl-ha, async-hfl; netsim.epochs.tiered) hierarchical epochs play under sessions, traces
+  and batteries (docs/hierarchical.md, "In a changing world"). It stays for plug-ins
+  (docs/writing-a-policy.md) whose epochs or decisions assume a world that does not change: such a
+  policy is refused under a ``dynamics:`` block with the reason rather than failing at its
+  first epoch.
 """
 
 from __future__ import annotations
@@ -51,9 +55,9 @@ def reasons(needs: frozenset[str], label: str, edges: bool, dynamics: bool) -> l
         out.append(f"policy {label!r} needs edge aggregators; the scenario has none (add "
                    "edges: with explicit links, or generate.edges; docs/hierarchical.md)")
     if STATIC_WORLD in needs and dynamics:
-        out.append(f"policy {label!r} runs in a static world only: netsim's hierarchical "
-                   "epochs do not yet play under a dynamics: block (sessions, traces, "
-                   "batteries); remove it or choose a star policy")
+        out.append(f"policy {label!r} runs in a static world only: it does not play under "
+                   "a dynamics: block (sessions, traces, batteries); remove the block or "
+                   "choose another policy")
     return out
 
 

@@ -31,9 +31,6 @@ def tier_problems(decision: Decision, obs: Observation) -> list[str]:
     if type(kappa) is not int or kappa < 1:
         out.append(f"edge_rounds: {kappa!r} is not an integer >= 1 (kappa_2: edge rounds per "
                    "cloud round)")
-    if obs.scenario.dynamics is not None:
-        out.append("edge_rounds: hierarchical epochs run in a static world only (the "
-                   "scenario has a dynamics: block)")
     for name, given in (("clusters", bool(decision.clusters)),
                         ("keep_updates", decision.keep_updates is not None),
                         ("epoch_deadline_s", decision.epoch_deadline_s is not None),

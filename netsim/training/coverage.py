@@ -136,6 +136,44 @@ class CoverageState:
         s = t.sum()
         return (t / s if s > 0 else np.zeros(self.classes)), distinct, rows, most
 
+    def preview_many(self, rows: np.ndarray, takes: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`preview` of K epochs at once, changing nothing: epoch k trains ``takes[k,
+        j]`` samples of device row ``rows[j]`` (``takes`` (K, R), samples; 0: not a
+        participant). Returns each epoch's class mix (K, C) and ``U_c`` after it (K, C;
+        :attr:`distinct` repeated without a data floor): the same formulas as
+        :meth:`preview`, row by row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        used = np.asarray(takes, dtype=float)
+        held = self._samples[rows].astype(float)
+        frac = np.divide(used, held, out=np.zeros_like(used), where=held > 0)
+        distinct = np.broadcast_to(self.distinct, (len(used), self.classes))
+        if self._used is not None:
+            before = self._used[rows].astype(float)
+            more = np.maximum(np.minimum(np.rint(used), held), before)
+            added = np.divide(more - before, held, out=np.zeros_like(used), where=held > 0)
+        if self._hist is None:
+            if self._used is not None:
+                distinct = distinct + np.sum((more - before), axis=1, keepdims=True)
+            return np.ones((len(used), 1)), np.array(distinct)
+        h = self._hist[rows]
+        if self._used is not None:
+            distinct = distinct + added @ h
+        t = frac @ h
+        s = t.sum(axis=1, keepdims=True)
+        mix = np.divide(t, s, out=np.zeros_like(t), where=s > 0)
+        return mix, np.array(distinct)
+
+    def copy(self) -> CoverageState:
+        """An independent copy of the state (a planner's what-if replay); the histograms and
+        the device table's samples are shared, read-only."""
+        other = object.__new__(CoverageState)
+        other.__dict__.update(self.__dict__)
+        other.m = self.m.copy()
+        other.distinct = np.array(self.distinct, dtype=float, copy=True)
+        other._used = None if self._used is None else self._used.copy()
+        return other
+
     def add(self, gain: float, mix: np.ndarray) -> None:
         """Add an epoch's effective samples ``gain`` split by its class ``mix``."""
         self.m += gain * mix
@@ -166,12 +204,17 @@ class CoverageState:
 def coverage_loss(n: np.ndarray, distinct: np.ndarray | None, share: np.ndarray, *,
                   floor: float, half: float, exponent: float, initial: float,
                   reference_samples: float | None, data_floor: float, data_exponent: float,
-                  interference: float, interference_exponent: float = 1.0) -> float:
+                  interference: float, interference_exponent: float = 1.0
+                  ) -> float | np.ndarray:
     """The mean loss of the per-class state (module docstring): ``n`` the classes'
     population-equivalent effective samples, ``distinct`` their distinct samples (U_c / p_c;
     None: no data floor), the variant's curve (``floor``, ``half``, ``exponent``), the initial
     loss, and the coverage constants. One class with no data floor: the variant's mean curve
-    at ``n[0]``, exactly."""
+    at ``n[0]``, exactly.
+
+    Vectorised over states: ``n`` (and ``distinct``) of shape (K, C) give the K states' losses
+    as an array (a planner rating K candidate epochs at once, :class:`netsim.training.loss.
+    PlanningCoverage`); shape (C,) gives a float."""
     n = np.asarray(n, dtype=float)
     per_class = floor + (initial - floor) * (1.0 + n / half) ** -exponent
     if distinct is not None and reference_samples is not None and data_floor > 0:
@@ -180,15 +223,17 @@ def coverage_loss(n: np.ndarray, distinct: np.ndarray | None, share: np.ndarray,
         # the curve until it meets the data floor, then the floor (never above L0)
         per_class = np.maximum(per_class, np.minimum(
             initial, floor + data_floor * np.maximum(rise, 0.0)))
-    if len(per_class) == 1:
-        return float(per_class[0])
+    if per_class.shape[-1] == 1:
+        return float(per_class[0]) if per_class.ndim == 1 else per_class[..., 0]
     if interference > 0:
-        n_bar = float(share @ n)
-        if n_bar > 0:
+        n_bar = n @ share
+        with np.errstate(divide="ignore", invalid="ignore"):
             mean_bar = floor + (initial - floor) * (1.0 + n_bar / half) ** -exponent
-            per_class = per_class + interference * (initial - mean_bar) \
-                * (1.0 - np.minimum(1.0, n / n_bar)) ** interference_exponent
-    return float(share @ per_class)
+            lag = (1.0 - np.minimum(1.0, n / np.expand_dims(n_bar, -1))) ** interference_exponent
+        extra = interference * np.expand_dims(initial - mean_bar, -1) * lag
+        per_class = per_class + np.where(np.expand_dims(n_bar, -1) > 0, extra, 0.0)
+    out = per_class @ share
+    return float(out) if per_class.ndim == 1 else out
 
 
 def coverage_for(model, training, ids_index: Mapping[str, int], samples: np.ndarray,

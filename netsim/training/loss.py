@@ -382,11 +382,12 @@ class LossPredictor:
         return self.curves[variant].samples_for(loss)
 
     def coverage_mean(self, variant: int, coverage: CoverageState,
-                      m: np.ndarray | None = None, distinct: np.ndarray | None = None) -> float:
+                      m: np.ndarray | None = None, distinct: np.ndarray | None = None):
         """Mean loss of a per-class state (:func:`netsim.training.coverage.coverage_loss`) with
         this model's curve for ``variant`` and its coverage constants: ``coverage``'s own, or
         with its effective samples per class ``m`` and distinct samples per class
-        ``distinct`` (samples) in their place (a planner's what-if, :class:`PlanningCoverage`)."""
+        ``distinct`` (samples) in their place (a planner's what-if, :class:`PlanningCoverage`;
+        ``m`` and ``distinct`` of shape (K, C) rate K what-ifs at once: an array of K)."""
         c = self.curves[variant]
         return coverage_loss(coverage.population_samples(m),
                              coverage.distinct_population(distinct),
@@ -436,6 +437,11 @@ class LossPredictor:
         return float(out) if out.ndim == 0 else out
 
 
+#: the least :meth:`PlanningCoverage.gain_weights` gives (a positive gain keeps a planner's
+#: tables finite; such an epoch needs a million times the epochs, out of any plan)
+MIN_GAIN_WEIGHT = 1e-6
+
+
 class PlanningCoverage:
     """A policy's predictor that knows which data trained: its own per-class state
     (:class:`netsim.training.coverage.CoverageState`, built from the observed label
@@ -479,13 +485,19 @@ class PlanningCoverage:
         """The planning state for an observation's devices and label histograms, with the
         data floor where the model's loss parameters have one (as the world's truth,
         :func:`netsim.training.coverage.coverage_for`). None where the scenario's data is
-        IID (no ``training.dirichlet_alpha`` or ``shards_per_device``; the formula then holds
-        one class, so a real backend's near-uniform shards are planned as the surrogate's
-        IID data is, with the scalar state), without histograms, or without loss
-        parameters."""
+        IID (no ``training.dirichlet_alpha``, ``shards_per_device`` or ``label_bias``; the
+        formula then holds one class, so a real backend's near-uniform shards are planned as
+        the surrogate's IID data is, with the scalar state), without histograms, or without
+        loss parameters.
+
+        IID data with a data floor is planned with the scalar state, not with the truth's
+        one-class state: measured on the fidelity fleet (docs/curves.md), planning with the
+        floor has PACT and greedy-energy rotate single devices, which the surrogate rates as
+        reaching the target (2.16 s, 2.34 s) where real training never does (0.56, 1.29):
+        the truth flatters single-participant epochs, so the planners would be flattered
+        too; not adopted until the truth holds there."""
         loss = model.loss
-        skewed = training.dirichlet_alpha is not None or training.shards_per_device is not None
-        if label_counts is None or loss is None or not skewed:
+        if label_counts is None or loss is None or not training.label_skewed:
             return None
         floor_on = loss.reference_samples is not None and loss.data_floor > 0
         return cls(predictor, ids_index, samples, label_counts,
@@ -510,6 +522,72 @@ class PlanningCoverage:
         gain = float(pred.gain(raw, len(trained), local))
         mix, distinct, rows, used = state.preview(trained)
         return m + gain * mix, distinct, rows, used
+
+    def copy(self) -> PlanningCoverage:
+        """An independent copy (a what-if replay of a plan; the original is unchanged)."""
+        other = object.__new__(PlanningCoverage)
+        other.predictor, other.state, other.variant = \
+            self.predictor, self.state.copy(), self.variant
+        return other
+
+    def repeat_means(self, rows: np.ndarray, takes: np.ndarray, gains: np.ndarray,
+                     repeats: np.ndarray, variant: int) -> np.ndarray:
+        """The formula's mean loss after each of K what-if runs, changing nothing: run k
+        repeats ``repeats[k]`` epochs with ``variant``, each training ``takes[k, j]`` samples
+        of device row ``rows[j]`` and adding ``gains[k]`` effective samples split by that
+        epoch's class mix (:meth:`netsim.training.coverage.CoverageState.preview_many`; the
+        distinct samples are those of one epoch: a repeat trains the same data). Vectorised:
+        one :func:`netsim.training.coverage.coverage_loss` call over the K states."""
+        state, pred = self.state, self.predictor
+        m = state.m
+        if self.variant is not None and self.variant != variant:  # the switch's carry
+            a, b = np.full(state.classes, self.variant), np.full(state.classes, variant)
+            m = np.asarray(pred.carry(state.population_samples(), a, b), dtype=float) \
+                * state.share
+        mix, distinct = state.preview_many(rows, takes)
+        m_after = m[None, :] + (np.asarray(gains, float) * np.asarray(repeats, float))[:, None] \
+            * mix
+        return np.asarray(pred.coverage_mean(variant, state, m_after, distinct), dtype=float)
+
+    def equivalent_samples(self, variant: int) -> float:
+        """The effective samples at which ``variant``'s mean curve passes through this
+        state's mean loss under ``variant`` (its carry applied; 0 at or above the initial
+        loss, and where the curve never gets that low)."""
+        base = float(self.repeat_means(np.zeros(0, dtype=np.int64), np.zeros((1, 0)),
+                                       np.zeros(1), np.zeros(1), variant)[0])
+        n0 = self.predictor.curves[variant].samples_for(base)
+        return n0 if math.isfinite(n0) else 0.0
+
+    def gain_weights(self, rows: np.ndarray, takes: np.ndarray, gains: np.ndarray,
+                     variant: int, target_samples: float, horizon: int,
+                     start_samples: float | None = None) -> np.ndarray:
+        """What each of K candidate epochs is worth per effective sample the scalar model
+        gives it, under label skew (netsim's, for planners over the scalar state: PACT's
+        graph, DepL's): epoch k (``takes[k, j]`` samples of device row ``rows[j]``, scalar
+        gain ``gains[k]``) repeated for the epochs the scalar model says it needs to reach
+        ``target_samples`` (``variant``'s effective samples; at least 1, at most
+        ``horizon``), rated by this state (:meth:`repeat_means`), its mean loss turned back
+        into the variant's effective samples, over the scalar gain of those epochs. A set
+        that trains few of the classes is worth little (its classes saturate, the others
+        lag: the formula's own terms); one that trains the population's mix about 1. In
+        [``MIN_GAIN_WEIGHT``, 1]. Stationary: it rates each epoch repeated, not mixed with
+        others; a planner replays its plan through this state to check it.
+        ``start_samples``: :meth:`equivalent_samples` of ``variant`` where the caller has it
+        (many calls from one state)."""
+        gains = np.asarray(gains, dtype=float)
+        curve = self.predictor.curves[variant]
+        n0 = self.equivalent_samples(variant) if start_samples is None else start_samples
+        repeats = np.clip(np.ceil(max(target_samples - n0, 0.0) / np.maximum(gains, 1e-300)),
+                          1.0, max(1, int(horizon)))
+        means = self.repeat_means(rows, takes, gains, repeats, variant)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            ratio = (means - curve.floor) / (curve.initial_loss - curve.floor)
+            n_after = np.where(means >= curve.initial_loss, 0.0, np.where(  # samples_for
+                means <= curve.floor, np.inf,
+                curve.samples_half * (ratio ** (-1.0 / curve.exponent) - 1.0)))
+            weight = (n_after - n0) / (repeats * gains)
+        weight = np.where(np.isfinite(n_after), weight, 1.0)
+        return np.clip(np.nan_to_num(weight, nan=0.0), MIN_GAIN_WEIGHT, 1.0)
 
     def mean(self, variant: int | None = None) -> float:
         """The formula's mean loss of the state so far, with ``variant`` (default: the last

@@ -6,28 +6,43 @@ each observed loss then gives a log-residual against that state's mean. Under th
 the residual of epoch k is ``s_k * z_run + sigma_epoch * z_k`` (``s_k`` the run spread at that
 state, ``z_run`` the run's standard-normal draw), so the residuals give the posterior of
 ``z_run`` (:meth:`RunTracker.draw_posterior`): the run's persistent offset at any loss level.
+
+Under label skew a planner may track which data trained
+(:class:`~netsim.training.loss.PlanningCoverage`): the tracker then steps that per-class state
+with the devices that trained, and its scalar state is the per-class state's equivalent: the
+effective samples at which the variant's mean curve passes through the per-class state's mean
+loss (netsim's; so a planner over the scalar state, PACT's graph, starts where the classes
+say training stands).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 
 
 class RunTracker:
     """The tracked training state, the executed epoch awaiting its loss, and the residuals."""
 
-    def __init__(self, predictor: LossPredictor) -> None:
+    def __init__(self, predictor: LossPredictor,
+                 coverage: PlanningCoverage | None = None) -> None:
         self.predictor = predictor
+        self.coverage = coverage
+        """The per-class state tracked beside the scalar one (None: the scalar state only)."""
         self.state = LossState()
         self.residuals: list[float] = []
         self.scales: list[float] = []
         self._pending: tuple[int, float, int] | None = None
+        self._trained: Mapping[str, float] | None = None
 
-    def executed(self, variant: int, samples: float, participants: int) -> None:
-        """Record the epoch about to run (``samples`` in total over ``participants``)."""
+    def executed(self, variant: int, samples: float, participants: int,
+                 trained: Mapping[str, float] | None = None) -> None:
+        """Record the epoch about to run (``samples`` in total over ``participants``;
+        ``trained``: device id -> samples, what the per-class state steps with)."""
         self._pending = (variant, float(samples), int(participants))
+        self._trained = trained
 
     def observe(self, loss: float) -> None:
         """Step the state with the epoch recorded by :meth:`executed` and record the observed
@@ -37,7 +52,12 @@ class RunTracker:
         v, samples, parts = self._pending
         self._pending = None
         pred = self.predictor
-        self.state = pred.step(self.state, samples, v, participants=parts)
+        coverage, trained = self.coverage, self._trained
+        if coverage is not None and trained is not None:
+            coverage.commit(trained, v)
+            self.state = equivalent_state(pred, coverage.mean(v), v)
+        else:
+            self.state = pred.step(self.state, samples, v, participants=parts)
         self.residuals.append(math.log(loss / pred.mean(self.state)))
         self.scales.append(pred.run_sigma(self.state))
 
@@ -53,3 +73,13 @@ class RunTracker:
             return (r[-1] / s[-1], 0.0) if s[-1] > 0 else (0.0, 0.0)
         prec = 1.0 + sum(x * x for x in s) / s_e ** 2
         return sum(a * b for a, b in zip(r, s, strict=True)) / s_e ** 2 / prec, 1.0 / prec
+
+
+def equivalent_state(predictor: LossPredictor, mean_loss: float, variant: int) -> LossState:
+    """The scalar state whose mean loss under ``variant`` is ``mean_loss`` (at or below the
+    variant's floor: far along, 1,000 half-samples, as PACT's inversion of an observed loss
+    treats it)."""
+    n = predictor.curves[variant].samples_for(float(mean_loss))
+    if not math.isfinite(n):
+        n = 1.0e3 * predictor.curves[variant].samples_half
+    return LossState(float(n), variant)

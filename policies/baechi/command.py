@@ -188,7 +188,9 @@ def _place(graph, devices, args, topology) -> int:
     if args.gantt and step is not None:
         from plots.baechi import gantt_figure
 
-        gantt_figure(step_record(step, devices), args.gantt)
+        gantt_figure({**step_record(step, devices), "graph": args.graph,
+                      "algorithm": args.algorithm, "chosen": res.algorithm,
+                      "mode": args.mode}, args.gantt)
     _print(out, args.json)
     return 0 if status == "ok" else 1
 

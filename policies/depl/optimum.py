@@ -37,6 +37,7 @@ from scipy.special import ndtri
 from netsim.devices import DeviceTable, build_device_table
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import ModelSpec, Scenario, TrainingSpec
+from netsim.training.loss import PlanningCoverage
 from policies.depl.placement import Cluster
 from policies.depl.plan_bounds import dominance_slack  # noqa: F401  (re-exported)
 from policies.depl.plan_search import (  # noqa: F401  (re-exported: their old home)
@@ -129,7 +130,12 @@ class DepLOptimum(DepL):
     name = "depl-optimum"
     params: OptimumParams
 
-    def make_plan(self, scenario: Scenario) -> Plan:
+    plans_with_classes = False  # the exact reference of the IID problem: the scalar state
+
+    def make_plan(self, scenario: Scenario, table: DeviceTable | None = None,
+                  coverage: PlanningCoverage | None = None) -> Plan:
+        """The exact reference's plan (``table`` and ``coverage`` unused: it solves the
+        problem as its paper states it, on the scalar state)."""
         p = self.params
         pred = self.predictor(scenario)
         if pred.spread.draws is None:

@@ -49,6 +49,9 @@ class Cluster:
     samples: np.ndarray
     time_s: float
     energy_j: float
+    gain_weight: float = 1.0
+    """Under label skew, what the epoch is worth per effective sample the scalar model gives
+    it (:meth:`netsim.training.loss.PlanningCoverage.gain_weights`; 1 for IID data)."""
 
     @property
     def members(self) -> np.ndarray:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, TrainingSpec
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 from policies.depl.graph import search
 from policies.depl.placement import Cluster, eligible_trainers, place_epoch
 
@@ -106,11 +106,38 @@ def epoch_options(table: DeviceTable, model: ModelSpec, training: TrainingSpec,
     return samples, out
 
 
+def cluster_gain(pred: LossPredictor, cluster: Cluster) -> float:
+    """Effective samples one epoch on ``cluster`` adds: the progress model's gain for its
+    samples and its participant count, times its coverage weight under label skew
+    (``Cluster.gain_weight``)."""
+    return float(pred.gain(cluster.samples.sum(), len(cluster.members))) * cluster.gain_weight
+
+
 def epoch_gains(pred: LossPredictor, clusters: Sequence[Cluster | None]) -> list[float]:
-    """Effective samples one epoch on each variant's cluster adds: the progress model's gain
-    for its samples and its participant count (0 where there is no cluster)."""
-    return [0.0 if c is None else float(pred.gain(c.samples.sum(), len(c.members)))
-            for c in clusters]
+    """:func:`cluster_gain` of each variant's cluster (0 where there is no cluster)."""
+    return [0.0 if c is None else cluster_gain(pred, c) for c in clusters]
+
+
+def weighted_clusters(pred: LossPredictor, coverage: PlanningCoverage,
+                      clusters: Sequence[Cluster | None], target_mean: float, horizon: int
+                      ) -> list[Cluster | None]:
+    """The clusters with their coverage weights (netsim's extension of DepL, whose papers
+    assume IID data): each cluster's epoch repeated toward the mean loss ``target_mean``
+    (at most ``horizon`` epochs), rated by the policy's per-class state
+    (:meth:`netsim.training.loss.PlanningCoverage.gain_weights`)."""
+    out: list[Cluster | None] = []
+    for c in clusters:
+        if c is None:
+            out.append(None)
+            continue
+        rows = c.members
+        gain = np.array([float(pred.gain(c.samples.sum(), len(rows)))])
+        target = pred.curves[c.variant].samples_for(target_mean)
+        target = target if np.isfinite(target) else 1.0e3 * pred.curves[c.variant].samples_half
+        w = coverage.gain_weights(rows, c.samples[rows][None, :].astype(float), gain,
+                                  c.variant, target, horizon)
+        out.append(replace(c, gain_weight=float(w[0])))
+    return out
 
 
 def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, goal: Goal,
@@ -120,7 +147,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
                   switch_cost_j: float = 0.0, epoch_budget_s: float | None = None,
                   placement: str = "auto", predictor: LossPredictor | None = None,
                   start: LossState | None = None, horizon: int | None = None,
-                  memo: PlacementMemo | None = None) -> Plan:
+                  memo: PlacementMemo | None = None,
+                  coverage: PlanningCoverage | None = None) -> Plan:
     """DepL's plan for ``goal`` (see the module docstring).
 
     Parameters
@@ -138,6 +166,8 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
         re-planning); default untrained and ``max_epochs``.
     memo: placements solved by earlier calls on the same table, model and training, reused
         and extended (see :func:`epoch_options`); None solves every placement afresh.
+    coverage: under label skew, the policy's per-class state: each cluster's gain is
+        weighted by the classes it trains (:func:`weighted_clusters`); None: IID.
     """
     t0 = time.perf_counter()
     pred = predictor or LossPredictor(model, training)
@@ -148,6 +178,9 @@ def plan_training(table: DeviceTable, model: ModelSpec, training: TrainingSpec, 
     for phi in sorted(fractions):
         samples, clusters = epoch_options(table, model, training, phi, allowed, budget,
                                           placement, memo)
+        if coverage is not None:
+            clusters = weighted_clusters(pred, coverage, clusters,
+                                         goal.target_loss / goal.factor, horizon)
         cost = [c.energy_j if c is not None else np.inf for c in clusters]
         res = search(pred, cost, epoch_gains(pred, clusters), goal.target_loss, horizon,
                      goal.level or goal.factor, epsilon, switch_cost_j, start)

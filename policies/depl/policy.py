@@ -38,13 +38,13 @@ from scipy.special import ndtri
 
 import netsim
 from netsim.costs import estimate_epochs
-from netsim.devices import build_device_table
+from netsim.devices import DeviceTable, build_device_table
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 from netsim.training.tracking import RunTracker
 from policies.depl.placement import eligible_trainers, place_epoch
-from policies.depl.planner import Goal, PlacementMemo, Plan, plan_training
+from policies.depl.planner import Goal, PlacementMemo, Plan, cluster_gain, plan_training
 from policies.depl.predictor import (
     DistributionalPredictor,
     calibration_spread,
@@ -121,8 +121,10 @@ def plan_spread(pred: LossPredictor, plan: Plan,
     log run noise) at each of those states."""
     if not plan.feasible:
         return [], []
-    states = pred.replay(start or LossState(), [(c.variant, float(c.samples.sum()),
-                                                 len(c.members)) for c in plan.clusters])
+    states, state = [], start or LossState()
+    for c in plan.clusters:  # (cluster_gain: the coverage weight under label skew)
+        state = pred.step_gain(state, cluster_gain(pred, c), c.variant)
+        states.append(state)
     return [pred.mean(s) for s in states], [pred.run_sigma(s) for s in states]
 
 
@@ -130,6 +132,9 @@ class DepL:
     """DepL (chance-constrained planning); subclasses change the goal or the variants."""
 
     name = "depl"
+    plans_with_classes = True
+    """Under label skew (or a data floor), re-plan at the first epoch with each cluster
+    weighted by the classes it trains (netsim's extension; the exact reference does not)."""
 
     def __init__(self, params: DepLParams) -> None:
         self.params = params
@@ -216,12 +221,15 @@ class DepL:
                 plan.variants[k - 1], means[k - 1]), float(ndtri(pi))),
             final_mean=means[k - 1])
 
-    def make_plan(self, scenario: Scenario) -> Plan:
-        """Plan for a resolved scenario (no caching)."""
+    def make_plan(self, scenario: Scenario, table: DeviceTable | None = None,
+                  coverage: PlanningCoverage | None = None) -> Plan:
+        """Plan for a resolved scenario (no caching); ``table``: its devices (default built
+        from it); ``coverage``: under label skew, the per-class state the plan is weighted
+        by (:func:`policies.depl.planner.weighted_clusters`; netsim's extension)."""
         p = self.params
         pred = self.predictor(scenario)
         goal = self.goal(scenario, pred)
-        table = build_device_table(scenario)
+        table = build_device_table(scenario) if table is None else table
         model = scenario.model
         best: Plan | None = None
         memo: PlacementMemo = {}  # every (phi, variant) placed once for all the plans below
@@ -230,7 +238,8 @@ class DepL:
                 plan = plan_training(table, model, scenario.training,  # type: ignore[arg-type]
                                      relaxed(goal, relax), variants, p.data_fractions,
                                      p.epsilon, p.data_rule, p.switch_cost_j,
-                                     p.epoch_budget_s, p.placement, pred.base, memo=memo)
+                                     p.epoch_budget_s, p.placement, pred.base, memo=memo,
+                                     coverage=coverage)
                 plan = self.shorten(plan, scenario, pred)
                 if best is None or (plan.feasible and (not best.feasible
                                                        or plan.cost_j < best.cost_j)):
@@ -256,6 +265,7 @@ class DepL:
         self._pred = self.predictor(scenario)
         self._run_plan, self._k0 = self.plan, 0   # the plan followed now, from epoch _k0
         self._tracker = RunTracker(self._pred.base)
+        self._classes_seen = False  # (the first observation's label histograms looked at)
         self.replans = 0
         self._last: tuple[int, np.ndarray] | None = None  # last epoch: variant, samples
         self._previous: tuple[int, np.ndarray] | None = None  # (the same, kept)
@@ -324,7 +334,8 @@ class DepL:
             plan = plan_training(obs.devices, obs.model, obs.training, goal, variants,
                                  p.data_fractions, p.epsilon, p.data_rule, p.switch_cost_j,
                                  p.epoch_budget_s, p.placement, pred.base, self._state,
-                                 obs.training.max_epochs - obs.epoch, memo)
+                                 obs.training.max_epochs - obs.epoch, memo,
+                                 self._tracker.coverage)
             plan = self.shorten(plan, sc, pred, self._state, (m, v))
             if best is None or (plan.feasible and plan.cost_j < best.cost_j):
                 best = plan
@@ -338,6 +349,18 @@ class DepL:
         assert self.plan is not None, "reset() was not called"
         if not self.plan.feasible:
             return Decision(stop=True, reason=self.plan.reason, variant=0)
+        if obs.epoch == 0 and not self._classes_seen and self.plans_with_classes:
+            self._classes_seen = True
+            coverage = PlanningCoverage.of(self._pred.base, obs.model, obs.training,
+                                           obs.devices.index, obs.devices.samples,
+                                           obs.label_counts)
+            if coverage is not None:  # label skew: plan with which data trains
+                self._tracker = RunTracker(self._pred.base, coverage)
+                self.plan = self._run_plan = self.make_plan(self._scenario, obs.devices,
+                                                            coverage)
+                self._k0 = 0
+                if not self.plan.feasible:
+                    return Decision(stop=True, reason=self.plan.reason, variant=0)
         dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
         replanned = ""  # why DepL re-planned before this epoch ("" if it did not)
@@ -382,16 +405,18 @@ class DepL:
         self._last = (cluster.variant, samples)
         energies = self._sequence_energies(obs, plan)
         self._previous = self._last
-        self._tracker.executed(cluster.variant, float(samples.sum()), len(members))
-        base = self._pred.base
+        self._tracker.executed(cluster.variant, float(samples.sum()), len(members), parts)
+        base, coverage = self._pred.base, self._tracker.coverage
         after = base.step(self._state, float(samples.sum()), cluster.variant,
                           participants=len(members))
+        planned_mean = base.mean(after) if coverage is None \
+            else coverage.mean_after(parts, cluster.variant)
         rest = plan.clusters[k:]
         return Decision(participants=parts, variant=cluster.variant, info={
             "planned_epochs": obs.epoch + len(rest),
             "planned_energy_j": obs.energy_j + float(energies[k:].sum()),
             "planned_time_s": obs.now_s + float(sum(c.time_s for c in rest)),
-            "planned_loss": base.mean(after), "data_fraction": plan.data_fraction,
+            "planned_loss": planned_mean, "data_fraction": plan.data_fraction,
             "planned_level": plan.final_level, "switches": plan.switches,
             "replans": self.replans, **({"replanned": why} if why else {})})
 
@@ -437,8 +462,10 @@ class DepL:
         members = np.flatnonzero(samples)
         gone = [int(i) for i in members if not obs.available[i]]
         if gone:
-            kept = samples[members[obs.available[members]]]
-            self._tracker.executed(variant, float(kept.sum()), len(kept))
+            stay = members[obs.available[members]]
+            kept = samples[stay]
+            self._tracker.executed(variant, float(kept.sum()), len(kept),
+                                   {obs.devices.ids[i]: float(samples[i]) for i in stay})
         return gone
 
     def describe(self) -> str:

@@ -26,7 +26,7 @@ size over its estimated round time, and an edge starts devices, in selection ord
 while the throughputs of those it has training stay within the cap; a device whose own
 throughput exceeds what is left is passed over, the first that would cross it after those
 ends the edge's selection; rfl-ha takes it too, its devices in a random order at their
-default edges). Its hierarchical FedAsync-like baseline is
+default edges, or with ``reassociate_every`` at the edges the same heuristic gives). Its hierarchical FedAsync-like baseline is
 ``async-hfl`` with ``selection: random, edge_buffer_updates: 1`` (each device update taken on
 arrival); its semi-asynchronous FedBuff-like baseline ``selection: random`` with
 ``edge_buffer_updates`` K > 1 (experiments/hierarchical/run.py, ``paper_policies``).
@@ -41,8 +41,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from netsim.policy import Decision, Observation, register
-from netsim.policy.requirements import EDGES, STATIC_WORLD
+from netsim.policy.requirements import EDGES
 from netsim.scenario.schema import Scenario
+from netsim.training.loss import LossPredictor, PlanningCoverage
 from policies.baselines import FleetPolicy, all_samples, nobody_can_train
 from policies.hierarchical.hierfavg import per_edge
 
@@ -68,7 +69,11 @@ class RflHaParams(BaseModel):
     of the edge); buffer_updates: the cloud aggregates every this many edge models;
     max_staleness: optional, edge models staler than this many cloud aggregations are
     discarded; throughput_cap_bps: optional, an edge's cap on its job's devices' summed
-    model bits per second of estimated round time (bit/s)."""
+    model bits per second of estimated round time (bit/s); reassociate_every: optional,
+    associate devices with edges by netsim's heuristic (:func:`associate_with_rounds`, as
+    async-hfl) and re-solve it every this many cloud rounds, from the devices' measured
+    training speeds after the first (the paper's RFL-HA re-solves every 10 rounds with its
+    solver; absent: each device at its default edge, as before)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     edge_rounds: Annotated[int, Field(ge=1, le=10_000)] = 2
@@ -76,6 +81,7 @@ class RflHaParams(BaseModel):
     buffer_updates: Annotated[int, Field(ge=1)] = 1
     max_staleness: Annotated[int, Field(ge=0)] | None = None
     throughput_cap_bps: Annotated[float, Field(gt=0)] | None = None
+    reassociate_every: Annotated[int, Field(ge=1)] | None = None
 
     @model_serializer(mode="wrap")
     def _as_before(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -88,7 +94,9 @@ class AsyncHflParams(BaseModel):
     devices training at once per edge; edge_buffer_updates: each edge aggregates every this
     many device updates (at most participants_per_edge); buffer_updates: the cloud aggregates
     every this many edge models; max_staleness: optional, at the cloud; selection: utility
-    (netsim's data per second) or random; reassociate_every: re-solve the association every
+    (netsim's data per second), random, or classes (the loss drop the policy's per-class
+    state predicts from the device's data, per second: netsim's stand-in for the paper's
+    gradient-diversity utility under label skew); reassociate_every: re-solve the association every
     this many cloud rounds (absent: once); throughput_cap_bps: optional, an edge's cap on
     its training devices' summed model bits per second of estimated round time (bit/s)."""
 
@@ -98,7 +106,7 @@ class AsyncHflParams(BaseModel):
     edge_buffer_updates: Annotated[int, Field(ge=1)] = 5
     buffer_updates: Annotated[int, Field(ge=1)] = 1
     max_staleness: Annotated[int, Field(ge=0)] | None = None
-    selection: Literal["utility", "random"] = "utility"
+    selection: Literal["utility", "random", "classes"] = "utility"
     reassociate_every: Annotated[int, Field(ge=1)] | None = None
     throughput_cap_bps: Annotated[float, Field(gt=0)] | None = None
 
@@ -130,34 +138,71 @@ def _cloud_k(obs: Observation, started_edges: int, k: int) -> int:
 class RflHa(FleetPolicy):
     name = "rfl-ha"
     params: RflHaParams
-    requires = frozenset({EDGES, STATIC_WORLD})
+    requires = frozenset({EDGES})
+
+    def __init__(self, params: RflHaParams) -> None:
+        super().__init__(params)
+        self._edge: np.ndarray | None = None
+        self._round: np.ndarray | None = None
+        self.associations = 0
+        """How many times the association was solved (this run; 0 without
+        ``reassociate_every``)."""
+
+    def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        super().reset(scenario, rng)
+        self._edge = self._round = None
+        self.associations = 0
+
+    def _association(self, obs: Observation) -> tuple[np.ndarray, np.ndarray | None]:
+        """Each device row's edge and estimated round time (s): the default edges (round
+        times None: :func:`default_round_s`) without ``reassociate_every``, else netsim's
+        heuristic, re-solved every ``reassociate_every`` cloud rounds (a device still
+        training stays with the edge it trains for), as async-hfl's."""
+        tiers, every = obs.tiers, self.params.reassociate_every
+        assert tiers is not None
+        if every is None:
+            return tiers.default_edge, None
+        if self._edge is None or (obs.epoch > 0 and obs.epoch % every == 0):
+            previous = self._edge
+            edge, _, self._round = associate_with_rounds(obs, measured=previous is not None)
+            self.associations += 1
+            if previous is not None and obs.busy is not None:
+                edge = np.where(obs.busy, previous, edge)
+            self._edge = edge
+        assert self._round is not None
+        return self._edge, self._round
 
     def decide(self, obs: Observation) -> Decision:
         p, tiers = self.params, obs.tiers
         if tiers is None:
             return Decision(stop=True, reason="rfl-ha needs edge aggregators")
+        edge, rounds = self._association(obs)
         idx = self._fits(obs)
-        idx = idx[tiers.default_edge[idx] >= 0]
-        idx = idx[_idle_edges(obs, idx, tiers.default_edge[idx])]
+        idx = idx[edge[idx] >= 0]
+        idx = idx[_idle_edges(obs, idx, edge[idx])]
         if p.throughput_cap_bps is None:
-            idx = per_edge(obs, idx, self._rng, p.participants_per_edge)
+            idx = per_edge(obs, idx, self._rng, p.participants_per_edge, edge)
         else:
-            idx = self._capped(obs, idx, p.throughput_cap_bps)
+            idx = self._capped(obs, idx, p.throughput_cap_bps, edge, rounds)
         busy = 0 if obs.edges_busy is None else int(np.count_nonzero(obs.edges_busy))
         if not len(idx) and not busy and not obs.buffered:
             return nobody_can_train(obs)
-        started = len(np.unique(tiers.default_edge[idx]))
+        started = len(np.unique(edge[idx]))
+        ids = obs.devices.ids
+        assoc = {ids[r]: tiers.ids[edge[r]] for r in idx.tolist()
+                 if edge[r] != tiers.default_edge[r]}
         return Decision(participants=all_samples(obs, idx), edge_rounds=p.edge_rounds,
+                        association=assoc or None,
                         buffer_updates=_cloud_k(obs, started, p.buffer_updates),
                         max_staleness=p.max_staleness)
 
-    def _capped(self, obs: Observation, idx: np.ndarray, cap_bps: float) -> np.ndarray:
-        """Of devices ``idx``, each default edge's under the throughput cap (module
-        docstring), taken in a random order, at most ``participants_per_edge``."""
-        tiers = obs.tiers
-        assert tiers is not None
-        edge = tiers.default_edge
-        thpt = 8.0 * obs.model.model_bytes(0) / default_round_s(obs)
+    def _capped(self, obs: Observation, idx: np.ndarray, cap_bps: float,
+                edge: np.ndarray, rounds: np.ndarray | None) -> np.ndarray:
+        """Of devices ``idx``, each edge's (``edge``: per device row) under the throughput
+        cap (module docstring), taken in a random order, at most ``participants_per_edge``;
+        ``rounds``: the devices' estimated round times (s; None: at their default edges)."""
+        thpt = 8.0 * obs.model.model_bytes(0) / (default_round_s(obs) if rounds is None
+                                                 else rounds)
         chosen = [_within_cap(obs, self._rng.permutation(idx[edge[idx] == k]), edge, k, thpt,
                               cap_bps)[:self.params.participants_per_edge]
                   for k in np.unique(edge[idx]).tolist()]
@@ -171,7 +216,7 @@ class RflHa(FleetPolicy):
 class AsyncHfl(FleetPolicy):
     name = "async-hfl"
     params: AsyncHflParams
-    requires = frozenset({EDGES, STATIC_WORLD})
+    requires = frozenset({EDGES})
 
     def __init__(self, params: AsyncHflParams) -> None:
         super().__init__(params)
@@ -180,11 +225,36 @@ class AsyncHfl(FleetPolicy):
         self._round: np.ndarray | None = None
         self.associations = 0
         """How many times the association was solved (this run)."""
+        self._coverage: PlanningCoverage | None = None
+        self._coverage_built = False
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         super().reset(scenario, rng)
         self._edge = self._score = self._round = None
         self.associations = 0
+        self._coverage = None
+        self._coverage_built = False
+
+    def _class_utility(self, obs: Observation, rows: np.ndarray,
+                       rounds: np.ndarray) -> np.ndarray | None:
+        """``selection: classes``: each device row's predicted loss drop from training its
+        samples once, by the policy's per-class state (the world's formula,
+        :class:`netsim.training.loss.PlanningCoverage`), per second of its estimated round
+        time ``rounds``; None where the data are IID (no per-class state: the data-per-second
+        utility then ranks)."""
+        if not self._coverage_built:
+            self._coverage_built = True
+            self._coverage = PlanningCoverage.of(
+                LossPredictor(obs.model, obs.training), obs.model, obs.training,
+                obs.devices.index, obs.devices.samples, obs.label_counts)
+        cov = self._coverage
+        if cov is None or not len(rows):
+            return None
+        held = obs.devices.samples[rows].astype(float)
+        gains = np.asarray(cov.predictor.gain(held, np.ones(len(rows))), dtype=float)
+        variant = cov.variant if cov.variant is not None else 0
+        after = cov.repeat_means(rows, np.diag(held), gains, np.ones(len(rows)), variant)
+        return (cov.mean(variant) - after) / rounds[rows]
 
     def decide(self, obs: Observation) -> Decision:
         p, tiers = self.params, obs.tiers
@@ -209,8 +279,12 @@ class AsyncHfl(FleetPolicy):
         chosen = []
         for k in np.unique(edge[idx]).tolist():
             mine = idx[edge[idx] == k]
+            utility = self._class_utility(obs, mine, rounds) if p.selection == "classes" \
+                else None
             if p.selection == "random":
                 order = self._rng.permutation(mine)
+            elif utility is not None:
+                order = mine[np.argsort(-utility, kind="stable")]
             else:
                 order = mine[np.argsort(-score[mine], kind="stable")]
             if p.throughput_cap_bps is not None:
@@ -224,7 +298,10 @@ class AsyncHfl(FleetPolicy):
         ids = obs.devices.ids
         assoc = {ids[r]: tiers.ids[edge[r]] for r in pick.tolist()
                  if edge[r] != tiers.default_edge[r]}
-        return Decision(participants=all_samples(obs, pick), edge_rounds=p.edge_rounds,
+        participants = all_samples(obs, pick)
+        if self._coverage is not None and participants:  # (what it decided, as trained)
+            self._coverage.commit(participants, 0)
+        return Decision(participants=participants, edge_rounds=p.edge_rounds,
                         association=assoc or None,
                         edge_buffer_updates=min(p.edge_buffer_updates, p.participants_per_edge),
                         buffer_updates=_cloud_k(obs, len(chosen), p.buffer_updates),

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
-from netsim.policy.requirements import EDGES, STATIC_WORLD
+from netsim.policy.requirements import EDGES
 from policies.baselines import FleetPolicy, KParams, RandomK, all_samples, nobody_can_train
 
 
@@ -31,13 +31,14 @@ class HierFavgParams(BaseModel):
 
 
 def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
-             k: int | None) -> np.ndarray:
+             k: int | None, edge_of: np.ndarray | None = None) -> np.ndarray:
     """Of devices ``idx`` (those that can train now), those with an edge, at most ``k`` per
-    edge drawn at random (all where ``k`` is None), in row order."""
+    edge drawn at random (all where ``k`` is None), in row order. ``edge_of``: each device
+    row's edge (-1: none; default its default edge, ``tiers.default_edge``)."""
     tiers = obs.tiers
     if tiers is None:
         return idx
-    edge = tiers.default_edge[idx]
+    edge = (tiers.default_edge if edge_of is None else edge_of)[idx]
     idx, edge = idx[edge >= 0], edge[edge >= 0]
     if k is None:
         return idx
@@ -56,7 +57,7 @@ def per_edge(obs: Observation, idx: np.ndarray, rng: np.random.Generator,
 class HierFavg(FleetPolicy):
     name = "hierfavg"
     params: HierFavgParams
-    requires = frozenset({EDGES, STATIC_WORLD})
+    requires = frozenset({EDGES})
 
     def decide(self, obs: Observation) -> Decision:
         idx = per_edge(obs, self._fits(obs), self._rng, self.params.participants_per_edge)

@@ -195,6 +195,7 @@ def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> Vari
     if problem.all_nodes:  # the only candidate: every device, all its samples
         budgets, amounts = np.array([finish.max()]), np.array([coef.samples.sum()])
     d_all, t_all, e_all, b_all, r_all, p_all = [], [], [], [], [], []
+    fills: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for bi, budget in enumerate(budgets):
         for rule in range(1 if problem.all_nodes else len(RULES)):
             order, caps = _ranking(coef, float(budget), rule)
@@ -203,6 +204,8 @@ def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> Vari
             prefix = np.zeros(0) if problem.all_nodes else np.cumsum(caps)
             amt = np.unique(np.concatenate([amounts[amounts <= caps.sum()], prefix]))
             t, e, parts = _fills(coef, order, caps, amt)
+            if problem.coverage is not None:
+                fills.append((order, caps, amt, parts))
             p_all.append(parts)
             d_all.append(amt)
             t_all.append(t)
@@ -212,9 +215,61 @@ def build_candidates(problem: PlanningProblem, variant: int, eps: float) -> Vari
     d, t, e, bud, rule_, parts = (np.concatenate(x) for x in (d_all, t_all, e_all, b_all,
                                                                r_all, p_all))
     gain = problem.predictor.gain(d, parts)
+    if problem.coverage is not None:
+        gain = gain * coverage_weights(problem, variant, coef, fills)
     keep = _pareto(gain, t, e, eps)
     return VariantCandidates(variant, coef, budgets, d[keep], t[keep], e[keep], bud[keep],
                              rule_[keep], parts[keep], gain[keep])
+
+
+#: the most entries (fills x devices) one batch of :func:`coverage_weights` holds
+COVERAGE_BATCH_ENTRIES = 2_000_000
+
+
+def coverage_weights(problem: PlanningProblem, variant: int, coef: Coefficients,
+                     fills: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+                     ) -> np.ndarray:
+    """Under label skew, what each greedy fill is worth per effective sample the scalar model
+    gives it (netsim's extension of PACT, whose paper assumes IID data). ``fills``: per
+    (budget, ranking), the ranking's ``order`` (positions in ``coef.idx``), its ``caps``, the
+    ``amounts`` filled along it and the participants each uses; returns one weight per
+    amount, in order. Each fill is repeated for the epochs the scalar model says it needs to
+    the target (at most the epochs left) and rated by the policy's per-class state
+    (:meth:`netsim.training.loss.PlanningCoverage.gain_weights`), many fills per call (at
+    most ``COVERAGE_BATCH_ENTRIES`` fill x device entries). A fill of devices holding few of
+    the classes gets little (its classes saturate and the others lag); one that trains the
+    population's mix about 1. The planner replays its plan through the per-class state and
+    corrects what this stationary rating misses (:class:`policies.pact.planner.Planner`)."""
+    cov = problem.coverage
+    assert cov is not None
+    start = cov.equivalent_samples(variant)
+    target, horizon = problem.target_samples(variant), problem.epochs_left
+    n = len(coef.idx)
+    out: list[np.ndarray] = []
+    batch: list[np.ndarray] = []
+    gains: list[np.ndarray] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal size
+        if batch:
+            out.append(cov.gain_weights(coef.idx, np.concatenate(batch), np.concatenate(gains),
+                                        variant, target, horizon, start))
+        batch.clear()
+        gains.clear()
+        size = 0
+
+    for order, caps, amounts, parts in fills:
+        prev = np.concatenate([[0.0], np.cumsum(caps)[:-1]])
+        takes = np.zeros((len(amounts), n))
+        takes[:, order] = np.clip(amounts[:, None] - prev[None, :], 0.0, caps[None, :])
+        if size + takes.size > COVERAGE_BATCH_ENTRIES:
+            flush()
+        batch.append(takes)
+        gains.append(np.asarray(problem.predictor.gain(amounts, parts), dtype=float))
+        size += takes.size
+    flush()
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def _front_2d(group: np.ndarray, t: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -16,6 +16,14 @@ Steps (netsim's formalization of the paper's method):
    (doubling, then bisection) until the cheapest path fits: a Lagrangian treatment;
 6. the slack the rounding left is removed (:mod:`policies.pact.repair`).
 
+Under label skew (``problem.coverage``, netsim's extension: the paper assumes IID data) each
+candidate's gain is weighted by the classes it trains
+(:func:`policies.pact.candidates.coverage_weights`), the plan is replayed through the policy's
+per-class state instead of the scalar one, and the slack is left in (trimming is exact for the
+scalar state only). A rating that assumes one fill repeated can be optimistic for a plan that
+mixes fills; when the replay misses the target, every gain is scaled by what the replay
+reached of the work needed and the plan is made again (at most ``COVERAGE_ROUNDS`` times).
+
 Work is polynomial: candidates O(V R n B G) for n devices, R = 3 rankings, B ~ log(range)/eps
 time budgets and G ~ log(D)/eps sample amounts; the untimed DP O(V^2 J^2) with
 J ~ log(1/eps)/eps levels; the timed DP O(V^2 J^2 / eps^2).
@@ -24,18 +32,19 @@ J ~ log(1/eps)/eps levels; the timed DP O(V^2 J^2 / eps^2).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from policies.pact.candidates import VariantCandidates, build_candidates
 from policies.pact.dp import Edge, solve_timed, solve_untimed
 from policies.pact.graph import Levels, loss_levels, need_grid, run_costs, variant_needs
-from policies.pact.problem import PlanningProblem, replay_states
+from policies.pact.problem import PlanningProblem, replay_losses
 from policies.pact.repair import plan_costs, trim
 
 _BISECTIONS = 12
 MAX_EPOCH_SLOTS = 64  # epoch limits up to this are exact (epoch-slot graph); above, priced
+COVERAGE_ROUNDS = 4  # under label skew: plans made at most, each replay's miss scaling gains
 
 
 @dataclass(frozen=True)
@@ -78,12 +87,18 @@ class Planner:
         self._key: tuple | None = None
         self._graph: tuple[Levels, dict[int, np.ndarray], dict[tuple[int, int], np.ndarray]] | None = None
 
-    def _prepare(self, problem: PlanningProblem) -> None:
-        key = (problem.usable.tobytes(), problem.variants, problem.target_loss)
+    def _prepare(self, problem: PlanningProblem, gain_scale: float = 1.0) -> None:
+        cov = problem.coverage
+        key = (problem.usable.tobytes(), problem.variants, problem.target_loss, gain_scale,
+               None if cov is None else (cov.variant, cov.state.m.tobytes(),
+                                         problem.start.n_eff, problem.epochs_left))
         if key == self._key:
             return
         self._key = key
         self._cands = {v: build_candidates(problem, v, self.eps) for v in problem.variants}
+        if gain_scale != 1.0:
+            self._cands = {v: replace(c, gain=c.gain * gain_scale)
+                           for v, c in self._cands.items()}
         levels = loss_levels(problem, self.eps)
         base = need_grid(levels, self.eps)
         need, nidx = {}, {}
@@ -97,7 +112,18 @@ class Planner:
         t0 = time.perf_counter()
         self._prepare(problem)
         plan = self._plan(problem)
-        return Plan(**{**plan.__dict__, "planning_s": time.perf_counter() - t0})
+        scale, rounds = 1.0, 1
+        while problem.coverage is not None and not plan.feasible \
+                and "replay_loss" in plan.info and rounds < COVERAGE_ROUNDS:
+            scale *= _replay_shortfall(problem, plan)
+            self._prepare(problem, scale)
+            plan = self._plan(problem)
+            rounds += 1
+        if problem.coverage is not None and not plan.feasible and plan.epochs:
+            plan = _extended(problem, plan)
+        info = {**plan.info, "coverage_rounds": rounds} if problem.coverage is not None \
+            else plan.info
+        return Plan(**{**plan.__dict__, "planning_s": time.perf_counter() - t0, "info": info})
 
     def _plan(self, problem: PlanningProblem) -> Plan:
         if problem.epochs_left <= 0 or problem.time_left_s <= 0:
@@ -186,13 +212,24 @@ class Planner:
                               float(cands.energy_j[c]))
             epochs += [ep] * m
         graph_energy = float(sum(e.energy_j for e in epochs))
-        if not problem.all_nodes:
+        cov = problem.coverage
+        whole, trimmed = epochs, False
+        if not problem.all_nodes and (cov is None or cov.state.classes == 1):
+            trimmed = True
+            # (trimming is exact for the scalar state; with one class the per-class state is
+            # the scalar one until the data floor binds: checked by the replay below)
             epochs = trim(problem, epochs, lambda v, parts: PlannedEpoch(v, parts, 0.0, 0.0))
         epochs = _costed(problem, epochs)
-        losses = [problem.predictor.mean(s) for s in replay_states(problem, epochs)]
+        losses = replay_losses(problem, epochs)
+        if cov is not None and trimmed and losses[-1] > problem.target_loss * (1 + 1e-9):
+            epochs = _costed(problem, whole)  # the trim went below the data floor: untrimmed
+            losses = replay_losses(problem, epochs)
         if losses[-1] > problem.target_loss * (1 + 1e-9):  # the replay is the plan's claim
-            return Plan(reason=f"the plan's replay through the progress model ends at "
-                               f"{losses[-1]:.6g} > target {problem.target_loss:.6g}")
+            return Plan(epochs=tuple(epochs), mode=mode,
+                        reason=f"the plan's replay through the progress model ends at "
+                               f"{losses[-1]:.6g} > target {problem.target_loss:.6g}",
+                        info={"replay_loss": losses[-1], "replay_epochs": len(epochs),
+                              "replay_last_variant": epochs[-1].variant})
         return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)),
                     float(sum(e.time_s for e in epochs)), losses[-1],
                     True, "", mode, info={"graph_energy_j": graph_energy},
@@ -206,6 +243,59 @@ def _costed(problem: PlanningProblem, epochs: list[PlannedEpoch]) -> list[Planne
     costs = plan_costs(problem, [(ep.variant, ep.participants) for ep in epochs])
     return [PlannedEpoch(ep.variant, ep.participants, t, e)
             for ep, (t, e) in zip(epochs, costs, strict=True)]
+
+
+def _extended(problem: PlanningProblem, plan: Plan) -> Plan:
+    """A plan whose replay through the per-class state still misses the target after the
+    coverage rounds, extended until the replay reaches the target (within the epochs and
+    time left), or the plan unchanged (still infeasible) if that does not reach it: the
+    stationary weights' last shortfall is usually a hair. Each added epoch is the plan's
+    last one, or every device that can train the variant on all its samples (the most
+    distinct data, every class) where the last one lowers the loss by less than half as
+    much (its classes saturate, or its data's floor binds)."""
+    epochs = list(plan.epochs)
+    cov, ids = problem.coverage, problem.table.ids
+    assert cov is not None
+    state = cov.copy()
+    for e in epochs:
+        state.commit({ids[i]: float(n) for i, n in e.participants.items()}, e.variant)
+    last = epochs[-1]
+    fits = np.flatnonzero(problem.fits(last.variant) & (problem.table.samples > 0))
+    every = PlannedEpoch(last.variant, {int(i): int(problem.table.samples[i]) for i in fits},
+                         0.0, 0.0)
+    while (now := state.mean(last.variant)) > problem.target_loss * (1 + 1e-9):
+        if len(epochs) >= problem.epochs_left:
+            return plan
+        options = [(e, {ids[i]: float(n) for i, n in e.participants.items()})
+                   for e in (last, every)]
+        drops = [now - state.mean_after(t, last.variant) for _, t in options]
+        step, trained = options[0] if drops[0] >= 0.5 * drops[1] else options[1]
+        state.commit(trained, last.variant)
+        epochs.append(step)
+    epochs = _costed(problem, epochs)
+    time_s = float(sum(e.time_s for e in epochs))
+    if time_s > problem.time_left_s:
+        return plan
+    losses = replay_losses(problem, epochs)
+    return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)), time_s, losses[-1], True,
+                "", plan.mode, info={**plan.info, "extended_epochs":
+                                     len(epochs) - len(plan.epochs)},
+                losses=tuple(losses))
+
+
+def _replay_shortfall(problem: PlanningProblem, plan: Plan) -> float:
+    """What a plan whose replay missed the target reached of the work it needed, in the last
+    variant's effective samples: (n(replay's loss) - n(start)) / (n(target) - n(start)),
+    within [0.2, 0.95] (so each round asks for more, never for nothing)."""
+    v = int(plan.info["replay_last_variant"])
+    curve = problem.predictor.curves[v]
+    n0 = problem.predictor.carry(problem.start.n_eff, problem.start.variant, v) \
+        if problem.start.variant is not None else problem.start.n_eff
+    reached = curve.samples_for(float(plan.info["replay_loss"])) - n0
+    needed = problem.target_samples(v) - n0
+    if not (needed > 0 and np.isfinite(needed)):
+        return 0.5
+    return float(np.clip(reached / needed, 0.2, 0.95))
 
 
 def _start_vertex(problem: PlanningProblem, levels: Levels) -> tuple[int, int | None]:

@@ -21,10 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.policy import Decision, Observation, register
 from netsim.scenario.schema import Scenario
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 from netsim.training.tracking import RunTracker
 from policies.pact.planner import Plan, Planner
-from policies.pact.problem import PlanningProblem, effective_target, state_from_loss
+from policies.pact.problem import (
+    PlanningProblem,
+    coverage_replay,
+    effective_target,
+    state_from_loss,
+)
 
 
 class PactParams(BaseModel):
@@ -53,10 +58,12 @@ class PactParams(BaseModel):
 
 def observation_problem(obs: Observation, predictor: LossPredictor, variants: list[int] | None,
                         allow_unprune: bool, start: LossState | None = None,
-                        target_loss: float | None = None) -> PlanningProblem:
+                        target_loss: float | None = None,
+                        coverage: PlanningCoverage | None = None) -> PlanningProblem:
     """The planning problem from the current observation: the training state ``start`` (by
-    default inverted from the observed loss) and the mean loss to reach ``target_loss`` (by
-    default :func:`effective_target`)."""
+    default inverted from the observed loss), the mean loss to reach ``target_loss`` (by
+    default :func:`effective_target`) and, under label skew, the policy's per-class state
+    ``coverage``."""
     table = obs.devices
     usable = np.asarray(obs.available, dtype=bool) & (table.samples > 0)
     usable[table.aggregator] = False
@@ -73,7 +80,7 @@ def observation_problem(obs: Observation, predictor: LossPredictor, variants: li
         start=state_from_loss(predictor, obs.loss, obs.variant) if start is None else start,
         usable=usable,
         variants=allowed, allow_unprune=allow_unprune,
-        memory_overhead=float(obs.training.memory_overhead))
+        memory_overhead=float(obs.training.memory_overhead), coverage=coverage)
 
 
 class _PactBase:
@@ -87,6 +94,12 @@ class _PactBase:
       spread at that state times the run's noise draw, plus epoch noise; the posterior of the
       draw (normal prior) gives the run's persistent offset at any loss level, and plans
       target ``L* x exp(-offset at L*)``;
+    - under label skew (the observation holds each device's label histogram,
+      ``Observation.label_counts``) the tracked state is the policy's per-class state of
+      what trained (:class:`netsim.training.loss.PlanningCoverage`, the world's formula),
+      its scalar equivalent is where the graph starts, candidates are weighted by the
+      classes they train and plans are replayed through it (netsim's extension: the paper
+      assumes IID data; policies/pact/README.md);
     - the current plan is kept as the incumbent while the latest residual stays within the
       predicted band (``band_sigmas`` standard deviations of the per-epoch noise around the
       offset) and its remaining epochs still reach the target; otherwise PACT re-plans, and
@@ -107,8 +120,7 @@ class _PactBase:
         self._plan: Plan | None = None
         self._cursor = 0
         self._last: tuple[int, dict[int, int]] | None = None  # last epoch: variant, samples
-        self._tracker: RunTracker | None = None if self._predictor is None \
-            else RunTracker(self._predictor)
+        self._tracker: RunTracker | None = None  # (built at the first observation)
 
     @property
     def _state(self) -> LossState:
@@ -155,10 +167,15 @@ class _PactBase:
         width = self.params.band_sigmas * math.sqrt(pred.sigma_epoch ** 2 + var_centre)
         return abs(r[-1] - centre) <= width + 1e-9 * max(1.0, abs(centre))
 
-    def _remaining_loss(self, plan: Plan) -> float:
-        """The mean loss the rest of ``plan`` reaches from the tracked state."""
+    def _remaining_loss(self, plan: Plan, obs: Observation | None = None) -> float:
+        """The mean loss the rest of ``plan`` reaches from the tracked state (under label
+        skew through the per-class state; ``obs`` gives the device ids)."""
         assert self._predictor is not None
         rest = plan.epochs[self._cursor:]
+        coverage = self._tracker.coverage if self._tracker is not None else None
+        if coverage is not None and obs is not None:
+            return coverage_replay(coverage, obs.devices.ids, rest)[-1] if rest \
+                else coverage.mean()
         states = self._predictor.replay(self._state, [(e.variant, e.samples,
                                                        len(e.participants)) for e in rest])
         return self._predictor.mean(states[-1] if states else self._state)
@@ -173,7 +190,8 @@ class _PactBase:
             # aim one epoch-noise standard deviation below the model's loss now
             target = now * math.exp(-max(self._predictor.sigma_epoch, 1e-3))
         problem = observation_problem(obs, self._predictor, p.variants, p.allow_unprune,
-                                      self._state, target)
+                                      self._state, target,
+                                      self._tracker.coverage if self._tracker else None)
         if not p.node_selection:
             problem = _all_nodes(problem)
         fresh = self._planner.plan(problem)
@@ -181,7 +199,7 @@ class _PactBase:
         old = self._plan
         if keep_incumbent and old is not None and old.feasible \
                 and self._cursor < len(old.epochs) \
-                and self._remaining_loss(old) <= target * (1 + 1e-9):
+                and self._remaining_loss(old, obs) <= target * (1 + 1e-9):
             rest = sum(e.energy_j for e in old.epochs[self._cursor:])
             if not fresh.feasible or rest <= fresh.energy_j:
                 return  # the incumbent's rest is still feasible and no worse: keep it
@@ -194,7 +212,9 @@ class _PactBase:
         if self._predictor is None:
             self._predictor = LossPredictor(obs.model, obs.training)
         if self._tracker is None:
-            self._tracker = RunTracker(self._predictor)
+            self._tracker = RunTracker(self._predictor, PlanningCoverage.of(
+                self._predictor, obs.model, obs.training, obs.devices.index,
+                obs.devices.samples, obs.label_counts))
         dropped = self._dropped(obs)
         self._tracker.observe(obs.loss)
         target = effective_target(obs.training, self._predictor)
@@ -211,7 +231,7 @@ class _PactBase:
                 why += "; no plan with the devices online now, the old one followed"
         elif p.replan and plan.feasible and not (
                 self._in_band() and self._cursor < len(plan.epochs)
-                and self._remaining_loss(plan) <= target * (1 + 1e-9)):
+                and self._remaining_loss(plan, obs) <= target * (1 + 1e-9)):
             self._replan(obs, target)
         plan = self._plan
         assert plan is not None
@@ -233,14 +253,16 @@ class _PactBase:
         parts = {ids[i]: s for i, s in chosen.items()}
         self._last = (ep.variant, chosen)
         samples = float(sum(parts.values()))
-        self._tracker.executed(ep.variant, samples, len(parts))
+        self._tracker.executed(ep.variant, samples, len(parts), parts)
         after = self._predictor.step(self._state, samples, ep.variant, participants=len(parts))
+        coverage = self._tracker.coverage
+        planned_mean = self._predictor.mean(after) if coverage is None \
+            else coverage.mean_after(parts, ep.variant)
         info = {
             "planned_epochs": obs.epoch + len(rest),
             "planned_energy_j": obs.energy_j + float(sum(e.energy_j for e in rest)),
             "planned_time_s": obs.now_s + float(sum(e.time_s for e in rest)),
-            "planned_loss": self._predictor.mean(after) * math.exp(
-                self.offset(self._predictor.mean(after))),
+            "planned_loss": planned_mean * math.exp(self.offset(planned_mean)),
             "noise_offset": self.offset(), "replans": len(self.plans),
             "planning_s": plan.planning_s, "graph": plan.mode}
         if why:
@@ -265,8 +287,8 @@ class _PactBase:
         self._last = None
         gone = [i for i in chosen if not obs.available[i]]
         if gone:
-            kept = [s for i, s in chosen.items() if obs.available[i]]
-            self._tracker.executed(variant, float(sum(kept)), len(kept))
+            kept = {obs.devices.ids[i]: s for i, s in chosen.items() if obs.available[i]}
+            self._tracker.executed(variant, float(sum(kept.values())), len(kept), kept)
         return gone
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from netsim.devices import DeviceTable
 from netsim.scenario.schema import ModelSpec, TrainingSpec
-from netsim.training.loss import LossPredictor, LossState
+from netsim.training.loss import LossPredictor, LossState, PlanningCoverage
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,10 @@ class PlanningProblem:
     allow_unprune: whether a later epoch may use a less compressed variant than an earlier one.
     memory_overhead: memory a device needs per model byte (training.memory_overhead).
     all_nodes: no node selection: every usable device trains on all its samples each epoch.
+    coverage: under label skew, the policy's per-class state of what trained
+        (:class:`netsim.training.loss.PlanningCoverage`): candidates' gains are weighted by
+        the classes they train and plans are replayed through it (None: IID, the scalar
+        state is exact). Read only here: what-ifs work on copies.
     """
 
     table: DeviceTable
@@ -54,6 +58,7 @@ class PlanningProblem:
     allow_unprune: bool = False
     memory_overhead: float = 3.0
     all_nodes: bool = False
+    coverage: PlanningCoverage | None = None
 
     def target_samples(self, variant: int) -> float:
         """Effective samples at which ``variant``'s mean curve reaches the target (inf if never)."""
@@ -96,3 +101,25 @@ def replay_states(problem: PlanningProblem, epochs) -> list[LossState]:
     ``samples`` and ``participants``) from the problem's start."""
     return problem.predictor.replay(problem.start, [(e.variant, e.samples, len(e.participants))
                                                     for e in epochs])
+
+
+def replay_losses(problem: PlanningProblem, epochs) -> list[float]:
+    """The predicted mean loss after each planned epoch (objects with ``variant`` and
+    ``participants``, device index -> samples) from the problem's start: the scalar state's
+    (:func:`replay_states`), or under label skew the per-class state's, stepped on a copy
+    (the problem's own state is unchanged)."""
+    if problem.coverage is None:
+        return [problem.predictor.mean(s) for s in replay_states(problem, epochs)]
+    return coverage_replay(problem.coverage, problem.table.ids, epochs)
+
+
+def coverage_replay(coverage: PlanningCoverage, ids, epochs) -> list[float]:
+    """The per-class state's mean loss after each of ``epochs`` (objects with ``variant`` and
+    ``participants``, device row -> samples; ``ids``: the rows' device ids), stepped on a
+    copy of ``coverage`` (unchanged)."""
+    cov = coverage.copy()
+    out = []
+    for e in epochs:
+        cov.commit({ids[i]: float(n) for i, n in e.participants.items()}, e.variant)
+        out.append(cov.mean(e.variant))
+    return out
