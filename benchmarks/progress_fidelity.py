@@ -15,6 +15,8 @@ each ratio within 20 %. The last line: ``settings where the surrogate ranks as r
     python benchmarks/progress_fidelity.py --quick      # IID and Dirichlet 0.1, 4 policies
     python benchmarks/progress_fidelity.py --settings cnn-iid,cnn-dirichlet-0.1
                                                         # LeNet-5 on the torch backend
+    python benchmarks/progress_fidelity.py --skew-by-size   # fedavg-all's skew cost by the
+                                                        # samples a device holds (6 seeds)
 
 The fleet: 40 generated devices (phones, boards, laptops behind Wi-Fi and LTE) holding 35
 samples each (1,400 of the digits MLP's 1,438 training digits: what a device holds is what
@@ -174,13 +176,46 @@ def compare(name: str, skew: dict, policies: list[str], seeds: int,
     return ok_all and not swapped
 
 
+def skew_cost_by_size(seeds: int, sizes: tuple[int, ...] = (70, 40, 30, 20, 10),
+                      total: int = 1400) -> None:
+    """fedavg-all's cost of Dirichlet 0.1 against IID data (mean epochs to the target, one
+    over the other) on the fidelity fleet with ``total`` samples shared by n devices, each
+    n of ``sizes``, on the numpy backend and the surrogate: how the skew's cost of full
+    participation depends on the data a device holds (docs/curves.md)."""
+    import numpy as np
+
+    print(f"{'devices':>7} {'samples':>7} {'real':>6} {'surrogate':>9}   (Dirichlet 0.1 / IID, "
+          f"mean epochs to target, {seeds} seeds)")
+    for n in sizes:
+        cost = {}
+        for backend in ("real", "surrogate"):
+            epochs = {}
+            for name, skew in (("iid", {}), ("dir", DIRICHLET)):
+                got = []
+                for seed in range(seeds):
+                    data = scenario(skew, backend)
+                    data["generate"].update({"n_devices": n, "samples_mean": total // n})
+                    data["policies"] = {}
+                    r = netsim.simulate(data, policy=REFERENCE, seed=seed).runs.iloc[0]
+                    got.append(float(r.epochs) if r.target_reached else np.nan)
+                epochs[name] = float(np.nanmean(got))
+            cost[backend] = epochs["dir"] / epochs["iid"]
+        print(f"{n:>7} {total // n:>7} {cost['real']:>6.2f} {cost['surrogate']:>9.2f}",
+              flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="IID and Dirichlet 0.1, 4 policies")
     ap.add_argument("--settings", default=None, help="comma-separated: " + ",".join(SETTINGS))
+    ap.add_argument("--skew-by-size", action="store_true",
+                    help="fedavg-all's cost of Dirichlet 0.1 by the samples a device holds")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.skew_by_size:
+        skew_cost_by_size(max(args.seeds, 6) if args.seeds == 1 else args.seeds)
+        return 0
     names = args.settings.split(",") if args.settings else \
         (["iid", "dirichlet-0.1"] if args.quick else DEFAULT_SETTINGS)
     unknown = sorted(set(names) - set(SETTINGS))

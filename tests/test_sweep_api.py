@@ -46,3 +46,20 @@ def test_compare_warns_about_scenarios_that_share_a_name(tmp_path):
     with pytest.warns(UserWarning, match="2 different scenarios are named 'two-phones'"):
         table = netsim.compare(tmp_path)
     assert len(table) == 2
+
+
+def test_a_sweep_returns_its_own_runs_not_an_earlier_sweeps_in_the_same_folder(tmp_path):
+    """Two sweeps into one folder: each call returns the runs its plan names (stored now or
+    before), with its own axes; load_results gives the whole folder."""
+    first = netsim.sweep(SPEC, out=tmp_path)
+    other = {"name": "other", "base": "two-phones", "policies": ["random-k"], "seeds": 1,
+             "grid": {"training.deadline_s": [500.0]}}
+    second = netsim.sweep(other, out=tmp_path)
+    assert set(second.runs["sweep"]) == {"other"} and len(second.runs) == 1
+    assert second.axes == ("training.deadline_s",)
+    assert "training.max_epochs" not in second.runs
+    assert set(second.epochs["run_id"]) <= set(second.runs["run_id"])
+    everything = netsim.load_results(tmp_path)
+    assert len(everything.runs) == len(first.runs) + 1
+    again = netsim.sweep(SPEC, out=tmp_path)
+    assert set(again.runs["run_id"]) == set(first.runs["run_id"])

@@ -176,3 +176,29 @@ def test_paths():
         "n_devices=20, target_loss=0.3"
     assert point_label({"a.seed": 1, "b.seed": 2}, "x") == "a.seed=1, b.seed=2"
     assert point_label({}, "default") == "default"
+
+
+def test_two_entries_that_run_the_same_once_the_scenarios_block_is_merged_are_refused(
+        tmp_path):
+    """``random-k`` with the scenario's own ``k`` and ``random-k`` with that ``k`` given
+    again are one policy: the second entry would vanish from the results under its label;
+    refused naming both entries, nothing runs."""
+    import yaml
+
+    import netsim
+    from netsim.scenario.loading import scenario_data
+
+    base = scenario_data("two-phones")
+    base["policies"] = {"random-k": {"k": 1}}
+    path = tmp_path / "base.yaml"
+    path.write_text(yaml.safe_dump(base))
+    tmp_path = tmp_path / "out"
+    spec = {"name": "dup", "base": str(path), "seeds": 1,
+            "policies": ["random-k", {"name": "random-k", "params": {"k": 1}}]}
+    with pytest.raises(netsim.ScenarioError, match=r"policies\[1\].*runs exactly as "
+                                                   r"policies\[0\]"):
+        netsim.sweep(spec, out=tmp_path)
+    assert not (tmp_path / "runs").exists()
+    spec["policies"][1]["params"] = {"k": 2}  # another k: two policies, two labels
+    labels = set(netsim.sweep(spec, out=tmp_path).runs["policy_label"])
+    assert labels == {"random-k", "random-k(k=2)"}

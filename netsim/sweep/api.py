@@ -111,8 +111,10 @@ def with_policy_objects(spec: Mapping[str, Any]) -> Mapping[str, Any]:
 def sweep(spec: str | Path | Mapping[str, Any] | SweepSpec | SweepPlan, out: str | Path,
           workers: int = 1, scheduler: str | None = None, progress: bool = False,
           retry_failed: bool = False, strict: bool = False) -> Results:
-    """Run a sweep (every point x policy x seed not yet stored under ``out``) and return the
-    folder's results, as ``netsim sweep FILE --out DIR`` does.
+    """Run a sweep (every point x policy x seed not yet stored under ``out``) and return its
+    results, as ``netsim sweep FILE --out DIR`` does: this sweep's runs (stored now or
+    before), not those of other sweeps stored in the same folder (``load_results(out)``
+    gives the whole folder).
 
     Parameters
     ----------
@@ -140,7 +142,14 @@ def sweep(spec: str | Path | Mapping[str, Any] | SweepSpec | SweepPlan, out: str
     plan = plan_of(spec, strict=strict)
     run_sweep(plan, out, workers=workers, scheduler=scheduler, progress=progress,
               retry_failed=retry_failed)
-    return load_results(out)
+    results = load_results(out)
+    mine = {t.run_id for t in plan.tasks}
+    if set(results.runs["run_id"]) <= mine:
+        return results
+    own = results.select(results.runs["run_id"].isin(mine))
+    axes = tuple(a for a in own.axes if a in own.runs and own.runs[a].notna().any())
+    runs = own.runs.drop(columns=[a for a in own.axes if a not in axes and a in own.runs])
+    return Results(runs, own.epochs, own.devices, axes)
 
 
 def compare(results: Results | str | Path, baseline: str | None = None) -> pd.DataFrame:

@@ -172,6 +172,7 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
             problems.extend(q for q in _point_problems(exc.problems, i, label)
                             if q not in problems)
             continue
+        resolved: dict[str, int] = {}  # (this point) the policy as it runs -> its entry
         for j, (entry, plabel) in enumerate(zip(entries, labels, strict=True)):
             try:
                 pol = resolve_policy(scenario, entry.name, entry.params)
@@ -179,6 +180,18 @@ def plan_and_problems(spec: SweepSpec, folder: Path) -> tuple[SweepPlan | None, 
                 problems.extend(q for q in entry_problems(exc, j, entry) if q not in problems)
                 continue
             pparams = policy_params(pol)
+            key = json.dumps([pol.name, pparams], sort_keys=True, default=str)
+            if key in resolved:
+                first = resolved[key]
+                same = Problem(f"policies[{j}]", (
+                    f"entry {plabel!r} runs exactly as policies[{first}] "
+                    f"({labels[first]!r}) once the scenario's policies block is merged "
+                    f"({pol.name} with {pparams or 'no parameters'}): its runs would be "
+                    "the same runs under another label; drop one or give it other parameters"))
+                if same not in problems:
+                    problems.append(same)
+                continue
+            resolved[key] = j
             for seed in spec.seed_list():
                 rid = run_id(scenario, pol.name, pparams, seed)
                 if rid in seen:
