@@ -117,19 +117,15 @@ class CoverageState:
         rows = np.fromiter((self._index[d] for d in samples_by_device), dtype=np.int64,
                            count=len(samples_by_device))
         used = np.fromiter(samples_by_device.values(), dtype=float, count=len(rows))
-        held = self._samples[rows].astype(float)
-        distinct, most = self.distinct, np.zeros(0, dtype=np.int32)
-        if self._used is not None:
-            before = self._used[rows].astype(float)
-            more = np.maximum(np.minimum(np.rint(used), held), before)
-            most = more.astype(np.int32)
-            added = more - before  # the distinct samples each participant adds
+        held, more, added = self._taken(rows, used)
+        distinct = self.distinct
+        most = np.zeros(0, dtype=np.int32) if more is None else more.astype(np.int32)
         if self._hist is None:
-            if self._used is not None:
+            if added is not None:
                 distinct = distinct + float(added.sum())
             return np.ones(1), distinct, rows, most
         h = self._hist[rows]
-        if self._used is not None:
+        if added is not None:
             distinct = distinct + np.divide(added, held, out=np.zeros_like(used),
                                             where=held > 0) @ h
         t = np.divide(used, held, out=np.zeros_like(used), where=held > 0) @ h
@@ -145,21 +141,17 @@ class CoverageState:
         :meth:`preview`, row by row."""
         rows = np.asarray(rows, dtype=np.int64)
         used = np.asarray(takes, dtype=float)
-        held = self._samples[rows].astype(float)
-        frac = np.divide(used, held, out=np.zeros_like(used), where=held > 0)
+        held, _, added = self._taken(rows, used)
         distinct = np.broadcast_to(self.distinct, (len(used), self.classes))
-        if self._used is not None:
-            before = self._used[rows].astype(float)
-            more = np.maximum(np.minimum(np.rint(used), held), before)
-            added = np.divide(more - before, held, out=np.zeros_like(used), where=held > 0)
         if self._hist is None:
-            if self._used is not None:
-                distinct = distinct + np.sum((more - before), axis=1, keepdims=True)
+            if added is not None:
+                distinct = distinct + np.sum(added, axis=1, keepdims=True)
             return np.ones((len(used), 1)), np.array(distinct)
         h = self._hist[rows]
-        if self._used is not None:
-            distinct = distinct + added @ h
-        t = frac @ h
+        if added is not None:
+            distinct = distinct + np.divide(added, held, out=np.zeros_like(used),
+                                            where=held > 0) @ h
+        t = np.divide(used, held, out=np.zeros_like(used), where=held > 0) @ h
         s = t.sum(axis=1, keepdims=True)
         mix = np.divide(t, s, out=np.zeros_like(t), where=s > 0)
         return mix, np.array(distinct)
@@ -173,6 +165,19 @@ class CoverageState:
         other.distinct = np.array(self.distinct, dtype=float, copy=True)
         other._used = None if self._used is None else self._used.copy()
         return other
+
+    def _taken(self, rows: np.ndarray, used: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """What training ``used`` samples of device rows ``rows`` (a vector, or a matrix
+        with one row per what-if epoch) does to the distinct data: the rows' held samples,
+        each row's most trained samples after it and the distinct samples it adds (both None
+        without a data floor). A device that uses part of its data trains a prefix of it."""
+        held = self._samples[rows].astype(float)
+        if self._used is None:
+            return held, None, None
+        before = self._used[rows].astype(float)
+        more = np.maximum(np.minimum(np.rint(used), held), before)
+        return held, more, more - before
 
     def add(self, gain: float, mix: np.ndarray) -> None:
         """Add an epoch's effective samples ``gain`` split by its class ``mix``."""

@@ -331,13 +331,34 @@ class LossPredictor:
         a, b = np.asarray(v_from), np.asarray(v_to)
         floor, half, expo = self._floor, self._half, self._exponent
         loss = floor[a] + (self._initial - floor[a]) * (1.0 + n / half[a]) ** -expo[a]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = (loss - floor[b]) / (self._initial - floor[b])
-            equiv = np.where(ratio <= 0.0, np.inf,
-                             half[b] * (np.minimum(ratio, 1.0) ** (-1.0 / expo[b]) - 1.0))
+        equiv = self.samples_of(b, loss)
         keep = np.exp(-self.prune_progress_loss * np.abs(self._fraction[b] - self._fraction[a]))
         out = np.where(a == b, n, np.minimum(equiv, n) * keep)
         return float(out) if out.ndim == 0 else out
+
+    def samples_of(self, variant, loss):
+        """Effective samples at which ``variant``'s mean curve reaches ``loss`` (vectorised
+        over both, the inverse of :meth:`mean_of`): 0 at or above the initial loss, inf at or
+        below the variant's floor."""
+        v = np.asarray(variant)
+        floor = self._floor[v]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (np.asarray(loss, dtype=float) - floor) / (self._initial - floor)
+            out = np.where(ratio <= 0.0, np.inf,
+                           self._half[v] * (np.minimum(ratio, 1.0) ** (-1.0 / self._exponent[v])
+                                            - 1.0))
+        return float(out) if out.ndim == 0 else out
+
+    def state_at(self, loss: float, variant: int | None) -> LossState:
+        """The state whose mean loss under ``variant`` is ``loss`` (netsim's inversion of a
+        loss; None: untrained). At or below the variant's floor: far along, 1,000
+        half-samples."""
+        if variant is None:
+            return LossState(0.0, None)
+        n = self.curves[variant].samples_for(float(loss))
+        if not math.isfinite(n):
+            n = 1.0e3 * self.curves[variant].samples_half
+        return LossState(float(n), variant)
 
     def switch(self, state: LossState, variant: int) -> LossState:
         """State right after moving to ``variant`` (progress carried as loss, see module)."""
@@ -503,6 +524,16 @@ class PlanningCoverage:
         return cls(predictor, ids_index, samples, label_counts,
                    loss.reference_samples if floor_on else None)
 
+    def _carried(self, variant: int) -> np.ndarray:
+        """The effective samples per class once the state moves to ``variant`` (the switch's
+        carry, class by class, :meth:`LossPredictor.carry`; the state's own if no switch)."""
+        state = self.state
+        if self.variant is None or self.variant == variant:
+            return state.m
+        a, b = np.full(state.classes, self.variant), np.full(state.classes, variant)
+        return np.asarray(self.predictor.carry(state.population_samples(), a, b),
+                          dtype=float) * state.share
+
     def _after(self, trained: Mapping[str, float], variant: int,
                local: LocalTraining | None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -510,12 +541,7 @@ class PlanningCoverage:
         ``trained`` (device id -> samples) with ``variant``, and the rows and samples the
         state records as each device's most trained (nothing changed)."""
         pred, state = self.predictor, self.state
-        m = state.m
-        if self.variant is not None and self.variant != variant:  # the switch's carry
-            a = np.full(state.classes, self.variant)
-            b = np.full(state.classes, variant)
-            m = np.asarray(pred.carry(state.population_samples(), a, b), dtype=float) \
-                * state.share
+        m = self._carried(variant)
         if not trained:
             return m, state.distinct, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         raw = float(sum(trained.values()))
@@ -539,11 +565,7 @@ class PlanningCoverage:
         distinct samples are those of one epoch: a repeat trains the same data). Vectorised:
         one :func:`netsim.training.coverage.coverage_loss` call over the K states."""
         state, pred = self.state, self.predictor
-        m = state.m
-        if self.variant is not None and self.variant != variant:  # the switch's carry
-            a, b = np.full(state.classes, self.variant), np.full(state.classes, variant)
-            m = np.asarray(pred.carry(state.population_samples(), a, b), dtype=float) \
-                * state.share
+        m = self._carried(variant)
         mix, distinct = state.preview_many(rows, takes)
         m_after = m[None, :] + (np.asarray(gains, float) * np.asarray(repeats, float))[:, None] \
             * mix
@@ -553,9 +575,7 @@ class PlanningCoverage:
         """The effective samples at which ``variant``'s mean curve passes through this
         state's mean loss under ``variant`` (its carry applied; 0 at or above the initial
         loss, and where the curve never gets that low)."""
-        base = float(self.repeat_means(np.zeros(0, dtype=np.int64), np.zeros((1, 0)),
-                                       np.zeros(1), np.zeros(1), variant)[0])
-        n0 = self.predictor.curves[variant].samples_for(base)
+        n0 = self.predictor.curves[variant].samples_for(self.mean_after({}, variant))
         return n0 if math.isfinite(n0) else 0.0
 
     def gain_weights(self, rows: np.ndarray, takes: np.ndarray, gains: np.ndarray,
@@ -575,16 +595,12 @@ class PlanningCoverage:
         ``start_samples``: :meth:`equivalent_samples` of ``variant`` where the caller has it
         (many calls from one state)."""
         gains = np.asarray(gains, dtype=float)
-        curve = self.predictor.curves[variant]
         n0 = self.equivalent_samples(variant) if start_samples is None else start_samples
         repeats = np.clip(np.ceil(max(target_samples - n0, 0.0) / np.maximum(gains, 1e-300)),
                           1.0, max(1, int(horizon)))
         means = self.repeat_means(rows, takes, gains, repeats, variant)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            ratio = (means - curve.floor) / (curve.initial_loss - curve.floor)
-            n_after = np.where(means >= curve.initial_loss, 0.0, np.where(  # samples_for
-                means <= curve.floor, np.inf,
-                curve.samples_half * (ratio ** (-1.0 / curve.exponent) - 1.0)))
+        n_after = np.asarray(self.predictor.samples_of(variant, means), dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
             weight = (n_after - n0) / (repeats * gains)
         weight = np.where(np.isfinite(n_after), weight, 1.0)
         return np.clip(np.nan_to_num(weight, nan=0.0), MIN_GAIN_WEIGHT, 1.0)

@@ -11,7 +11,7 @@ Under label skew a planner may track which data trained
 (:class:`~netsim.training.loss.PlanningCoverage`): the tracker then steps that per-class state
 with the devices that trained, and its scalar state is the per-class state's equivalent: the
 effective samples at which the variant's mean curve passes through the per-class state's mean
-loss (netsim's; so a planner over the scalar state, PACT's graph, starts where the classes
+loss (:meth:`~netsim.training.loss.LossPredictor.state_at`; netsim's; so a planner over the scalar state, PACT's graph, starts where the classes
 say training stands).
 """
 
@@ -34,28 +34,25 @@ class RunTracker:
         self.state = LossState()
         self.residuals: list[float] = []
         self.scales: list[float] = []
-        self._pending: tuple[int, float, int] | None = None
-        self._trained: Mapping[str, float] | None = None
+        self._pending: tuple[int, float, int, Mapping[str, float] | None] | None = None
 
     def executed(self, variant: int, samples: float, participants: int,
                  trained: Mapping[str, float] | None = None) -> None:
         """Record the epoch about to run (``samples`` in total over ``participants``;
         ``trained``: device id -> samples, what the per-class state steps with)."""
-        self._pending = (variant, float(samples), int(participants))
-        self._trained = trained
+        self._pending = (variant, float(samples), int(participants), trained)
 
     def observe(self, loss: float) -> None:
         """Step the state with the epoch recorded by :meth:`executed` and record the observed
         ``loss``'s log-residual and the run spread at the new state; no-op without one."""
         if self._pending is None:
             return
-        v, samples, parts = self._pending
+        v, samples, parts, trained = self._pending
         self._pending = None
-        pred = self.predictor
-        coverage, trained = self.coverage, self._trained
+        pred, coverage = self.predictor, self.coverage
         if coverage is not None and trained is not None:
             coverage.commit(trained, v)
-            self.state = equivalent_state(pred, coverage.mean(v), v)
+            self.state = pred.state_at(coverage.mean(v), v)
         else:
             self.state = pred.step(self.state, samples, v, participants=parts)
         self.residuals.append(math.log(loss / pred.mean(self.state)))
@@ -74,12 +71,3 @@ class RunTracker:
         prec = 1.0 + sum(x * x for x in s) / s_e ** 2
         return sum(a * b for a, b in zip(r, s, strict=True)) / s_e ** 2 / prec, 1.0 / prec
 
-
-def equivalent_state(predictor: LossPredictor, mean_loss: float, variant: int) -> LossState:
-    """The scalar state whose mean loss under ``variant`` is ``mean_loss`` (at or below the
-    variant's floor: far along, 1,000 half-samples, as PACT's inversion of an observed loss
-    treats it)."""
-    n = predictor.curves[variant].samples_for(float(mean_loss))
-    if not math.isfinite(n):
-        n = 1.0e3 * predictor.curves[variant].samples_half
-    return LossState(float(n), variant)

@@ -132,8 +132,7 @@ def weighted_clusters(pred: LossPredictor, coverage: PlanningCoverage,
             continue
         rows = c.members
         gain = np.array([float(pred.gain(c.samples.sum(), len(rows)))])
-        target = pred.curves[c.variant].samples_for(target_mean)
-        target = target if np.isfinite(target) else 1.0e3 * pred.curves[c.variant].samples_half
+        target = pred.state_at(target_mean, c.variant).n_eff
         w = coverage.gain_weights(rows, c.samples[rows][None, :].astype(float), gain,
                                   c.variant, target, horizon)
         out.append(replace(c, gain_weight=float(w[0])))

@@ -142,41 +142,35 @@ class RflHa(FleetPolicy):
 
     def __init__(self, params: RflHaParams) -> None:
         super().__init__(params)
-        self._edge: np.ndarray | None = None
-        self._round: np.ndarray | None = None
-        self.associations = 0
+        self._association = Association()
+
+    @property
+    def associations(self) -> int:
         """How many times the association was solved (this run; 0 without
         ``reassociate_every``)."""
+        return self._association.solved
 
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         super().reset(scenario, rng)
-        self._edge = self._round = None
-        self.associations = 0
+        self._association = Association()
 
-    def _association(self, obs: Observation) -> tuple[np.ndarray, np.ndarray | None]:
+    def _edges(self, obs: Observation) -> tuple[np.ndarray, np.ndarray | None]:
         """Each device row's edge and estimated round time (s): the default edges (round
         times None: :func:`default_round_s`) without ``reassociate_every``, else netsim's
-        heuristic, re-solved every ``reassociate_every`` cloud rounds (a device still
-        training stays with the edge it trains for), as async-hfl's."""
+        heuristic re-solved every ``reassociate_every`` cloud rounds (:class:`Association`,
+        as async-hfl's)."""
         tiers, every = obs.tiers, self.params.reassociate_every
         assert tiers is not None
         if every is None:
             return tiers.default_edge, None
-        if self._edge is None or (obs.epoch > 0 and obs.epoch % every == 0):
-            previous = self._edge
-            edge, _, self._round = associate_with_rounds(obs, measured=previous is not None)
-            self.associations += 1
-            if previous is not None and obs.busy is not None:
-                edge = np.where(obs.busy, previous, edge)
-            self._edge = edge
-        assert self._round is not None
-        return self._edge, self._round
+        edge, _, rounds = self._association.current(obs, every)
+        return edge, rounds
 
     def decide(self, obs: Observation) -> Decision:
         p, tiers = self.params, obs.tiers
         if tiers is None:
             return Decision(stop=True, reason="rfl-ha needs edge aggregators")
-        edge, rounds = self._association(obs)
+        edge, rounds = self._edges(obs)
         idx = self._fits(obs)
         idx = idx[edge[idx] >= 0]
         idx = idx[_idle_edges(obs, idx, edge[idx])]
@@ -220,18 +214,18 @@ class AsyncHfl(FleetPolicy):
 
     def __init__(self, params: AsyncHflParams) -> None:
         super().__init__(params)
-        self._edge: np.ndarray | None = None
-        self._score: np.ndarray | None = None
-        self._round: np.ndarray | None = None
-        self.associations = 0
-        """How many times the association was solved (this run)."""
+        self._association = Association()
         self._coverage: PlanningCoverage | None = None
         self._coverage_built = False
 
+    @property
+    def associations(self) -> int:
+        """How many times the association was solved (this run)."""
+        return self._association.solved
+
     def reset(self, scenario: Scenario, rng: np.random.Generator) -> None:
         super().reset(scenario, rng)
-        self._edge = self._score = self._round = None
-        self.associations = 0
+        self._association = Association()
         self._coverage = None
         self._coverage_built = False
 
@@ -260,18 +254,7 @@ class AsyncHfl(FleetPolicy):
         p, tiers = self.params, obs.tiers
         if tiers is None:
             return Decision(stop=True, reason="async-hfl needs edge aggregators")
-        every = p.reassociate_every
-        if self._edge is None or (every is not None and obs.epoch > 0
-                                  and obs.epoch % every == 0):
-            previous = self._edge
-            self._edge, self._score, self._round = associate_with_rounds(
-                obs, measured=previous is not None)
-            self.associations += 1
-            if previous is not None and obs.busy is not None:
-                # a device still training stays with the edge it trains for
-                self._edge = np.where(obs.busy, previous, self._edge)
-        edge, score, rounds = self._edge, self._score, self._round
-        assert score is not None and rounds is not None
+        edge, score, rounds = self._association.current(obs, p.reassociate_every)
         idx = self._fits(obs)
         idx = idx[edge[idx] >= 0]
         idx = idx[_idle_edges(obs, idx, edge[idx])]
@@ -306,6 +289,36 @@ class AsyncHfl(FleetPolicy):
                         edge_buffer_updates=min(p.edge_buffer_updates, p.participants_per_edge),
                         buffer_updates=_cloud_k(obs, len(chosen), p.buffer_updates),
                         max_staleness=p.max_staleness)
+
+
+class Association:
+    """netsim's association of devices with edges (:func:`associate_with_rounds`) as a run
+    keeps it: solved at the first decision and re-solved before every ``every``-th cloud
+    round (None: once), from the devices' measured training speeds after the first; a device
+    still training stays with the edge it trains for (async-hfl's and rfl-ha's)."""
+
+    def __init__(self) -> None:
+        self.edge: np.ndarray | None = None
+        self.score: np.ndarray | None = None
+        self.round_s: np.ndarray | None = None
+        self.solved = 0
+        """How many times it was solved."""
+
+    def current(self, obs: Observation, every: int | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per device row its edge, selection score and estimated round time (s) for this
+        decision, re-solved where ``every`` says so."""
+        if self.edge is None or (every is not None and obs.epoch > 0
+                                 and obs.epoch % every == 0):
+            previous = self.edge
+            edge, self.score, self.round_s = associate_with_rounds(
+                obs, measured=previous is not None)
+            self.solved += 1
+            if previous is not None and obs.busy is not None:
+                edge = np.where(obs.busy, previous, edge)
+            self.edge = edge
+        assert self.score is not None and self.round_s is not None
+        return self.edge, self.score, self.round_s
 
 
 def _within_cap(obs: Observation, order: np.ndarray, edge: np.ndarray, k: int,

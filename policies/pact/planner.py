@@ -256,27 +256,28 @@ def _extended(problem: PlanningProblem, plan: Plan) -> Plan:
     epochs = list(plan.epochs)
     cov, ids = problem.coverage, problem.table.ids
     assert cov is not None
-    state = cov.copy()
+    state, losses = cov.copy(), []
     for e in epochs:
         state.commit({ids[i]: float(n) for i, n in e.participants.items()}, e.variant)
+        losses.append(state.mean(e.variant))
     last = epochs[-1]
     fits = np.flatnonzero(problem.fits(last.variant) & (problem.table.samples > 0))
     every = PlannedEpoch(last.variant, {int(i): int(problem.table.samples[i]) for i in fits},
                          0.0, 0.0)
-    while (now := state.mean(last.variant)) > problem.target_loss * (1 + 1e-9):
+    options = [(e, {ids[i]: float(n) for i, n in e.participants.items()})
+               for e in (last, every)]
+    while losses[-1] > problem.target_loss * (1 + 1e-9):
         if len(epochs) >= problem.epochs_left:
             return plan
-        options = [(e, {ids[i]: float(n) for i, n in e.participants.items()})
-                   for e in (last, every)]
-        drops = [now - state.mean_after(t, last.variant) for _, t in options]
+        drops = [losses[-1] - state.mean_after(t, last.variant) for _, t in options]
         step, trained = options[0] if drops[0] >= 0.5 * drops[1] else options[1]
         state.commit(trained, last.variant)
+        losses.append(state.mean(last.variant))
         epochs.append(step)
-    epochs = _costed(problem, epochs)
+    epochs = _costed(problem, epochs)  # (the costs only: the losses stand)
     time_s = float(sum(e.time_s for e in epochs))
     if time_s > problem.time_left_s:
         return plan
-    losses = replay_losses(problem, epochs)
     return Plan(tuple(epochs), float(sum(e.energy_j for e in epochs)), time_s, losses[-1], True,
                 "", plan.mode, info={**plan.info, "extended_epochs":
                                      len(epochs) - len(plan.epochs)},

@@ -12,7 +12,6 @@ variant's target samples" (:meth:`PlanningProblem.target_samples`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,12 +87,7 @@ def effective_target(training: TrainingSpec, predictor: LossPredictor) -> float:
 def state_from_loss(predictor: LossPredictor, loss: float, variant: int | None) -> LossState:
     """The predictor's state matching an observed loss under ``variant`` (netsim's inversion:
     the effective samples at which the variant's mean curve passes through the observation)."""
-    if variant is None:
-        return LossState(0.0, None)
-    n = predictor.curves[variant].samples_for(loss)
-    if not math.isfinite(n):  # observed below the predicted floor: treat as far along
-        n = 1.0e3 * predictor.curves[variant].samples_half
-    return LossState(float(n), variant)
+    return predictor.state_at(loss, variant)  # (below the floor: far along)
 
 
 def replay_states(problem: PlanningProblem, epochs) -> list[LossState]:
