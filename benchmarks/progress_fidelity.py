@@ -15,6 +15,8 @@ each ratio within 20 %. The last line: ``settings where the surrogate ranks as r
     python benchmarks/progress_fidelity.py --quick      # IID and Dirichlet 0.1, 4 policies
     python benchmarks/progress_fidelity.py --settings cnn-iid,cnn-dirichlet-0.1
                                                         # LeNet-5 on the torch backend
+    python benchmarks/progress_fidelity.py --settings cnn-mnist-iid,cnn-mnist-dirichlet-0.1
+                                                        # McMahan's CNN on the torch backend
     python benchmarks/progress_fidelity.py --skew-by-size   # fedavg-all's skew cost by the
                                                         # samples a device holds (6 seeds)
 
@@ -56,14 +58,20 @@ TORCH_FIT = Path(__file__).resolve().parents[1] / "netsim" / "data" / "calibrati
     "small_cnn_torch.yaml"
 
 
-def torch_cnn_model() -> dict | str:
-    """small-cnn with its torch-fitted loss block where the fit is stored, else the name."""
-    if not TORCH_FIT.is_file():
-        return "small-cnn"
+#: cnn-mnist's recorded curve with the terms measured on the torch backend (netsim calibrate
+#: --coverage --base-curve --model cnn-mnist); the cnn-mnist settings' surrogate uses them
+TORCH_MNIST_FIT = TORCH_FIT.with_name("cnn_mnist_torch.yaml")
+
+
+def torch_cnn_model(name: str = "small-cnn") -> dict | str:
+    """``name`` with its torch-fitted loss block where the fit is stored, else the name."""
+    path = TORCH_FIT if name == "small-cnn" else TORCH_MNIST_FIT
+    if not path.is_file():
+        return name
     from netsim.training.models import builtin_models
 
-    spec = builtin_models()["small-cnn"].model_dump(mode="json")
-    spec["loss"] = yaml.safe_load(TORCH_FIT.read_text())["small-cnn"]
+    spec = builtin_models()[name].model_dump(mode="json")
+    spec["loss"] = yaml.safe_load(path.read_text())[name]
     return spec
 
 
@@ -73,6 +81,11 @@ TORCH_CNN = {"_real_backend": "torch", "model": "small-cnn",
              "generate": {"samples_mean": 100},
              "training": {"target_loss": 0.5, "max_epochs": 80}}
 TORCH_POLICIES = ["random-k", "fastest-k", "fedavg-all"]
+#: McMahan's MNIST CNN (cnn-mnist) on the torch backend, the same fleet and digits: its curve
+#: is the recorded Flower-baseline runs', scaled by the terms measured on these digits
+#: (netsim calibrate --coverage --base-curve --model cnn-mnist)
+TORCH_MNIST_CNN = {**TORCH_CNN, "model": "cnn-mnist",
+                   "training": {"target_loss": 0.3, "max_epochs": 60}}
 #: name -> (training fields, scenario fields, policies or None for POLICIES)
 SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "iid": ({}, {}, None), "dirichlet-0.1": (DIRICHLET, {}, None), "shards-2": (SHARDS, {}, None),
@@ -81,7 +94,9 @@ SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "edges-iid": ({}, EDGES, EDGE_POLICIES),
     "edges-dirichlet-0.1": (DIRICHLET, EDGES, EDGE_POLICIES),
     "cnn-iid": ({}, TORCH_CNN, TORCH_POLICIES),
-    "cnn-dirichlet-0.1": (DIRICHLET, TORCH_CNN, TORCH_POLICIES)}
+    "cnn-dirichlet-0.1": (DIRICHLET, TORCH_CNN, TORCH_POLICIES),
+    "cnn-mnist-iid": ({}, TORCH_MNIST_CNN, TORCH_POLICIES),
+    "cnn-mnist-dirichlet-0.1": (DIRICHLET, TORCH_MNIST_CNN, TORCH_POLICIES)}
 #: The settings a plain run covers (the CNN's, on the torch backend, take minutes: --settings)
 DEFAULT_SETTINGS = [n for n in SETTINGS if not n.startswith("cnn-")]
 TOLERANCE = 0.20
@@ -104,8 +119,8 @@ def scenario(skew: dict, backend: str, extra: dict | None = None) -> dict:
                          "cloud-only": {"k": 8}}}
     extra = copy.deepcopy(extra or {})
     real_backend = extra.pop("_real_backend", "real")
-    if extra.get("model") == "small-cnn":
-        extra["model"] = torch_cnn_model()
+    if extra.get("model") in ("small-cnn", "cnn-mnist"):
+        extra["model"] = torch_cnn_model(extra["model"])
     if backend == "real":
         data["training"]["backend"] = real_backend
     for key, value in extra.items():

@@ -288,6 +288,10 @@ class LossParams(_Strict):
     coverage_source: str = ""
     """Where the coverage constants (reference_samples, data_floor, data_exponent,
     class_interference) come from: fitted, borrowed, or defaults."""
+    scale_source: str = ""
+    """Where participant_exponent and heterogeneity come from when the base curve is a
+    recorded one's and they were measured on a real backend (``netsim calibrate --coverage
+    --base-curve``): the runs, and how samples_half was rescaled to keep the recorded curve."""
     accuracy: AccuracyMap | None = None
     """The model's test accuracy as a function of its loss (fitted to recorded pairs); None:
     no accuracy is reported."""

@@ -221,12 +221,61 @@ def with_floor(model: ModelSpec, fit: FloorFit) -> ModelSpec:
 #: trains all its data every epoch, the whole training split shared out evenly
 BASE_POINTS = (("base", 10, None), ("nodes-5", 5, None), ("nodes-20", 20, None),
                ("alpha-1", 10, 1.0), ("alpha-0.1", 10, 0.1))
+#: Run beside the base grid and never fitted: the held-back check of the participant
+#: exponent, extrapolated from 5-20 nodes to 40
+HELD_BACK_POINTS = (("nodes-40", 40, None),)
+
+
+@dataclass(frozen=True)
+class RecordedBase:
+    """A model whose base curve was fitted to recorded federated runs (netsim/data/curves/):
+    the setting those runs trained in, where the terms measured on a real backend are
+    anchored (:func:`anchored_terms`)."""
+
+    participants: int
+    """Clients that trained every round of the recorded runs."""
+    shards_per_device: int | None
+    """Their label skew: McMahan's shards a client held (None: IID)."""
+    training_samples: int
+    """The recorded runs' training split (samples): the data floor's reference size."""
+
+
+#: cnn-mnist's curve is McMahan's CNN in the Flower baseline: 100 clients every round, 2
+#: shards each, MNIST's 60,000 training images (netsim/data/curves/SOURCE.md)
+RECORDED_BASES = {"cnn-mnist": RecordedBase(participants=100, shards_per_device=2,
+                                            training_samples=60_000)}
+
+
+def anchored_terms(loss: LossParams, recorded: RecordedBase, participant_exponent: float,
+                   heterogeneity: float, floor: FloorFit) -> dict:
+    """The terms a real backend measured, moved onto a recorded base curve (netsim's
+    formalization): ``heterogeneity`` as measured; the participant exponent as measured less
+    the recorded ``local_step_exponent`` (the base grid shares a fixed training split, so a
+    participant's minibatch steps fall as ``1 / participants`` and the measured exponent holds
+    both; the simulator charges the steps by their own term); ``samples_half`` rescaled so that
+    the recorded setting (its participants, its skew at the equivalent concentration of
+    :func:`netsim.training.loss.skew_alpha`) keeps exactly the recorded curve: ``samples_half
+    x efficiency x participants ** -participant_exponent``; the data floor's learning curve
+    ``c U ** -g`` (fitted on the backend's data set) referred to the recorded runs' training
+    split, ``data_floor = c N ** -g``."""
+    alpha = None if recorded.shards_per_device is None else \
+        recorded.shards_per_device / loss.classes
+    efficiency = 1.0 if alpha is None else 1.0 / (1.0 + heterogeneity / alpha)
+    participant_exponent = max(0.0, participant_exponent - loss.local_step_exponent)
+    scale = efficiency * recorded.participants ** -participant_exponent
+    c = floor.data_floor * floor.reference_samples ** floor.data_exponent
+    n = float(recorded.training_samples)
+    return {"participant_exponent": participant_exponent, "heterogeneity": heterogeneity,
+            "samples_half": loss.samples_half * scale, "reference_samples": n,
+            "data_floor": c * n ** -floor.data_exponent, "data_exponent": floor.data_exponent}
 
 
 def base_curve_runs(name: str, seeds: Sequence[int], epochs: int,
-                    backend: str = "torch") -> pd.DataFrame:
-    """The base-curve grid (:data:`BASE_POINTS`) on the real backend: the curves table of
-    :func:`netsim.training.calibrate.run_point`, one row per epoch."""
+                    backend: str = "torch",
+                    points: Sequence[tuple] = BASE_POINTS + HELD_BACK_POINTS) -> pd.DataFrame:
+    """The base-curve grid (:data:`BASE_POINTS`, and :data:`HELD_BACK_POINTS` to check it) on
+    the real backend: the curves table of :func:`netsim.training.calibrate.run_point`, one row
+    per epoch."""
     from netsim.training import calibrate as cal
 
     def factory(model, ids, samples, training, rng):
@@ -234,7 +283,7 @@ def base_curve_runs(name: str, seeds: Sequence[int], epochs: int,
                                {"backend": backend, **training}, rng)
 
     rows: list[dict] = []
-    for config, nodes, alpha in BASE_POINTS:
+    for config, nodes, alpha in points:
         point = cal.GridPoint(config, n_nodes=nodes, dirichlet_alpha=alpha)
         for seed in seeds:
             rows += cal.run_point(point, seed, epochs, model_name=name, factory=factory)
