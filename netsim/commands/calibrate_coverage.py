@@ -67,7 +67,8 @@ def main(args: argparse.Namespace) -> int:
     base_fit = None
     recorded = cc.RECORDED_BASES.get(name)
     if getattr(args, "base_curve", False):
-        base_fit, base_epochs = _fit_base(name, seeds, args.base_epochs or epochs, backend)
+        base_epochs = args.base_epochs or epochs
+        base_fit = _fit_base(name, seeds, base_epochs, backend)
         # the floor and the interference are fitted against the backend's own curve
         model = cc.with_base_curve(model, base_fit)
     floors = cc.floor_runs(name, cc.QUICK_FLOOR_SIZES if quick else cc.FLOOR_SIZES, seeds,
@@ -152,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _fit_base(name: str, seeds: range, epochs: int, backend: str):
     """Run the base grid and its held-back points, fit on the grid's, print the fit and
-    every configuration's R² (the held-back ones predicted): (the fit, epochs)."""
+    every configuration's R² (the held-back ones predicted)."""
     from netsim.training import calibrate as cal
     from netsim.training import calibrate_coverage as cc
 
@@ -171,4 +172,4 @@ def _fit_base(name: str, seeds: range, epochs: int, backend: str):
                             fit.heterogeneity, fit.participant_exponent, len(seeds) - held)
     report["held_back"] = report["config"].isin(held_back)
     print(report.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    return fit, epochs
+    return fit

@@ -29,7 +29,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import pandas as pd
 
-from netsim.training.loss import CurveParams, LossPredictor, LossState
+from netsim.training.loss import CurveParams, LossPredictor, LossState, skew_efficiency
 from netsim.training.real import RealBackend, RealTrainingConfig
 
 T = TypeVar("T")
@@ -275,7 +275,7 @@ def surrogate_mean(
     """
     alpha = schedule["dirichlet_alpha"].iloc[0]
     iid = alpha is None or math.isnan(float(alpha))
-    eff = 1.0 if iid else 1.0 / (1.0 + heterogeneity / float(alpha))
+    eff = skew_efficiency(heterogeneity, None if iid else float(alpha))
     fractions = sorted(curves, reverse=True)
     model = LossPredictor.from_curves(
         [CurveParams(initial_loss, *curves[f]) for f in fractions], fractions, eff,

@@ -31,7 +31,7 @@ import pandas as pd
 
 from netsim.scenario.schema import LossParams, ModelSpec, TrainingSpec
 from netsim.training.coverage import CoverageState, coverage_loss
-from netsim.training.loss import LossPredictor
+from netsim.training.loss import LossPredictor, shards_alpha, skew_efficiency
 
 #: backend factory: (model name, device ids, samples, training dict, rng) -> a real backend
 BackendFactory = Callable[[str, list[str], list[int], dict, np.random.Generator], object]
@@ -259,8 +259,8 @@ def anchored_terms(loss: LossParams, recorded: RecordedBase, participant_exponen
     ``c U ** -g`` (fitted on the backend's data set) referred to the recorded runs' training
     split, ``data_floor = c N ** -g``."""
     alpha = None if recorded.shards_per_device is None else \
-        recorded.shards_per_device / loss.classes
-    efficiency = 1.0 if alpha is None else 1.0 / (1.0 + heterogeneity / alpha)
+        shards_alpha(recorded.shards_per_device, loss.classes)
+    efficiency = skew_efficiency(heterogeneity, alpha)
     participant_exponent = max(0.0, participant_exponent - loss.local_step_exponent)
     scale = efficiency * recorded.participants ** -participant_exponent
     c = floor.data_floor * floor.reference_samples ** floor.data_exponent

@@ -115,7 +115,7 @@ def skew_alpha(training: TrainingSpec, classes: int = 10) -> float | None:
     class fractions f (ours; 0.8 / 0.2 of 10 classes: 1.47 classes, 0.147), None for IID
     data."""
     if training.shards_per_device is not None:
-        return training.shards_per_device / classes
+        return shards_alpha(training.shards_per_device, classes)
     bias = getattr(training, "label_bias", None)
     if bias is not None and classes > 1:
         p, s, _ = bias_terms(bias)
@@ -125,11 +125,22 @@ def skew_alpha(training: TrainingSpec, classes: int = 10) -> float | None:
     return training.dirichlet_alpha
 
 
+def shards_alpha(shards_per_device: int, classes: int) -> float:
+    """McMahan's shards as a Dirichlet concentration, ``shards_per_device / classes``
+    (netsim's equivalence, :func:`skew_alpha`)."""
+    return shards_per_device / classes
+
+
+def skew_efficiency(heterogeneity: float, alpha: float | None) -> float:
+    """Effective samples per sample trained on under label skew of concentration ``alpha``:
+    ``1 / (1 + heterogeneity / alpha)`` (None, IID data: 1)."""
+    return 1.0 if alpha is None else 1.0 / (1.0 + heterogeneity / alpha)
+
+
 def data_efficiency(model: ModelSpec, training: TrainingSpec) -> float:
     """Effective samples per sample trained on, from data heterogeneity (1 for IID)."""
     alpha = skew_alpha(training, model.loss.classes if model.loss is not None else 10)
-    het = model.loss.heterogeneity if model.loss is not None else 0.0
-    return 1.0 if alpha is None else 1.0 / (1.0 + het / alpha)
+    return skew_efficiency(model.loss.heterogeneity if model.loss is not None else 0.0, alpha)
 
 
 def edge_round_weight(model: ModelSpec, training: TrainingSpec) -> float:
