@@ -83,9 +83,13 @@ TORCH_CNN = {"_real_backend": "torch", "model": "small-cnn",
 TORCH_POLICIES = ["random-k", "fastest-k", "fedavg-all"]
 #: McMahan's MNIST CNN (cnn-mnist) on the torch backend, the same fleet and digits: its curve
 #: is the recorded Flower-baseline runs', scaled by the terms measured on these digits
-#: (netsim calibrate --coverage --base-curve --model cnn-mnist)
+#: (netsim calibrate --coverage --base-curve --model cnn-mnist). That curve counts local steps
+#: (its local_step_exponent), so the surrogate is told the recipe the torch backend trains
+#: (training.real's defaults: minibatches of 16, 2 local epochs); the real backend reads only
+#: training.real. small-cnn's curve was fitted on this recipe and needs nothing.
 TORCH_MNIST_CNN = {**TORCH_CNN, "model": "cnn-mnist",
-                   "training": {"target_loss": 0.3, "max_epochs": 60}}
+                   "training": {"target_loss": 0.3, "max_epochs": 60, "batch_size": 16,
+                                "local_epochs": 2}}
 #: name -> (training fields, scenario fields, policies or None for POLICIES)
 SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "iid": ({}, {}, None), "dirichlet-0.1": (DIRICHLET, {}, None), "shards-2": (SHARDS, {}, None),

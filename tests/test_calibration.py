@@ -226,3 +226,19 @@ def test_cli_never_writes_into_the_package_unless_named(tmp_path) -> None:
     assert (data / "loss_params.yaml").read_bytes() == before
     default = cmd.params_path(_args(out=None))
     assert default == os.path.abspath(os.path.join("netsim-calibration", "loss_params.yaml"))
+
+
+def test_writing_an_entry_keeps_the_others_and_the_blank_line_between_them(tmp_path):
+    """Replacing one model's block leaves the file's other blocks, and the blank line that
+    separates them, as they were (netsim.commands.calibration_io.write_entry)."""
+    from netsim.commands.calibration_io import write_entry
+
+    path = tmp_path / "params.yaml"
+    path.write_text("# header\na:\n  x: 1.0\n\nb:\n  y: 2.0\n\nc:\n  z: 3.0\n")
+    write_entry(str(path), "b", {"y": 5.0, "w": 6.0})
+    assert path.read_text() == "# header\na:\n  x: 1.0\n\nb:\n  y: 5.0\n  w: 6.0\n\nc:\n  z: 3.0\n"
+    write_entry(str(path), "c", {"z": 4.0})
+    assert path.read_text().endswith("\n\nc:\n  z: 4.0\n")
+    write_entry(str(path), "d", {"v": 1.0})
+    assert yaml.safe_load(path.read_text()) == {
+        "a": {"x": 1.0}, "b": {"y": 5.0, "w": 6.0}, "c": {"z": 4.0}, "d": {"v": 1.0}}

@@ -84,9 +84,12 @@ def test_terms_anchored_on_a_recorded_curve_keep_it_in_the_recorded_setting():
     participant exponent and heterogeneity, anchored, leave that setting's curve exactly as
     it was, make fewer participants and IID data faster, and refer the data floor's learning
     curve to the recorded 60,000 samples (the same rise c (U^-g - N^-g) at every U)."""
+    from netsim.training import recorded as rec
+
     recorded = cc.RECORDED_BASES["cnn-mnist"]
-    old = builtin_models()["cnn-mnist"].loss
-    assert old.participant_exponent == 0.0 and old.heterogeneity == 0.0
+    fresh = rec.fit_recorded(rec.load("mnist")).entry()  # the recorded fit, before anchoring
+    old = builtin_models()["cnn-mnist"].loss.model_copy(update={
+        "samples_half": fresh.samples_half, "participant_exponent": 0.0, "heterogeneity": 0.0})
     floor = cc.FloorFit(data_floor=0.1, data_exponent=0.5, reference_samples=4000,
                         rms_log_error=0.0, table=pd.DataFrame())
     terms = cc.anchored_terms(old, recorded, 0.8, 0.05, floor)
@@ -134,15 +137,20 @@ def test_the_base_fit_reports_a_held_back_setting():
 
 
 def test_the_stored_cnn_mnist_fit_keeps_the_recorded_curve_in_the_recorded_setting():
-    """netsim/data/calibration/cnn_mnist_torch.yaml: the measured terms anchored on the package
-    entry (the recorded fit), so 100 clients on 2 shards each follow the recorded curve."""
+    """netsim/data/calibration/cnn_mnist_torch.yaml: the measured terms anchored on the
+    recorded fit, so 100 clients on 2 shards each follow the recorded curve; it is the package
+    entry (netsim/data/loss_params.yaml) field for field."""
     from pathlib import Path
 
     from netsim.scenario.schema import LossParams
+    from netsim.training import recorded as rec
 
     path = Path(cc.__file__).resolve().parents[1] / "data" / "calibration" / "cnn_mnist_torch.yaml"
     stored = LossParams.model_validate(yaml.safe_load(path.read_text())["cnn-mnist"])
-    recorded = builtin_models()["cnn-mnist"].loss
+    assert stored == builtin_models()["cnn-mnist"].loss
+    fresh = rec.fit_recorded(rec.load("mnist")).entry()
+    recorded = stored.model_copy(update={"samples_half": fresh.samples_half,
+                                         "participant_exponent": 0.0, "heterogeneity": 0.0})
     assert stored.participant_exponent > 0 and stored.heterogeneity > 0
     assert stored.reference_samples == 60_000 and stored.class_interference > 0
     np.testing.assert_allclose(_mean(stored, 100, 0.2), _mean(recorded, 100, 0.2), rtol=2e-3)

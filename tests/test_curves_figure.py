@@ -100,10 +100,15 @@ def test_the_registered_prediction_is_the_shipped_entry():
     path = os.path.join(os.path.dirname(rec.__file__), "..", "data", "loss_params.yaml")
     with open(path, encoding="utf-8") as fh:
         shipped = yaml.safe_load(fh)
+    # terms a real backend measured and anchored on the recorded setting rescale samples_half
+    # so that setting keeps this curve (tests/test_recorded.py checks the scale)
+    anchored = {"samples_half", "heterogeneity", "participant_exponent"}
     for name in TABLES:
         fit = curves.fitted(name)
-        fitted = {k: v for k, v in fit.loss_params("").items() if k != "source"}
-        assert {k: shipped[fit.data.model][k] for k in fitted} == fitted
+        entry = shipped[fit.data.model]
+        fitted = {k: v for k, v in fit.loss_params("").items() if k != "source"
+                  and not (entry.get("scale_source") and k in anchored)}
+        assert {k: entry[k] for k in fitted} == fitted
 
 
 def test_real_runs_mean_band_and_diverged_runs(drawn):

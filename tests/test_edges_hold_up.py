@@ -92,9 +92,10 @@ def test_an_asynchronous_hierarchical_policy_in_a_changing_world_is_accepted(tmp
 def test_stopping_at_max_epochs_is_said():
     r = netsim.simulate("nycmesh", policy="fedasync", params={"concurrency": 60}, seed=0)
     run = r.runs.iloc[0]
-    # nycmesh leaves K = 1 baselines room (6,253 epochs to target at concurrency 60; the
-    # cap was 2,000, where it stopped at loss 0.76 without a word)
-    assert run["status"] == "ok" and 2000 < run["epochs"] < 20_000
+    # nycmesh leaves K = 1 baselines room (565 epochs to target at concurrency 60 with
+    # cnn-mnist's measured participation and skew terms, 6,253 before them; the cap was 2,000,
+    # where it stopped at loss 0.76 without a word)
+    assert run["status"] == "ok" and run["epochs"] < 20_000
     data = yaml.safe_load(builtin_scenarios()["default"].read_text(encoding="utf-8"))
     data["training"]["max_epochs"] = 2
     capped = netsim.simulate(data, policy="random-k", params={"k": 1}).runs.iloc[0]

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from netsim.scenario.schema import AccuracyMap, LossParams
+from netsim.training import calibrate_coverage as cc
 from netsim.training import recorded as rec
-from netsim.training.loss import LossPredictor
+from netsim.training.loss import LossPredictor, shards_alpha, skew_efficiency
 from netsim.training.models import builtin_models
 
 
@@ -178,11 +179,23 @@ def test_the_package_entry_is_the_fit(name, mnist, cifar):
     assert entry is not None and entry.source.startswith(
         f"fitted by `netsim calibrate --recorded {name}` to netsim/data/curves/")
     fresh = fit.entry()
-    for key in ("initial_loss", "floor_full", "samples_half", "exponent", "local_step_exponent",
+    for key in ("initial_loss", "floor_full", "exponent", "local_step_exponent",
                 "local_epoch_exponent", "noise_run_sigma", "noise_epoch_sigma",
                 "noise_level_exponent", "accuracy"):
         assert getattr(entry, key) == getattr(fresh, key), key
-    assert entry.heterogeneity == 0.0 and entry.participant_exponent == 0.0
+    base = cc.RECORDED_BASES.get(fit.data.model)
+    if base is None:  # nothing measured scales this curve: the fit as it came
+        assert entry.samples_half == fresh.samples_half and not entry.scale_source
+        assert entry.heterogeneity == 0.0 and entry.participant_exponent == 0.0
+        return
+    # the terms a real backend measured, anchored on the recorded setting: the recorded fit's
+    # samples_half times the recorded setting's efficiency and participation factor
+    assert entry.scale_source.startswith("participant_exponent and heterogeneity measured by")
+    assert entry.heterogeneity > 0 and entry.participant_exponent > 0
+    alpha = shards_alpha(base.shards_per_device, entry.classes)
+    scale = skew_efficiency(entry.heterogeneity, alpha) * \
+        base.participants ** -entry.participant_exponent
+    assert entry.samples_half == pytest.approx(fresh.samples_half * scale, rel=2e-4)
 
 
 def test_the_models_come_from_their_layer_tables():

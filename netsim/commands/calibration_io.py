@@ -105,7 +105,11 @@ def write_entry(path: str, name: str, entry: dict) -> None:
     block = format_entry(name, entry)
     pattern = re.compile(rf"^{re.escape(name)}:.*?(?=^[^\s#]|\Z)", re.S | re.M)
     if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
+        def keep_gap(match: re.Match) -> str:  # the blank lines before the next entry stay
+            old = match.group(0)
+            return block + old[len(old.rstrip("\n")) + 1:]
+
+        text = pattern.sub(keep_gap, text, count=1)
     else:
         text = text + ("" if text.endswith("\n") or not text else "\n") + block
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -91,7 +91,7 @@ def nycmesh_text() -> str:
         "  backend: surrogate",
         "  target_accuracy: 0.95   # Async-HFL's MNIST target",
         "  deadline_s: 30 days",
-        "  max_epochs: 20000      # room for K = 1 baselines (fedasync, concurrency 60: 6,253)",
+        "  max_epochs: 20000      # room for K = 1 baselines (fedasync, concurrency 60: 565)",
         f"  local_epochs: {LOCAL_EPOCHS}",
         "  batch_size: 50",
         "policies:",
