@@ -154,3 +154,20 @@ def test_the_stored_cnn_mnist_fit_keeps_the_recorded_curve_in_the_recorded_setti
     assert stored.participant_exponent > 0 and stored.heterogeneity > 0
     assert stored.reference_samples == 60_000 and stored.class_interference > 0
     np.testing.assert_allclose(_mean(stored, 100, 0.2), _mean(recorded, 100, 0.2), rtol=2e-3)
+
+
+def test_the_package_small_cnn_entry_is_the_stored_torch_fit():
+    """small-cnn's entry (netsim/data/loss_params.yaml) holds every value of its torch fit
+    (netsim/data/calibration/small_cnn_torch.yaml), and says where its base curve came from."""
+    from pathlib import Path
+
+    path = Path(cc.__file__).resolve().parents[1] / "data" / "calibration" / "small_cnn_torch.yaml"
+    stored = yaml.safe_load(path.read_text())["small-cnn"]
+    entry = builtin_models()["small-cnn"].loss
+    for key, value in stored.items():
+        if key != "source":
+            assert getattr(entry, key) == value, key
+    assert entry.source.startswith("fitted by `netsim calibrate --coverage --base-curve "
+                                   "--model small-cnn` (base curve, participation and skew; "
+                                   "torch backend")
+    assert entry.participant_exponent > 0.5 and entry.data_floor > 0

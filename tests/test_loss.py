@@ -93,10 +93,13 @@ def test_the_runs_table_records_where_the_training_curve_comes_from(star):
 
     fitted = netsim.simulate("default", "fedavg-all", seed=0).runs.iloc[0]
     assert fitted["loss_source"].startswith("fitted")  # the built-in default uses a fitted curve
-    star["model"] = "small-cnn"
     star["training"]["max_epochs"] = 1
+    star["model"] = "resnet18"
     assert netsim.simulate(star, "fedavg-all", seed=0).runs.iloc[0]["loss_source"].startswith(
         "illustrative")
+    star["model"] = "small-cnn"  # its base curve fitted on the torch backend
+    assert netsim.simulate(star, "fedavg-all", seed=0).runs.iloc[0]["loss_source"].startswith(
+        "fitted by `netsim calibrate --coverage --base-curve --model small-cnn`")
 
 
 def test_the_run_spread_follows_the_loss_level_and_pruning_as_fitted():
@@ -104,8 +107,9 @@ def test_the_run_spread_follows_the_loss_level_and_pruning_as_fitted():
     the predictor's: quantiles over seeds match at two levels and on a pruned variant, and a
     lower loss spreads more (the level term)."""
     base = builtin_models()["small-cnn"]
+    # (a run spread of 0.05: small-cnn's fitted 0.0016 would leave only the epoch noise)
     loss = base.loss.model_copy(update={"noise_level_exponent": 0.5, "noise_prune": 0.4,
-                                        "noise_epoch_sigma": 0.01})
+                                        "noise_epoch_sigma": 0.01, "noise_run_sigma": 0.05})
     model = base.model_copy(update={"loss": loss})
     pred = LossPredictor(model, TRAIN)
     spreads = []
@@ -114,11 +118,11 @@ def test_the_run_spread_follows_the_loss_level_and_pruning_as_fitted():
         for seed in range(1500):
             truth = SurrogateLoss(model, TRAIN, np.random.default_rng(seed))
             for _ in range(epochs):
-                out = truth.advance({"a": 3000}, variant)
+                out = truth.advance({"a": 300}, variant)
             finals.append(out.loss)
         state = LossState()
         for _ in range(epochs):
-            state = pred.step(state, 3000, variant, participants=1)
+            state = pred.step(state, 300, variant, participants=1)
         for q in (0.1, 0.9):
             assert np.quantile(finals, q) == pytest.approx(pred.quantile(state, q), rel=0.02)
         spreads.append(float(np.std(np.log(finals))))
