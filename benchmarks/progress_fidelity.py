@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 import netsim
+from netsim.scenario.schema import RealTrainingSpec
 
 POLICIES = ["random-k", "fastest-k", "greedy-energy", "pact", "depl", "fedavg-all"]
 QUICK_POLICIES = ["random-k", "fastest-k", "greedy-energy", "fedavg-all"]
@@ -87,9 +88,11 @@ TORCH_POLICIES = ["random-k", "fastest-k", "fedavg-all"]
 #: (its local_step_exponent), so the surrogate is told the recipe the torch backend trains
 #: (training.real's defaults: minibatches of 16, 2 local epochs); the real backend reads only
 #: training.real. small-cnn's curve was fitted on this recipe and needs nothing.
+TORCH_RECIPE = RealTrainingSpec()
 TORCH_MNIST_CNN = {**TORCH_CNN, "model": "cnn-mnist",
-                   "training": {"target_loss": 0.3, "max_epochs": 60, "batch_size": 16,
-                                "local_epochs": 2}}
+                   "training": {"target_loss": 0.3, "max_epochs": 60,
+                                "batch_size": TORCH_RECIPE.batch_size,
+                                "local_epochs": TORCH_RECIPE.local_epochs}}
 #: name -> (training fields, scenario fields, policies or None for POLICIES)
 SETTINGS: dict[str, tuple[dict, dict, list[str] | None]] = {
     "iid": ({}, {}, None), "dirichlet-0.1": (DIRICHLET, {}, None), "shards-2": (SHARDS, {}, None),

@@ -3,6 +3,7 @@ command writes them into a model's entry."""
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from netsim.scenario.schema import LossParams
 from netsim.training import calibrate_coverage as cc
 from netsim.training.labels import label_histograms
 from netsim.training.models import builtin_models
@@ -79,17 +81,24 @@ def _mean(loss, participants: int, alpha: float | None, epochs: int = 40):
                               loss.participant_exponent)
 
 
+@functools.cache
+def _recorded_cnn_mnist() -> LossParams:
+    """cnn-mnist's entry as the recorded runs' fit gives it, before the torch backend's terms
+    were anchored on it (its samples_half, participant exponent and heterogeneity 0)."""
+    from netsim.training import recorded as rec
+
+    fresh = rec.fit_recorded(rec.load("mnist")).entry()
+    return builtin_models()["cnn-mnist"].loss.model_copy(update={
+        "samples_half": fresh.samples_half, "participant_exponent": 0.0, "heterogeneity": 0.0})
+
+
 def test_terms_anchored_on_a_recorded_curve_keep_it_in_the_recorded_setting():
     """cnn-mnist's curve is the recorded runs' (100 clients, 2 shards each): the measured
     participant exponent and heterogeneity, anchored, leave that setting's curve exactly as
     it was, make fewer participants and IID data faster, and refer the data floor's learning
     curve to the recorded 60,000 samples (the same rise c (U^-g - N^-g) at every U)."""
-    from netsim.training import recorded as rec
-
     recorded = cc.RECORDED_BASES["cnn-mnist"]
-    fresh = rec.fit_recorded(rec.load("mnist")).entry()  # the recorded fit, before anchoring
-    old = builtin_models()["cnn-mnist"].loss.model_copy(update={
-        "samples_half": fresh.samples_half, "participant_exponent": 0.0, "heterogeneity": 0.0})
+    old = _recorded_cnn_mnist()
     floor = cc.FloorFit(data_floor=0.1, data_exponent=0.5, reference_samples=4000,
                         rms_log_error=0.0, table=pd.DataFrame())
     terms = cc.anchored_terms(old, recorded, 0.8, 0.05, floor)
@@ -142,15 +151,10 @@ def test_the_stored_cnn_mnist_fit_keeps_the_recorded_curve_in_the_recorded_setti
     entry (netsim/data/loss_params.yaml) field for field."""
     from pathlib import Path
 
-    from netsim.scenario.schema import LossParams
-    from netsim.training import recorded as rec
-
     path = Path(cc.__file__).resolve().parents[1] / "data" / "calibration" / "cnn_mnist_torch.yaml"
     stored = LossParams.model_validate(yaml.safe_load(path.read_text())["cnn-mnist"])
     assert stored == builtin_models()["cnn-mnist"].loss
-    fresh = rec.fit_recorded(rec.load("mnist")).entry()
-    recorded = stored.model_copy(update={"samples_half": fresh.samples_half,
-                                         "participant_exponent": 0.0, "heterogeneity": 0.0})
+    recorded = _recorded_cnn_mnist()
     assert stored.participant_exponent > 0 and stored.heterogeneity > 0
     assert stored.reference_samples == 60_000 and stored.class_interference > 0
     np.testing.assert_allclose(_mean(stored, 100, 0.2), _mean(recorded, 100, 0.2), rtol=2e-3)

@@ -16,7 +16,7 @@ import pytest
 from netsim.scenario.schema import AccuracyMap, LossParams
 from netsim.training import calibrate_coverage as cc
 from netsim.training import recorded as rec
-from netsim.training.loss import LossPredictor, shards_alpha, skew_efficiency
+from netsim.training.loss import LossPredictor
 from netsim.training.models import builtin_models
 
 
@@ -192,9 +192,8 @@ def test_the_package_entry_is_the_fit(name, mnist, cifar):
     # samples_half times the recorded setting's efficiency and participation factor
     assert entry.scale_source.startswith("participant_exponent and heterogeneity measured by")
     assert entry.heterogeneity > 0 and entry.participant_exponent > 0
-    alpha = shards_alpha(base.shards_per_device, entry.classes)
-    scale = skew_efficiency(entry.heterogeneity, alpha) * \
-        base.participants ** -entry.participant_exponent
+    scale = cc.recorded_scale(base, entry.classes, entry.heterogeneity,
+                              entry.participant_exponent)
     assert entry.samples_half == pytest.approx(fresh.samples_half * scale, rel=2e-4)
 
 

@@ -117,6 +117,14 @@ def _together(parts: list[Results], scenario: str) -> Results:
                    devices.drop_duplicates(["run_id", "device"], ignore_index=True), ())
 
 
+def own_devices(devices: pd.DataFrame) -> pd.DataFrame:
+    """The devices table's rows of the training devices themselves: every row but the
+    network nodes (the edges among them) and the scenarios' cloud aggregators
+    (:data:`AGGREGATORS`)."""
+    return devices[~devices["network_node"].astype(bool)
+                   & ~devices["device"].isin(list(AGGREGATORS.values()))]
+
+
 def _per_run(results: Results) -> pd.DataFrame:
     """Per run: cloud rounds, edge rounds and backhaul bytes over its epochs, and the
     devices' own energy (J): their compute and radio (``energy_compute_j`` +
@@ -126,9 +134,7 @@ def _per_run(results: Results) -> pd.DataFrame:
     sums = ep.groupby("run_id").agg(cloud_rounds=("epoch", "size"),
                                     edge_rounds=("edge_rounds", "sum"),
                                     backhaul_bytes=("bytes_backhaul", "sum"))
-    dev = results.devices
-    own = dev[~dev["network_node"].astype(bool)
-              & ~dev["device"].isin(list(AGGREGATORS.values()))]
+    own = own_devices(results.devices)
     device_j = (own["energy_compute_j"] + own["energy_comm_j"]).groupby(own["run_id"]).sum()
     sums["device_energy_j"] = device_j.reindex(sums.index)
     return sums.reset_index()
@@ -289,8 +295,7 @@ def paper_communication(results: Results) -> pd.DataFrame:
     nodes, over the model's bytes: every upload sent, taken or not) plus gateway to cloud
     (the epochs' ``updates_aggregated``: the edge models the cloud took)."""
     nbytes = 4 * 400_000
-    dev = results.devices
-    own = dev[~dev["network_node"].astype(bool) & (dev["device"] != "server")]
+    own = own_devices(results.devices)
     device_up = own.groupby("run_id")["bytes_sent"].sum() / nbytes
     edge_up = results.epochs.groupby("run_id")["updates_aggregated"].sum()
     out = pd.DataFrame({"device_uploads": device_up, "edge_uploads": edge_up})

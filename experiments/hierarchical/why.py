@@ -18,7 +18,7 @@ import argparse
 import yaml
 
 import netsim
-from experiments.hierarchical.run import PAPER_CAP_BPS, PAPER_SCENARIO
+from experiments.hierarchical.run import PAPER_CAP_BPS, PAPER_SCENARIO, own_devices
 
 #: (label bias on, selection, cap on) at gateway rounds 20, seeds 0-2
 WHY_ROWS = [(True, "utility", True), (True, "random", True), (True, "utility", False),
@@ -27,6 +27,8 @@ WHY_ROWS = [(True, "utility", True), (True, "random", True), (True, "utility", F
 #: (selection, cap on) on the biased data at gateway rounds 5, seeds 0-4
 CLASSES_ROWS = [("classes", True), ("utility", True), ("random", True), ("classes", False),
                 ("utility", False), ("random", False)]
+#: the cap column's two values
+CAP_TEXT = {True: f"{PAPER_CAP_BPS / 1e3:.0f} kbit/s", False: "none, 10 per gateway"}
 
 
 def outcomes(bias: bool, selection: str, cap: bool, edge_rounds: int,
@@ -42,7 +44,7 @@ def outcomes(bias: bool, selection: str, cap: bool, edge_rounds: int,
     for seed in seeds:
         result = netsim.simulate(data, policy="async-hfl", params=params, seed=seed)
         run = result.runs.iloc[0]
-        own = result.devices[result.devices["device"].astype(str).str.startswith("device-")]
+        own = own_devices(result.devices)
         out.append((bool(run["target_reached"]), float(run["time_s"]) / 3600.0,
                     int((own["busy_s"] > 0).sum())))
     return out
@@ -65,13 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     print("| data | selection | cap | reached | time to target (h), mean (per seed) | "
           "devices trained |\n|---|---|---|---|---|---|")
     for bias, selection, cap in WHY_ROWS:
-        print(row_text(["0.8/0.2 bias" if bias else "IID", selection,
-                        "800 kbit/s" if cap else "none, 10 per gateway"],
+        print(row_text(["0.8/0.2 bias" if bias else "IID", selection, CAP_TEXT[cap]],
                        outcomes(bias, selection, cap, 20, [0, 1, 2])), flush=True)
     print("\n| selection | cap | reached | time to target (h), mean (per seed) | "
           "devices trained |\n|---|---|---|---|---|")
     for selection, cap in CLASSES_ROWS:
-        print(row_text([selection, "800 kbit/s" if cap else "none, 10 per gateway"],
+        print(row_text([selection, CAP_TEXT[cap]],
                        outcomes(True, selection, cap, 5, [0, 1, 2, 3, 4])), flush=True)
 
 

@@ -246,6 +246,17 @@ RECORDED_BASES = {"cnn-mnist": RecordedBase(participants=100, shards_per_device=
                                             training_samples=60_000)}
 
 
+def recorded_scale(recorded: RecordedBase, classes: int, heterogeneity: float,
+                   participant_exponent: float) -> float:
+    """What the recorded setting's curve makes of a sample under these terms: its skew's
+    efficiency (its shards at the equivalent concentration of
+    :func:`netsim.training.loss.shards_alpha`) times ``participants ** -participant_exponent``;
+    ``samples_half`` times this keeps the recorded curve there (netsim's formalization)."""
+    alpha = None if recorded.shards_per_device is None else \
+        shards_alpha(recorded.shards_per_device, classes)
+    return skew_efficiency(heterogeneity, alpha) * recorded.participants ** -participant_exponent
+
+
 def anchored_terms(loss: LossParams, recorded: RecordedBase, participant_exponent: float,
                    heterogeneity: float, floor: FloorFit) -> dict:
     """The terms a real backend measured, moved onto a recorded base curve (netsim's
@@ -258,11 +269,8 @@ def anchored_terms(loss: LossParams, recorded: RecordedBase, participant_exponen
     x efficiency x participants ** -participant_exponent``; the data floor's learning curve
     ``c U ** -g`` (fitted on the backend's data set) referred to the recorded runs' training
     split, ``data_floor = c N ** -g``."""
-    alpha = None if recorded.shards_per_device is None else \
-        shards_alpha(recorded.shards_per_device, loss.classes)
-    efficiency = skew_efficiency(heterogeneity, alpha)
     participant_exponent = max(0.0, participant_exponent - loss.local_step_exponent)
-    scale = efficiency * recorded.participants ** -participant_exponent
+    scale = recorded_scale(recorded, loss.classes, heterogeneity, participant_exponent)
     c = floor.data_floor * floor.reference_samples ** floor.data_exponent
     n = float(recorded.training_samples)
     return {"participant_exponent": participant_exponent, "heterogeneity": heterogeneity,
