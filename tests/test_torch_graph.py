@@ -107,36 +107,40 @@ def test_a_shape_that_does_not_fit_writes_nothing(tmp_path, capsys):
         trace_operators(TORCH_MODELS["mlp-digits"](), (5,))
 
 
-def test_resnet18_graph_in_under_two_seconds_in_a_fresh_process():
+def test_resnet18_graph_builds_in_half_a_second_in_a_fresh_process():
     """A plain-torch ResNet-18 (CIFAR form): its training graph builds in a fresh process in at
-    most 2 s once torch and netsim are imported (docs/baechi.md gives the figures).
+    most 0.5 s of CPU time once torch has finished importing (docs/baechi.md gives the figures).
 
-    The 2 s are the build's CPU time, on one thread: on a quiet machine its wall time (about
-    0.9 s here), but not stretched when the suite's other worker or another user holds the
-    core (the wall time was 2.2 s on a loaded 2-core machine, issue 54); the wall time, with
-    that margin, to three times it."""
+    netsim's build is about 0.15 s here. The first graph of a process also pays torch's own lazy
+    import of torch._dynamo, which the meta kernel of batch norm triggers (1.6 s of CPU here,
+    2 s on a loaded CI machine: this test, which counted it, failed there at stop 62); that
+    import is torch's, once a process, so it is done and timed first and not counted. The bound
+    is CPU time, on one thread, which the suite's other worker does not stretch; the wall time
+    to six times it."""
     script = textwrap.dedent("""
         import json, time
         t0 = time.perf_counter()
         import torch
         torch.set_num_threads(1)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
+        import torch._dynamo  # (torch's lazy import, which the first meta batch norm triggers)
+        t2, c2 = time.perf_counter(), time.process_time()
         from netsim.torchnet.graph import training_graph
         from netsim.torchnet.inspect import load_factory, make_model
-        t2, c2 = time.perf_counter(), time.process_time()
+        t3, c3 = time.perf_counter(), time.process_time()
         factory = load_factory("experiments.byo_model.resnet18:resnet18")
         g = training_graph(make_model(factory, "resnet18", meta=True), (3, 32, 32), 32)
-        t3, c3 = time.perf_counter(), time.process_time()
+        t4, c4 = time.perf_counter(), time.process_time()
         fwd = sum(a["flop"] for n, a in g.nodes(data=True) if ":" not in str(n))
-        print(json.dumps({"torch": t1 - t0, "netsim": t2 - t1, "build": t3 - t2,
-                          "build_cpu": c3 - c2, "nodes": g.number_of_nodes(),
-                          "forward_flop": fwd}))
+        print(json.dumps({"torch": t1 - t0, "torch_dynamo_cpu": c2 - c1, "netsim": t3 - t2,
+                          "build": t4 - t3, "build_cpu": c4 - c3,
+                          "nodes": g.number_of_nodes(), "forward_flop": fwd}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=True)
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["forward_flop"] == 32 * 1_110_845_440  # = netsim.opgraph.zoo.resnet18_cifar
-    assert figures["build_cpu"] <= 2.0 and figures["build"] <= 6.0, figures
+    assert figures["build_cpu"] <= 0.5 and figures["build"] <= 3.0, figures
 
 
 def test_the_documented_schema_holds_the_written_graph(tmp_path, capsys):
