@@ -60,9 +60,11 @@ def test_iid_data_falls_back_to_the_data_per_second_utility():
 
 def test_the_why_tables_rows_say_seeds_reached_mean_time_and_devices():
     """experiments.hierarchical.why's row: seeds that reached the target, the mean time of
-    those (the missed ones named, not averaged in) and the range of devices trained."""
+    those (the missed ones named, not averaged in) and the range of devices trained, out of the
+    run's own devices."""
     from experiments.hierarchical.why import row_text
 
-    row = row_text(["IID", "utility"], [(True, 2.0, 31), (False, 720.0, 31), (True, 4.0, 33)])
+    row = row_text(["IID", "utility"], [(True, 2.0, 31, 184), (False, 720.0, 31, 184),
+                                       (True, 4.0, 33, 184)])
     assert row == "| IID | utility | 2 of 3 | 3.00 (2.00, missed, 4.00) | 31-33 of 184 |"
-    assert "| 0 of 1 | never (missed) | 31 of 184 |" in row_text(["x"], [(False, 1.0, 31)])
+    assert "| 0 of 1 | never (missed) | 31 of 40 |" in row_text(["x"], [(False, 1.0, 31, 40)])

@@ -177,6 +177,28 @@ def test_cli_rejects_invalid_input(tmp_path) -> None:
     assert cmd.main(_args(from_curves=str(tmp_path / "missing.parquet"))) == 2
 
 
+def test_a_table_of_one_seed_is_refused_and_two_seeds_fit(tmp_path, capsys) -> None:
+    """The fit measures the run-to-run spread across seeds: `--from-curves` with one seed
+    exits 2 naming the flag (it failed in numpy's shapes before) and writes nothing; two seeds
+    fit, both used (four in five, at least 2), none held out."""
+    table = _synthetic_table(seeds=2, rng=np.random.default_rng(7))
+    one = tmp_path / "one.parquet"
+    table[table["seed"] == 0].to_parquet(one)
+    out = tmp_path / "fit" / "refit.parquet"
+    assert cmd.main(_args(from_curves=str(one), out=str(out))) == 2
+    err = capsys.readouterr().err
+    assert "--from-curves" in err and "holds 1 seed" in err and "at least 2" in err
+    assert not (tmp_path / "fit").exists()
+    with pytest.raises(ValueError, match="at least 2"):
+        cal.fit_surrogate(table, fit_seeds=1)
+    assert [cal.fit_seed_count(n) for n in (2, 3, 10, 25, 100)] == [2, 2, 8, 20, 20]
+    two = tmp_path / "two.parquet"
+    table.to_parquet(two)
+    assert cmd.main(_args(from_curves=str(two), out=str(out))) == 0
+    LossParams.model_validate(yaml.safe_load((tmp_path / "fit" / "loss_params.yaml")
+                                             .read_text())["mlp-digits"])
+
+
 def test_existing_constants_are_scored_like_the_fit_itself() -> None:
     """score_entry (used to compare a file's fit with a new one) rates a fit's own constants
     as the fit's report does (to the 4 significant digits the entry keeps)."""

@@ -212,6 +212,9 @@ PAPER_GATEWAY_ROUNDS = (5, 20)
 semi-asynchronous ones (configs/MNIST/*_noniid.json); every policy here runs both."""
 PAPER_CAP_BPS = 8e5
 """Its gateways.throughput_ub, 100 kB/s, in bit/s."""
+PAPER_EVERY_DEVICE = PER_ROUND["nycmesh"]
+"""participants_per_edge at the mesh's device count (184): a gateway may select every device
+it holds, the throughput cap bounds how many it takes."""
 PAPER_TARGET_LOSS = 0.169573
 """95 % test accuracy by cnn-mnist's accuracy map (nycmesh's target_loss)."""
 
@@ -251,7 +254,8 @@ def paper_scenario_text() -> str:
                         "secondary: 0.2, primary_labels: normal}\n")
     body = body.split("policies:\n")[0] + (
         "policies:\n"
-        f"  async-hfl: {{edge_rounds: 20, participants_per_edge: 184, edge_buffer_updates: 1, "
+        f"  async-hfl: {{edge_rounds: 20, participants_per_edge: {PAPER_EVERY_DEVICE}, "
+        "edge_buffer_updates: 1, "
         f"throughput_cap_bps: {PAPER_CAP_BPS:.0f}, reassociate_every: 1}}\n"
         f"  rfl-ha: {{edge_rounds: 5, throughput_cap_bps: {PAPER_CAP_BPS:.0f}}}\n")
     return header + body
@@ -273,7 +277,8 @@ def paper_policies() -> list[dict]:
     data-per-second one)."""
     out = []
     for g in PAPER_GATEWAY_ROUNDS:
-        hfl = {"edge_rounds": g, "participants_per_edge": 184, "edge_buffer_updates": 1,
+        hfl = {"edge_rounds": g, "participants_per_edge": PAPER_EVERY_DEVICE,
+               "edge_buffer_updates": 1,
                "throughput_cap_bps": PAPER_CAP_BPS, "reassociate_every": 1}
         out += [{"name": "async-hfl", "label": f"async-hfl-g{g}", "params": hfl},
                 {"name": "async-hfl", "label": f"async-hfl-classes-g{g}",

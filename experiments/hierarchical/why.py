@@ -18,7 +18,12 @@ import argparse
 import yaml
 
 import netsim
-from experiments.hierarchical.run import PAPER_CAP_BPS, PAPER_SCENARIO, own_devices
+from experiments.hierarchical.run import (
+    PAPER_CAP_BPS,
+    PAPER_EVERY_DEVICE,
+    PAPER_SCENARIO,
+    own_devices,
+)
 
 #: (label bias on, selection, cap on) at gateway rounds 20, seeds 0-2
 WHY_ROWS = [(True, "utility", True), (True, "random", True), (True, "utility", False),
@@ -32,12 +37,12 @@ CAP_TEXT = {True: f"{PAPER_CAP_BPS / 1e3:.0f} kbit/s", False: "none, 10 per gate
 
 
 def outcomes(bias: bool, selection: str, cap: bool, edge_rounds: int,
-             seeds: list[int]) -> list[tuple[bool, float, int]]:
-    """Per seed: target reached, simulated time (h), devices that ever trained."""
+             seeds: list[int]) -> list[tuple[bool, float, int, int]]:
+    """Per seed: target reached, simulated time (h), devices that ever trained, devices."""
     data = yaml.safe_load(PAPER_SCENARIO.read_text(encoding="utf-8"))
     if not bias:
         data["training"].pop("label_bias")
-    params = {"edge_rounds": edge_rounds, "participants_per_edge": 184 if cap else 10,
+    params = {"edge_rounds": edge_rounds, "participants_per_edge": PAPER_EVERY_DEVICE if cap else 10,
               "edge_buffer_updates": 1, "throughput_cap_bps": PAPER_CAP_BPS if cap else None,
               "reassociate_every": 1, "selection": selection}
     out = []
@@ -46,19 +51,20 @@ def outcomes(bias: bool, selection: str, cap: bool, edge_rounds: int,
         run = result.runs.iloc[0]
         own = own_devices(result.devices)
         out.append((bool(run["target_reached"]), float(run["time_s"]) / 3600.0,
-                    int((own["busy_s"] > 0).sum())))
+                    int((own["busy_s"] > 0).sum()), len(own)))
     return out
 
 
-def row_text(cells: list[str], runs: list[tuple[bool, float, int]]) -> str:
+def row_text(cells: list[str], runs: list[tuple[bool, float, int, int]]) -> str:
     """One Markdown row: the cells, seeds reaching, their mean time, devices trained."""
-    reached = [t for ok, t, _ in runs if ok]
+    reached = [t for ok, t, _, _ in runs if ok]
     mean = f"{sum(reached) / len(reached):.2f}" if reached else "never"
-    seeds = ", ".join(f"{t:.2f}" if ok else "missed" for ok, t, _ in runs)
-    devices = sorted({n for _, _, n in runs})
+    seeds = ", ".join(f"{t:.2f}" if ok else "missed" for ok, t, _, _ in runs)
+    devices = sorted({n for _, _, n, _ in runs})
+    fleet = runs[0][3]
     trained = str(devices[0]) if len(devices) == 1 else f"{devices[0]}-{devices[-1]}"
     return (f"| {' | '.join(cells)} | {len(reached)} of {len(runs)} | {mean} ({seeds}) | "
-            f"{trained} of 184 |")
+            f"{trained} of {fleet} |")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -138,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         print(f"netsim: {ScenarioError(problems, 'command line')}", file=sys.stderr)
         return 2
-    fit_seeds = min(cal.FIT_SEEDS, max(1, seeds * 4 // 5))
+    fit_seeds = cal.fit_seed_count(seeds)
     if getattr(args, "client_app", None) or getattr(args, "app", None):
         return calibrate_app.main(args, args.seeds or (3 if args.quick else 6),
                                   args.epochs or (8 if args.quick else 20))
@@ -149,7 +149,13 @@ def main(args: argparse.Namespace) -> int:
                                     packaged_entry())
     if args.from_curves:
         table = pd.read_parquet(args.from_curves)
-        fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))
+        if table["seed"].nunique() < 2:
+            problem = Problem("--from-curves", f"{args.from_curves} holds "
+                              f"{table['seed'].nunique()} seed; the fit needs at least 2 (the "
+                              "run-to-run spread is measured across seeds)")
+            print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+            return 2
+        fit_seeds = cal.fit_seed_count(table["seed"].nunique())
         source_file = args.from_curves
     else:
         points = cal.quick_grid() if args.quick else cal.default_grid()
@@ -203,7 +209,13 @@ def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
     updates = args.updates or (60 if args.quick else cal_async.UPDATES_PER_RUN)
     if args.from_curves:
         table = pd.read_parquet(args.from_curves)
-        fit_seeds = min(cal.FIT_SEEDS, max(1, table["seed"].nunique() * 4 // 5))
+        if table["seed"].nunique() < 2:
+            problem = Problem("--from-curves", f"{args.from_curves} holds "
+                              f"{table['seed'].nunique()} seed; the fit needs at least 2 (the "
+                              "run-to-run spread is measured across seeds)")
+            print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+            return 2
+        fit_seeds = cal.fit_seed_count(table["seed"].nunique())
         source_file = args.from_curves
     else:
         points = cal_async.quick_async_grid() if args.quick else cal_async.async_grid()

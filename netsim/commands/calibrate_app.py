@@ -149,7 +149,7 @@ def _main(args: argparse.Namespace, seeds: int, epochs: int,
                 return 2
     table = pd.concat(curves, ignore_index=True)
     held_config = f"fraction-{held:g}"
-    fit_seeds = max(1, seeds * 4 // 5)
+    fit_seeds = cal.fit_seed_count(seeds)
     try:
         fit = cal.fit_surrogate(table[table["config"] != held_config], fit_seeds=fit_seeds,
                                 fit_participant_exponent=True)

@@ -41,6 +41,13 @@ MODEL_NAME = "mlp-digits"
 FIT_SEEDS = 20
 
 
+def fit_seed_count(seeds: int) -> int:
+    """How many of ``seeds`` seeds (0, 1, ...) a fit uses: four in five, at least 2 (the
+    run-to-run spread is measured across seeds) and at most :data:`FIT_SEEDS`; the rest are
+    held out."""
+    return min(FIT_SEEDS, max(2, seeds * 4 // 5))
+
+
 @dataclass(frozen=True)
 class GridPoint:
     """One calibration configuration.
@@ -350,6 +357,9 @@ def fit_surrogate(
     from scipy.optimize import least_squares
 
     fit = table[table["seed"] < fit_seeds]
+    if fit["seed"].nunique() < 2:
+        raise ValueError(f"the fit's seeds (< {fit_seeds}) are {fit['seed'].nunique()}; it "
+                         "needs at least 2 (the run-to-run spread is measured across seeds)")
     initial_loss = float(np.exp(np.log(fit.loc[fit["epoch"] == 0, "loss"]).mean()))
     base_nodes = GridPoint("base").n_nodes
     targets = {c: (s, np.log(g["loss"]).groupby(g["epoch"]).mean().to_numpy())
