@@ -5,7 +5,6 @@ backward function matched to the forward operator that made it) in the training 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 
 import pytest
@@ -27,8 +26,9 @@ BATCH = 32
 
 
 def measured_step_s(model, shape, batch, repeats=7) -> float:
-    """The plain torch step (forward, cross entropy, backward, momentum SGD): the median of
-    the thread's CPU time (s; the wall time on a shared machine counts others' time slices)."""
+    """The plain torch step (forward, cross entropy, backward, momentum SGD): the least of
+    its wall times (s), the clock torch.profiler's events use (the least: the step that
+    another process's time slices stretched least)."""
     x = torch.randn(batch, *shape)
     y = torch.randint(0, 10, (batch,))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
@@ -42,10 +42,10 @@ def measured_step_s(model, shape, batch, repeats=7) -> float:
         step()
     times = []
     for _ in range(repeats):
-        t0 = time.thread_time()
+        t0 = time.perf_counter()
         step()
-        times.append(time.thread_time() - t0)
-    return statistics.median(times)
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def test_every_lenet5_operator_and_its_backward_gets_a_measured_time():
@@ -64,9 +64,19 @@ def test_every_lenet5_operator_and_its_backward_gets_a_measured_time():
         assert graph.nodes[n]["time_s"] == 0.0 and graph.nodes[f"grad:{n}"]["time_s"] == 0.0
     # the convolutions' backward (input and weight gradients) costs more than their forward
     assert sum(times[f"grad:{n}"] for n in ("_0", "_3")) > sum(times[n] for n in ("_0", "_3"))
-    total = sum(a["time_s"] for _, a in graph.nodes(data=True))
-    step = measured_step_s(TORCH_MODELS["small-cnn"](), shape, BATCH)
-    assert step / 2 < total < 2 * step, (total, step)
+    # the operators' times sum to about the plain step. Both are wall times (the profiler's
+    # clock), which other processes' time slices stretch: the least of three profiles' sums
+    # against the least of 21 plain steps, interleaved (a profile against the plain step's
+    # CPU time failed at 2.8x on a loaded machine, stop 62)
+    totals, steps = [], []
+    for attempt in range(3):
+        if attempt:
+            times = profile_times(TORCH_MODELS["small-cnn"](), shape, BATCH, steps=3)
+        totals.append(sum(with_times(training_graph(TORCH_MODELS["small-cnn"](), shape, BATCH),
+                                     times).nodes[n]["time_s"]
+                          for n in forward + backward + updates))
+        steps.append(measured_step_s(TORCH_MODELS["small-cnn"](), shape, BATCH))
+    assert 0.5 < min(totals) / min(steps) < 2.0, (totals, steps)
 
 
 def test_profile_writes_measured_times_for_netsim_place(tmp_path, capsys):

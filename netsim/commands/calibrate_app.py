@@ -149,6 +149,14 @@ def _main(args: argparse.Namespace, seeds: int, epochs: int,
                 return 2
     table = pd.concat(curves, ignore_index=True)
     held_config = f"fraction-{held:g}"
+    counts = cal.participant_counts(table[table["config"] != held_config])
+    if len(counts) < 2:
+        print(f"netsim: calibrating {name}: the fit of its {len(curves)} runs failed: the "
+              f"participant exponent is not identified: every fraction fitted (--fractions) "
+              f"trains {', '.join(map(str, counts))} participant(s) a round on this scenario "
+              "(it needs at least two participant counts); nothing was fitted",
+              file=sys.stderr)
+        return 2
     fit_seeds = cal.fit_seed_count(seeds)
     try:
         fit = cal.fit_surrogate(table[table["config"] != held_config], fit_seeds=fit_seeds,

@@ -338,6 +338,11 @@ def _fit_curves(
     return unpack(sol.x)
 
 
+def participant_counts(table: pd.DataFrame) -> list[int]:
+    """The participant counts an epoch of a curves table's runs train (after epoch 0)."""
+    return sorted({int(n) for n in table.loc[table["epoch"] >= 1, "n_nodes"]})
+
+
 def fit_surrogate(
     table: pd.DataFrame, fit_seeds: int = FIT_SEEDS, fit_participant_exponent: bool = False
 ) -> SurrogateFit:
@@ -348,7 +353,8 @@ def fit_surrogate(
     < ``fit_seeds`` only; unknowns: (floor, samples_half, exponent) per variant,
     prune_progress_loss and heterogeneity. The surrogate counts total samples whatever
     the number of participants, so unless ``fit_participant_exponent`` the fit uses only
-    the configurations with the base node count. Then floor(f) = floor_full + floor_prune
+    the configurations with the base node count (and where every configuration trains one
+    count, the exponent is not identified and stays 0). Then floor(f) = floor_full + floor_prune
     * (1 - f) ** floor_exponent is fitted to the variants' floors. Noise: detrended
     log-loss z (minus the configuration's seed-mean at that epoch); per-epoch sigma from
     var(z_k - z_{k-1}) / 2, per-run sigma from the rest of var(z) over the last half of
@@ -365,6 +371,8 @@ def fit_surrogate(
     targets = {c: (s, np.log(g["loss"]).groupby(g["epoch"]).mean().to_numpy())
                for c, (s, g) in _schedules(fit).items()
                if fit_participant_exponent or (s["n_nodes"] == base_nodes).all()}
+    # (one participant count leaves the exponent unidentified: it stays 0, not fitted)
+    fit_participant_exponent = fit_participant_exponent and len(participant_counts(fit)) > 1
     n_per_epoch = float(np.median(fit.loc[fit["epoch"] >= 1, "samples"]))
     curves, ppl, het, beta = _fit_curves(targets, initial_loss, n_per_epoch,
                                          fit_participant_exponent)
@@ -436,7 +444,8 @@ def fit_spread(table: pd.DataFrame, initial_loss: float, sigma_epoch: float,
     sol = least_squares(lambda x: model(x, False) - y, [math.log(0.07), 0.1, 0.1, 0.0, 0.0],
                         bounds=(lo, hi))
     with_parts = least_squares(lambda x: model(x, True) - y, sol.x, bounds=(lo, hi))
-    r2 = 1.0 - float(np.sum(sol.fun ** 2) / np.sum((y - y.mean()) ** 2))
+    spread_ss = float(np.sum((y - y.mean()) ** 2))  # (0 where the seeds never differ)
+    r2 = 1.0 - float(np.sum(sol.fun ** 2)) / spread_ss if spread_ss > 0 else math.nan
     return SpreadFit(float(math.exp(sol.x[0])), float(sol.x[1]), float(sol.x[2]),
                      float(sol.x[3]), r2, float(with_parts.x[4]))
 
