@@ -148,12 +148,8 @@ def main(args: argparse.Namespace) -> int:
         return calibrate_tiers.main(args, args.seeds or (2 if args.quick else 6), ENTRY,
                                     packaged_entry())
     if args.from_curves:
-        table = pd.read_parquet(args.from_curves)
-        if table["seed"].nunique() < 2:
-            problem = Problem("--from-curves", f"{args.from_curves} holds "
-                              f"{table['seed'].nunique()} seed; the fit needs at least 2 (the "
-                              "run-to-run spread is measured across seeds)")
-            print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+        table = _read_curves(args.from_curves)
+        if table is None:
             return 2
         fit_seeds = cal.fit_seed_count(table["seed"].nunique())
         source_file = args.from_curves
@@ -203,17 +199,25 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_curves(path: str) -> pd.DataFrame | None:
+    """The curves table at ``path``, or None (said on stderr) where it holds fewer than 2
+    seeds: the fits measure the run-to-run spread across seeds."""
+    table = pd.read_parquet(path)
+    if table["seed"].nunique() < 2:
+        problem = Problem("--from-curves", f"{path} holds {table['seed'].nunique()} seed; the "
+                          "fit needs at least 2 (the run-to-run spread is measured across seeds)")
+        print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+        return None
+    return table
+
+
 def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
     """``--asynchronous``: run (or read) the asynchronous curves, fit staleness_exponent, write
     it into the entry (module docstring)."""
     updates = args.updates or (60 if args.quick else cal_async.UPDATES_PER_RUN)
     if args.from_curves:
-        table = pd.read_parquet(args.from_curves)
-        if table["seed"].nunique() < 2:
-            problem = Problem("--from-curves", f"{args.from_curves} holds "
-                              f"{table['seed'].nunique()} seed; the fit needs at least 2 (the "
-                              "run-to-run spread is measured across seeds)")
-            print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+        table = _read_curves(args.from_curves)
+        if table is None:
             return 2
         fit_seeds = cal.fit_seed_count(table["seed"].nunique())
         source_file = args.from_curves
