@@ -199,6 +199,31 @@ def test_a_table_of_one_seed_is_refused_and_two_seeds_fit(tmp_path, capsys) -> N
                                              .read_text())["mlp-digits"])
 
 
+def test_a_table_of_the_other_fit_or_no_table_is_refused_naming_the_flag(tmp_path, capsys):
+    """--from-curves with the asynchronous grid's table for the synchronous fit (and the other
+    way round), or with a file that is no parquet table: exit 2, one line naming the flag and
+    what the fit reads (a KeyError or pyarrow's error before), nothing written."""
+    sync = tmp_path / "sync.parquet"
+    _synthetic_table(seeds=2, rng=np.random.default_rng(8)).to_parquet(sync)
+    asynchronous = tmp_path / "async.parquet"
+    pd.read_parquet(os.path.join(os.path.dirname(cal.CURVES_PATH), "async_curves.parquet")) \
+        .to_parquet(asynchronous)
+    text = tmp_path / "notes.parquet"
+    text.write_text("not a table\n")
+    out = tmp_path / "fit" / "refit.parquet"
+    cases = [(asynchronous, False, "lacks the column(s) variant_fraction: this fit reads the "
+              "synchronous grid's"),
+             (sync, True, "lacks the column(s) update_samples, update_staleness, "
+              "staleness_max: this fit reads the asynchronous grid's"),
+             (text, False, "is not a parquet table"), (text, True, "is not a parquet table")]
+    for path, is_async, expect in cases:
+        assert cmd.main(_args(from_curves=str(path), out=str(out), asynchronous=is_async,
+                              updates=None)) == 2
+        err = capsys.readouterr().err
+        assert f"--from-curves: {path} {expect}" in err and "Traceback" not in err, err
+    assert not (tmp_path / "fit").exists()
+
+
 def test_existing_constants_are_scored_like_the_fit_itself() -> None:
     """score_entry (used to compare a file's fit with a new one) rates a fit's own constants
     as the fit's report does (to the 4 significant digits the entry keeps)."""

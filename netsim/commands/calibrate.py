@@ -148,7 +148,8 @@ def main(args: argparse.Namespace) -> int:
         return calibrate_tiers.main(args, args.seeds or (2 if args.quick else 6), ENTRY,
                                     packaged_entry())
     if args.from_curves:
-        table = _read_curves(args.from_curves)
+        table = _read_curves(args.from_curves, CURVES_COLUMNS, 2,
+                             "the synchronous grid's (netsim calibrate)")
         if table is None:
             return 2
         fit_seeds = cal.fit_seed_count(table["seed"].nunique())
@@ -199,14 +200,34 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_curves(path: str) -> pd.DataFrame | None:
-    """The curves table at ``path``, or None (said on stderr) where it holds fewer than 2
-    seeds: the fits measure the run-to-run spread across seeds."""
-    table = pd.read_parquet(path)
-    if table["seed"].nunique() < 2:
-        problem = Problem("--from-curves", f"{path} holds {table['seed'].nunique()} seed; the "
-                          "fit needs at least 2 (the run-to-run spread is measured across seeds)")
-        print(f"netsim: {ScenarioError([problem], 'command line')}", file=sys.stderr)
+#: The columns each fit reads of a --from-curves table (netsim calibrate writes them)
+CURVES_COLUMNS = ["config", "seed", "epoch", "loss", *cal.SCHEDULE_COLUMNS]
+ASYNC_CURVES_COLUMNS = ["config", "seed", "epoch", "loss", "update_samples",
+                        "update_staleness", "staleness_max"]
+
+
+def _read_curves(path: str, columns: list[str], min_seeds: int, kind: str
+                 ) -> pd.DataFrame | None:
+    """The curves table at ``path``, or None (said on stderr, naming --from-curves) where it
+    is not a parquet table, lacks one of ``columns`` (a table of the other kind of fit) or
+    holds fewer than ``min_seeds`` seeds (the synchronous fit measures the run-to-run
+    spread across seeds: 2)."""
+    why = None
+    try:
+        table = pd.read_parquet(path)
+    except Exception as exc:  # (pyarrow's errors for a file that is not a table)
+        why = f"{path} is not a parquet table ({type(exc).__name__})"
+    else:
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            why = (f"{path} lacks the column(s) {', '.join(missing)}: this fit reads {kind} "
+                   "curves table")
+        elif table["seed"].nunique() < min_seeds:
+            why = (f"{path} holds {table['seed'].nunique()} seed; the fit needs at least "
+                   f"{min_seeds} (the run-to-run spread is measured across seeds)")
+    if why is not None:
+        print(f"netsim: {ScenarioError([Problem('--from-curves', why)], 'command line')}",
+              file=sys.stderr)
         return None
     return table
 
@@ -216,7 +237,8 @@ def _main_async(args: argparse.Namespace, seeds: int, fit_seeds: int) -> int:
     it into the entry (module docstring)."""
     updates = args.updates or (60 if args.quick else cal_async.UPDATES_PER_RUN)
     if args.from_curves:
-        table = _read_curves(args.from_curves)
+        table = _read_curves(args.from_curves, ASYNC_CURVES_COLUMNS, 1,  # (mean curves)
+                             "the asynchronous grid's (netsim calibrate --asynchronous)")
         if table is None:
             return 2
         fit_seeds = cal.fit_seed_count(table["seed"].nunique())
