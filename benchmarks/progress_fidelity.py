@@ -19,6 +19,8 @@ each ratio within 20 %. The last line: ``settings where the surrogate ranks as r
                                                         # McMahan's CNN on the torch backend
     python benchmarks/progress_fidelity.py --skew-by-size   # fedavg-all's skew cost by the
                                                         # samples a device holds (6 seeds)
+    python benchmarks/progress_fidelity.py --default    # the built-in default as declared
+                                                        # (600 a device) and at 70 a device
 
 The fleet: 40 generated devices (phones, boards, laptops behind Wi-Fi and LTE) holding 35
 samples each (1,400 of the digits MLP's 1,438 training digits: what a device holds is what
@@ -226,6 +228,35 @@ def skew_cost_by_size(seeds: int, sizes: tuple[int, ...] = (70, 40, 30, 20, 10),
               flush=True)
 
 
+#: The default policies of ``netsim run`` (the README's first table)
+DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
+
+
+def default_as_declared_and_held(seed: int = 0) -> None:
+    """The built-in ``default`` (20 devices declaring 600 samples each, the digits MLP, loss
+    0.16) on the surrogate and on the numpy backend, as declared and with 70 samples a device
+    (1,400 of the 1,438 training digits: what a device declares is what it holds in both
+    backends): each policy's outcome and the devices it ever trained (README, docs/curves.md).
+    As declared, the real backend shares the 1,438 digits out (about 72 a device) while the
+    surrogate counts 600 a device."""
+    from netsim.scenario.loading import scenario_data
+
+    print(f"{'samples':>7} {'backend':>9} {'policy':>13} {'reached':>7} {'epochs':>6} "
+          f"{'energy_j':>9} {'final_loss':>10} {'devices':>7}")
+    for samples in (600, 70):
+        for backend in ("surrogate", "real"):
+            data = scenario_data("default")
+            data["generate"]["samples_mean"] = samples
+            data["training"]["backend"] = backend
+            for policy in DEFAULT_POLICIES:
+                r = netsim.simulate(data, policy=policy, seed=seed)
+                run = r.runs.iloc[0]
+                trained = {d for ids in r.epochs["participant_ids"] for d in ids}
+                print(f"{samples:>7} {backend:>9} {policy:>13} {str(bool(run.target_reached)):>7}"
+                      f" {int(run.epochs):>6} {float(run.energy_j):>9.1f} "
+                      f"{float(run.final_loss):>10.4f} {len(trained):>7}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1)
@@ -233,10 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default=None, help="comma-separated: " + ",".join(SETTINGS))
     ap.add_argument("--skew-by-size", action="store_true",
                     help="fedavg-all's cost of Dirichlet 0.1 by the samples a device holds")
+    ap.add_argument("--default", action="store_true",
+                    help="the built-in default as declared and at 70 samples a device, on the "
+                         "surrogate and the numpy backend")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.skew_by_size:
         skew_cost_by_size(max(args.seeds, 6) if args.seeds == 1 else args.seeds)
+        return 0
+    if args.default:
+        t0 = time.perf_counter()
+        default_as_declared_and_held()
+        print(f"\n({time.perf_counter() - t0:.0f} s)")
         return 0
     names = args.settings.split(",") if args.settings else \
         (["iid", "dirichlet-0.1"] if args.quick else DEFAULT_SETTINGS)

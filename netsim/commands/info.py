@@ -7,7 +7,12 @@ import sys
 from typing import cast
 
 from netsim.scenario.errors import Problem
-from netsim.scenario.loading import builtin_scenarios, scenario_data, validate_scenario
+from netsim.scenario.loading import (
+    builtin_scenarios,
+    scenario_data,
+    surrogate_data_note,
+    validate_scenario,
+)
 from netsim.scenario.schema import ModelSpec, TorchModelSpec
 from netsim.scenario.trust import ALLOW_FLAG, imports_in
 
@@ -66,6 +71,9 @@ def _validate(args: argparse.Namespace) -> int:
         about = f"model {model.name} ({len(model.variants)} variants)"
     print(f"ok: {sc.name}: {n_devices} devices, {n_links} links, {about}, "
           f"target loss {sc.training.target_loss}, deadline {sc.training.deadline_s:g} s")
+    note = surrogate_data_note(sc)
+    if note is not None:
+        print(f"data: {note}")
     # (read, never imported: netsim.scenario.trust)
     imports = model_imports(sc.model) + imports_in(sc.policies)
     if imports:

@@ -186,32 +186,59 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
     return Validation(scenario if not problems else None, problems, warnings)
 
 
-def data_set_warnings(scenario: Scenario) -> list[Problem]:
-    """A real backend on devices that declare more samples than its data set's training
-    split holds: how the data is shared out (issue 57: a device's samples are the data it
-    holds and trains on)."""
-    if scenario.training.backend == "surrogate":
-        return []
+def _declared_samples(scenario: Scenario) -> tuple[int, float, str, float | None]:
+    """(devices holding samples, samples they declare in all, the field that declares them,
+    the distinct samples the model's curve was fitted with: ``loss.reference_samples``, None
+    where its loss block has none)."""
     from netsim.scenario.schema import TorchModelSpec
     from netsim.training.models import resolve_model
 
     model = scenario.model  # (a PyTorch model is not measured to validate the scenario)
     loss = model.loss if isinstance(model, TorchModelSpec) else resolve_model(model).loss
     held = None if loss is None else loss.reference_samples
-    if held is None:
-        return []
     if scenario.generate is not None:
         n = scenario.generate.n_devices
-        declared, path = n * scenario.generate.samples_mean, "generate.samples_mean"
-    else:
-        n = sum(1 for d in scenario.devices or () if d.samples > 0)
-        declared, path = float(sum(d.samples for d in scenario.devices or ())), "devices"
-    if declared <= held * 1.001 or n == 0:
+        return n, n * scenario.generate.samples_mean, "generate.samples_mean", held
+    n = sum(1 for d in scenario.devices or () if d.samples > 0)
+    return n, float(sum(d.samples for d in scenario.devices or ())), "devices", held
+
+
+def data_set_warnings(scenario: Scenario) -> list[Problem]:
+    """A real backend on devices that declare more samples than its data set's training
+    split holds: how the data is shared out (issue 57: a device's samples are the data it
+    holds and trains on)."""
+    if scenario.training.backend == "surrogate":
+        return []
+    n, declared, path, held = _declared_samples(scenario)
+    if held is None or declared <= held * 1.001 or n == 0:
         return []
     return [Problem(path, f"the devices declare about {declared:,.0f} samples in all, but the "
                           f"data set's training split holds {held:,.0f}: the real backend "
-                          f"shares those out in proportion (about {held / n:,.0f} a device), "
+                          f"shares those out in proportion ({_per_device(held, n)}), "
                           f"and each device trains on what it is given")]
+
+
+def _per_device(held: float, n: int) -> str:
+    """``held`` samples shared by ``n`` devices, in words."""
+    return f"about {held / n:,.0f} a device" if held >= n else "fewer than one a device"
+
+
+def surrogate_data_note(scenario: Scenario) -> Problem | None:
+    """The surrogate on devices that declare more samples than the model's curve was fitted
+    with (``loss.reference_samples``, its data set's training split): what the surrogate
+    counts, which no real backend can hold (issue 57; ``netsim validate`` prints it)."""
+    if scenario.training.backend != "surrogate":
+        return None
+    n, declared, path, held = _declared_samples(scenario)
+    if held is None or declared <= held * 1.001 or n == 0:
+        return None
+    return Problem(path, f"the devices declare about {declared:,.0f} samples in all, more than "
+                         f"the {held:,.0f} distinct samples the model's curve was fitted with "
+                         "(loss.reference_samples, its data set's training split): the "
+                         "surrogate counts each device's declared samples as distinct data "
+                         "(its data floor from its own count), which no real backend can hold "
+                         f"(a real backend shares the {held:,.0f} out in proportion, "
+                         f"{_per_device(held, n)})")
 
 
 def validate_scenario(source: str | Path | dict[str, Any] | Scenario) -> Validation:
