@@ -19,6 +19,8 @@ each ratio within 20 %. The last line: ``settings where the surrogate ranks as r
                                                         # McMahan's CNN on the torch backend
     python benchmarks/progress_fidelity.py --skew-by-size   # fedavg-all's skew cost by the
                                                         # samples a device holds (6 seeds)
+    python benchmarks/progress_fidelity.py --skew-grid  # the same, devices and samples a
+                                                        # device varied apart (6 seeds)
     python benchmarks/progress_fidelity.py --default    # the built-in default as declared
                                                         # (600 a device) and at 70 a device
 
@@ -206,11 +208,23 @@ def skew_cost_by_size(seeds: int, sizes: tuple[int, ...] = (70, 40, 30, 20, 10),
     over the other) on the fidelity fleet with ``total`` samples shared by n devices, each
     n of ``sizes``, on the numpy backend and the surrogate: how the skew's cost of full
     participation depends on the data a device holds (docs/curves.md)."""
+    skew_cost(seeds, [(n, total // n) for n in sizes])
+
+
+#: Devices and samples a device apart: 35 samples a device on 10, 20 and 40 devices, and 20
+#: devices holding 20, 35 and 70 each (docs/curves.md)
+SKEW_GRID = [(10, 35), (20, 35), (40, 35), (20, 20), (20, 70)]
+
+
+def skew_cost(seeds: int, fleets: list[tuple[int, int]]) -> None:
+    """fedavg-all's cost of Dirichlet 0.1 against IID data (mean epochs to the target, one
+    over the other) on the fidelity fleet with n devices holding s samples each, each (n, s)
+    of ``fleets``, on the numpy backend and the surrogate."""
     import numpy as np
 
     print(f"{'devices':>7} {'samples':>7} {'real':>6} {'surrogate':>9}   (Dirichlet 0.1 / IID, "
           f"mean epochs to target, {seeds} seeds)")
-    for n in sizes:
+    for n, samples in fleets:
         cost = {}
         for backend in ("real", "surrogate"):
             epochs = {}
@@ -218,13 +232,13 @@ def skew_cost_by_size(seeds: int, sizes: tuple[int, ...] = (70, 40, 30, 20, 10),
                 got = []
                 for seed in range(seeds):
                     data = scenario(skew, backend)
-                    data["generate"].update({"n_devices": n, "samples_mean": total // n})
+                    data["generate"].update({"n_devices": n, "samples_mean": samples})
                     data["policies"] = {}
                     r = netsim.simulate(data, policy=REFERENCE, seed=seed).runs.iloc[0]
                     got.append(float(r.epochs) if r.target_reached else np.nan)
                 epochs[name] = float(np.nanmean(got))
             cost[backend] = epochs["dir"] / epochs["iid"]
-        print(f"{n:>7} {total // n:>7} {cost['real']:>6.2f} {cost['surrogate']:>9.2f}",
+        print(f"{n:>7} {samples:>7} {cost['real']:>6.2f} {cost['surrogate']:>9.2f}",
               flush=True)
 
 
@@ -264,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default=None, help="comma-separated: " + ",".join(SETTINGS))
     ap.add_argument("--skew-by-size", action="store_true",
                     help="fedavg-all's cost of Dirichlet 0.1 by the samples a device holds")
+    ap.add_argument("--skew-grid", action="store_true",
+                    help="the same cost with devices and samples a device varied apart")
     ap.add_argument("--default", action="store_true",
                     help="the built-in default as declared and at 70 samples a device, on the "
                          "surrogate and the numpy backend")
@@ -271,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     if args.skew_by_size:
         skew_cost_by_size(max(args.seeds, 6) if args.seeds == 1 else args.seeds)
+        return 0
+    if args.skew_grid:
+        t0 = time.perf_counter()
+        skew_cost(max(args.seeds, 6) if args.seeds == 1 else args.seeds, SKEW_GRID)
+        print(f"\n({time.perf_counter() - t0:.0f} s)")
         return 0
     if args.default:
         t0 = time.perf_counter()
