@@ -242,10 +242,6 @@ def skew_cost(seeds: int, fleets: list[tuple[int, int]]) -> None:
               flush=True)
 
 
-#: The default policies of ``netsim run`` (the README's first table)
-DEFAULT_POLICIES = ["fedavg-all", "greedy-energy", "pact", "depl"]
-
-
 def default_as_declared_and_held(seed: int = 0) -> None:
     """The built-in ``default`` (20 devices declaring 600 samples each, the digits MLP, loss
     0.16) on the surrogate and on the numpy backend, as declared and with 70 samples a device
@@ -253,6 +249,7 @@ def default_as_declared_and_held(seed: int = 0) -> None:
     backends): each policy's outcome and the devices it ever trained (README, docs/curves.md).
     As declared, the real backend shares the 1,438 digits out (about 72 a device) while the
     surrogate counts 600 a device."""
+    from netsim.commands.run import DEFAULT_POLICIES  # (netsim run's, the README's first table)
     from netsim.scenario.loading import scenario_data
 
     print(f"{'samples':>7} {'backend':>9} {'policy':>13} {'reached':>7} {'epochs':>6} "
