@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-from netsim.training.real import RealTrainingConfig
 from netsim.units import BitsPerSecond, Bytes, FlopPerSecond, Joules, JoulesPerBit, Seconds, Watts
 from netsim.workload import Workload
 
@@ -450,20 +449,17 @@ class ModelSpec(_Strict):
                         self.aggregation_flop(variant, 1))
 
 
-_REAL_DEFAULTS = RealTrainingConfig()
-
-
 class RealTrainingSpec(_Strict):
     """Hyper-parameters of the real-training backend (federated averaging on a shipped dataset).
 
-    The defaults are those the stored calibration curves were measured with, read from
-    :class:`netsim.training.real.RealTrainingConfig` (their one place)."""
+    The defaults are those the stored calibration curves were measured with; their one place
+    (:class:`netsim.training.real.RealTrainingConfig` reads them)."""
 
-    learning_rate: Annotated[float, _range("gt", 0, 1e3)] = _REAL_DEFAULTS.learning_rate
-    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = _REAL_DEFAULTS.batch_size
-    local_epochs: Annotated[int, Field(ge=1, le=100)] = _REAL_DEFAULTS.local_epochs
-    test_fraction: Annotated[float, Field(gt=0, lt=1)] = _REAL_DEFAULTS.test_fraction
-    hidden_units: Annotated[int, Field(ge=1, le=4096)] = _REAL_DEFAULTS.hidden_units
+    learning_rate: Annotated[float, _range("gt", 0, 1e3)] = 0.05
+    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 16
+    local_epochs: Annotated[int, Field(ge=1, le=100)] = 2
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    hidden_units: Annotated[int, Field(ge=1, le=4096)] = 64
 
 
 def _batch_size(value: Any) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from netsim.scenario.schema import RealTrainingSpec
 from netsim.training import mlp
 from netsim.training.averaging import FederatedAveraging
 from netsim.training.shards import partition
@@ -43,6 +44,10 @@ REAL_MODELS: dict[str, tuple[int, int]] = {"mlp-digits": (64, 10)}
 #: Global model versions kept for stale asynchronous updates (an update may be at most this
 #: many aggregations stale; 1,024 versions of mlp-digits hold about 40 MB).
 MAX_VERSIONS = 1024
+
+
+#: The scenario's ``training.real`` defaults, read from their one place (the schema)
+_SPEC_DEFAULTS = RealTrainingSpec()
 
 
 @dataclass(frozen=True)
@@ -63,11 +68,11 @@ class RealTrainingConfig:
         Width of the hidden layer (64 matches the built-in ``mlp-digits`` spec).
     """
 
-    learning_rate: float = 0.05
-    batch_size: int = 16
-    local_epochs: int = 2
-    test_fraction: float = 0.2
-    hidden_units: int = 64
+    learning_rate: float = _SPEC_DEFAULTS.learning_rate
+    batch_size: int = _SPEC_DEFAULTS.batch_size
+    local_epochs: int = _SPEC_DEFAULTS.local_epochs
+    test_fraction: float = _SPEC_DEFAULTS.test_fraction
+    hidden_units: int = _SPEC_DEFAULTS.hidden_units
 
     def __post_init__(self) -> None:
         if not self.learning_rate > 0:
